@@ -1,0 +1,116 @@
+//! The scheduler interface, shaped like the Linux blk-mq elevator
+//! (`block/elevator.h`: `insert_requests`, `dispatch_request`,
+//! `completed_request`, `has_work`), with time passed in and no I/O.
+//!
+//! A scheduler may serve at the host (streams = VMs) or inside a guest
+//! (streams = guest threads); it learns its streams and the device through
+//! [`SchedContext`] when it is built, and may meet unknown streams later (it
+//! must then treat them with default attributes).
+
+use crate::device::DeviceInfo;
+use crate::request::{Request, Sector, StreamId};
+use crate::time::Nanos;
+use std::collections::BTreeMap;
+
+/// What the scheduler wants the device to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Send this request to the device now.
+    Request(Request),
+    /// Keep the device idle (anticipation, slice idling, Pregather's timers):
+    /// call `dispatch` again at this time, or earlier if a request arrives or
+    /// completes. Always strictly in the future and finite.
+    WaitUntil(Nanos),
+    /// Nothing to dispatch.
+    Empty,
+}
+
+/// What a scheduler knows about one stream (a VM at the host, a thread in a guest).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamInfo {
+    pub id: StreamId,
+    pub name: String,
+    /// Proportional-share weight (blkio: 10..1000, default 500; BFQ: 1..1000).
+    /// Only ratios matter to hvio's schedulers.
+    pub weight: u32,
+    /// The region of the device this stream's data lives in (a VM's image),
+    /// as (first sector, length in sectors), when known.
+    pub region: Option<(Sector, Sector)>,
+    /// Scheduler-specific attributes by name (e.g. HTBS `rate_iops`, `burst`).
+    pub attrs: BTreeMap<String, f64>,
+}
+
+impl StreamInfo {
+    pub const DEFAULT_WEIGHT: u32 = 500;
+
+    pub fn new(id: StreamId, name: impl Into<String>) -> Self {
+        StreamInfo {
+            id,
+            name: name.into(),
+            weight: Self::DEFAULT_WEIGHT,
+            region: None,
+            attrs: BTreeMap::new(),
+        }
+    }
+
+    pub fn with_weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    pub fn with_region(mut self, start: Sector, len: Sector) -> Self {
+        self.region = Some((start, len));
+        self
+    }
+
+    pub fn attr(&self, name: &str) -> Option<f64> {
+        self.attrs.get(name).copied()
+    }
+}
+
+/// Everything a scheduler is told when it is built.
+#[derive(Debug, Clone)]
+pub struct SchedContext {
+    /// The streams known in advance (more may appear later).
+    pub streams: Vec<StreamInfo>,
+    /// The device it schedules for: capacity, rotational, seek estimates.
+    pub device: DeviceInfo,
+}
+
+impl SchedContext {
+    pub fn stream(&self, id: StreamId) -> Option<&StreamInfo> {
+        self.streams.iter().find(|s| s.id == id)
+    }
+}
+
+/// A disk I/O scheduler. Never reads a clock, never does I/O.
+pub trait Scheduler: Send {
+    /// The registry name (`noop`, `deadline`, `cfq`, ...).
+    fn name(&self) -> &'static str;
+
+    /// A request arrives at `now`.
+    fn insert(&mut self, rq: Request, now: Nanos);
+
+    /// The device can take a request: return one, ask to be called again at a
+    /// later time, or say there is nothing.
+    fn dispatch(&mut self, now: Nanos) -> Dispatch;
+
+    /// A request dispatched earlier has completed at `now`.
+    fn completed(&mut self, rq: &Request, now: Nanos);
+
+    /// Whether any request is queued in the scheduler.
+    fn has_work(&self) -> bool;
+
+    /// Requests inserted and not yet dispatched.
+    fn queued(&self) -> usize;
+
+    /// A stream's attributes changed at run time (e.g. its weight), or a new
+    /// stream was announced. Default: ignored.
+    fn set_stream(&mut self, _info: &StreamInfo) {}
+
+    /// Scheduler-specific counters (waits, slice switches by reason, ...),
+    /// by name, for reports.
+    fn counters(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+}

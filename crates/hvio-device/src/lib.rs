@@ -1,0 +1,1 @@
+//! Device models for the simulator and the daemon's emulator backend.

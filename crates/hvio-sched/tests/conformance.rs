@@ -1,0 +1,163 @@
+//! The conformance suite every registered scheduler must pass, today's and
+//! future ones: it iterates over `hvio_sched::SCHEDULERS`, so a new scheduler
+//! is tested the moment it is registered.
+//!
+//! Properties: every inserted request is dispatched exactly once; no dispatch
+//! when empty; `WaitUntil` is always strictly in the future and finite; the
+//! scheduler drains when the device keeps completing; `queued()` and
+//! `has_work()` agree with what was inserted and dispatched.
+
+use hvio_core::{Dispatch, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+const CAPACITY: u64 = 1 << 31;
+/// A wait longer than this is treated as unbounded idling.
+const MAX_WAIT: Nanos = 60_000_000_000;
+
+fn ctx(streams: u32) -> SchedContext {
+    let region = CAPACITY / streams as u64;
+    SchedContext {
+        streams: (0..streams)
+            .map(|i| StreamInfo::new(i, format!("vm{i}")).with_weight(100 * (i + 1)).with_region(i as u64 * region, region))
+            .collect(),
+        device: DeviceInfo::test_disk(CAPACITY),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Arrival {
+    gap_us: u64,
+    stream: u32,
+    sector: u64,
+    sectors: u32,
+    op: Op,
+}
+
+fn arrival() -> impl Strategy<Value = Arrival> {
+    (0u64..5_000, 0u32..4, 0u64..CAPACITY - 256, 1u32..256, prop_oneof![4 => Just(Op::Read), 3 => Just(Op::Write), 1 => Just(Op::Flush)])
+        .prop_map(|(gap_us, stream, sector, sectors, op)| Arrival { gap_us, stream, sector, sectors, op })
+}
+
+/// Drive `name` with the arrivals against a device that serves one request at
+/// a time in `service` ns; check the invariants; return dispatch order.
+fn drive(name: &str, arrivals: &[Arrival], service: Nanos) -> Vec<u64> {
+    let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(4)).unwrap();
+    let mut now: Nanos = 0;
+    let mut next_arrival = 0usize;
+    let mut t_arrival: Nanos = arrivals.first().map(|a| a.gap_us * 1000).unwrap_or(0);
+    let mut busy_until: Option<(Nanos, Request)> = None;
+    let mut wait_until: Option<Nanos> = None;
+    let mut dispatched = Vec::new();
+    let mut seen = HashSet::new();
+    let mut inserted = 0usize;
+    let mut steps = 0u64;
+    loop {
+        steps += 1;
+        assert!(steps < 10_000_000, "{name}: no progress");
+        // The next event: an arrival, a completion, or a wait expiry.
+        let mut t = Nanos::MAX;
+        if next_arrival < arrivals.len() {
+            t = t.min(t_arrival);
+        }
+        if let Some((c, _)) = busy_until {
+            t = t.min(c);
+        }
+        if let Some(w) = wait_until {
+            t = t.min(w);
+        }
+        if t == Nanos::MAX {
+            break;
+        }
+        now = now.max(t);
+        if let Some((c, rq)) = busy_until {
+            if c <= now {
+                s.completed(&rq, now);
+                busy_until = None;
+            }
+        }
+        while next_arrival < arrivals.len() && t_arrival <= now {
+            let a = &arrivals[next_arrival];
+            let (sector, sectors) = if a.op == Op::Flush { (0, 0) } else { (a.sector, a.sectors) };
+            let rq = Request::new(next_arrival as u64, a.stream, a.op, sector, sectors, now).with_sync(a.op != Op::Write || a.stream % 2 == 0);
+            s.insert(rq, now);
+            inserted += 1;
+            next_arrival += 1;
+            if let Some(a) = arrivals.get(next_arrival) {
+                t_arrival = now + a.gap_us * 1000;
+            }
+        }
+        wait_until = None;
+        if busy_until.is_none() {
+            match s.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    assert!(seen.insert(rq.id), "{name}: request {} dispatched twice", rq.id);
+                    dispatched.push(rq.id);
+                    busy_until = Some((now + service, rq));
+                }
+                Dispatch::WaitUntil(w) => {
+                    assert!(w > now, "{name}: WaitUntil({w}) not in the future (now {now})");
+                    assert!(w - now <= MAX_WAIT, "{name}: WaitUntil {} ns ahead", w - now);
+                    wait_until = Some(w);
+                }
+                Dispatch::Empty => {
+                    assert!(!s.has_work(), "{name}: Empty while has_work()");
+                }
+            }
+        }
+        assert_eq!(s.queued(), inserted - dispatched.len(), "{name}: queued() disagrees");
+        assert_eq!(s.has_work(), s.queued() > 0, "{name}: has_work() disagrees with queued()");
+    }
+    assert_eq!(dispatched.len(), arrivals.len(), "{name}: not every request was dispatched");
+    dispatched
+}
+
+#[test]
+fn empty_scheduler_dispatches_nothing() {
+    for spec in hvio_sched::SCHEDULERS {
+        let mut s = hvio_sched::build(spec.name, &ParamValues::new(), &ctx(2)).unwrap();
+        assert!(!s.has_work(), "{}", spec.name);
+        assert_eq!(s.queued(), 0, "{}", spec.name);
+        assert!(!matches!(s.dispatch(0), Dispatch::Request(_)), "{}: dispatched from empty", spec.name);
+    }
+}
+
+#[test]
+fn every_scheduler_has_a_documented_parameter_table() {
+    for spec in hvio_sched::SCHEDULERS {
+        for p in spec.params {
+            assert!(!p.doc.is_empty() && !p.unit.is_empty(), "{}: {}", spec.name, p.name);
+            assert!(p.min <= p.default && p.default <= p.max, "{}: {} default out of range", spec.name, p.name);
+        }
+        let mut bad = ParamValues::new();
+        bad.insert("no_such_tunable".into(), 1.0);
+        let err = hvio_sched::build(spec.name, &bad, &ctx(2)).err().expect("unknown tunable must fail").to_string();
+        assert!(err.contains("no_such_tunable"), "{}: {err}", spec.name);
+    }
+}
+
+#[test]
+fn a_burst_drains_completely() {
+    let arrivals: Vec<Arrival> = (0..2000)
+        .map(|i| Arrival {
+            gap_us: 0,
+            stream: (i % 4) as u32,
+            sector: (i * 7919 * 8) % (CAPACITY - 64),
+            sectors: 8,
+            op: if i % 3 == 0 { Op::Write } else { Op::Read },
+        })
+        .collect();
+    for spec in hvio_sched::SCHEDULERS {
+        drive(spec.name, &arrivals, 100_000);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #[test]
+    fn random_streams_dispatch_each_request_once(arrivals in prop::collection::vec(arrival(), 1..300), service in 10_000u64..20_000_000) {
+        for spec in hvio_sched::SCHEDULERS {
+            drive(spec.name, &arrivals, service);
+        }
+    }
+}

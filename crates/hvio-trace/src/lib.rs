@@ -1,0 +1,1 @@
+//! Trace and workload readers and writers.

@@ -1,0 +1,1 @@
+//! The virtual-disk daemon behind `hvio serve`.
