@@ -7,6 +7,7 @@
 //! VMs) or in a guest (streams = guest threads) unchanged.
 
 pub mod deadline;
+pub mod htbs;
 pub mod noop;
 pub mod util;
 
@@ -25,7 +26,7 @@ pub struct SchedulerSpec {
 }
 
 /// Every scheduler hvio has, in the order reports list them.
-pub static SCHEDULERS: &[SchedulerSpec] = &[noop::SPEC, deadline::SPEC];
+pub static SCHEDULERS: &[SchedulerSpec] = &[noop::SPEC, deadline::SPEC, htbs::SPEC];
 
 /// The spec of a scheduler by name.
 pub fn spec(name: &str) -> Result<&'static SchedulerSpec, ConfigError> {
