@@ -713,6 +713,14 @@ impl Scheduler for Htbs {
         if let Some(st) = self.streams.get_mut(&rq.stream) {
             st.in_flight = st.in_flight.saturating_sub(1);
             st.last_completion = Some(now);
+            // The awaited stream's next request follows its last completion:
+            // the Twait clock starts there (as CFQ arms its idle timer only
+            // once the queue has nothing in flight).
+            if st.in_flight == 0 {
+                if let Some(w) = self.wait.as_mut().filter(|w| w.stream == rq.stream) {
+                    w.deadline = w.deadline.max(now + self.twait);
+                }
+            }
         }
     }
 

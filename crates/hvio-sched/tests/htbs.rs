@@ -188,6 +188,21 @@ fn twait_success_serves_the_predicted_request() {
 }
 
 #[test]
+fn twait_counts_from_the_last_completion_of_the_awaited_stream() {
+    let mut h = sequential_then_far();
+    // Stream 0's three requests are still at the device: the wait starts now
+    // but its 10 ms count again from the completion of the last of them.
+    assert_eq!(h.dispatch(3), Dispatch::WaitUntil(3 + ms(10)));
+    for (i, t) in [(0, ms(4)), (1, ms(8)), (2, ms(12))] {
+        h.completed(&rq(i, 0, i * 8, 0), t);
+    }
+    assert_eq!(h.dispatch(ms(12)), Dispatch::WaitUntil(ms(22)));
+    h.insert(rq(3, 0, 24, ms(20)), ms(20));
+    assert_eq!(take(&mut h, ms(20)).id, 3);
+    assert_eq!(counter(&h, "successful_waits"), 1.0);
+}
+
+#[test]
 fn no_wait_when_the_pending_request_is_nearer_or_the_stream_is_slow() {
     // The other stream's request sits right at the head: no reason to idle.
     let mut h = htbs(vec![], &[]);
