@@ -9,6 +9,7 @@
 pub mod deadline;
 pub mod htbs;
 pub mod noop;
+pub mod pregather;
 pub mod util;
 
 use hvio_core::{ConfigError, ParamSpec, ParamValues, Params, SchedContext, Scheduler};
@@ -26,7 +27,7 @@ pub struct SchedulerSpec {
 }
 
 /// Every scheduler hvio has, in the order reports list them.
-pub static SCHEDULERS: &[SchedulerSpec] = &[noop::SPEC, deadline::SPEC, htbs::SPEC];
+pub static SCHEDULERS: &[SchedulerSpec] = &[noop::SPEC, deadline::SPEC, htbs::SPEC, pregather::SPEC];
 
 /// The spec of a scheduler by name.
 pub fn spec(name: &str) -> Result<&'static SchedulerSpec, ConfigError> {

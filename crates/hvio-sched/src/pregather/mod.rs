@@ -1,0 +1,714 @@
+//! Pregather (paper 000: Ling, Ibrahim, Wu, Jin, *Spatial Locality Aware Disk
+//! Scheduling in Virtualized Environment*, IEEE TPDS 2015).
+//!
+//! A host-level, non-work-conserving scheduler that treats each stream as a
+//! VM and, without looking inside it, predicts where the VM's next requests
+//! will land and waits for them instead of seeking away:
+//!
+//! - [`vnavigator`]: one prediction model per VM (§3, Eq. 1–7, Lemma 1);
+//! - [`spla`]: the spatial-locality-aware heuristic with its coarse and fine
+//!   timers (§4.1, Algorithms 1–2), seek costs from the device's seek curve;
+//! - [`timeslice`]: adaptive time slices from the RI and SI indicators
+//!   (§4.2, Eq. 8);
+//! - this module: per-VM sorted and EDF queues, round-robin service of VMs
+//!   ordered by their distance to the head, deadlines (§4.3).
+//!
+//! # Reading the paper: choices where the text is garbled or silent
+//!
+//! Each is a named parameter (see [`PARAMS`]) or stated here.
+//!
+//! 1. **Prediction windows are wall-clock windows** of `window` ms, numbered
+//!    from time 0; `T − T_r` in Eq. 1 counts whole windows, so densities
+//!    decay by `λ` once per window. (The text says the windows divide "the
+//!    allocated serving time of a VM"; it never says time outside a VM's
+//!    slice stops counting, and Lemma 1's proof needs only window indices.)
+//! 2. **`P(R)` is the first sector** of a request; a request counts in one
+//!    zone only.
+//! 3. **Eq. 7 averages the `m − 1` intervals between a zone's `m` accesses**
+//!    (the printed recurrence starts from an undefined `R_j^0`). A zone with
+//!    a single access has no interval, so a unit built on it predicts nothing
+//!    and arms no fine timer.
+//! 4. **Faded zones are forgotten** once their density falls below
+//!    `forget_density` (default 1/64: six windows without access at λ = 2).
+//!    The paper keeps "the historical information of the accessed zones"; a
+//!    zone this faded is below Eq. 4's cut-off (`D ≥ 1`) and can no longer be
+//!    dense, so only its running mean interval is lost. This keeps memory
+//!    proportional to the zones touched recently, not to the disk.
+//! 5. **Algorithm 2's arrival branch under the fine timer dispatches the new
+//!    request** (`newR`): the printed `dispatch_req = PR` contradicts the
+//!    prose of §4.1 ("waits for a new request whose LBA belongs to SR(U_i)")
+//!    and the coarse branch. Likewise the printed
+//!    `SeekTime(P(newR), P(PR))` is read as the seek from the head,
+//!    `SeekTime(P(LR), P(newR))`. hvio re-evaluates Algorithm 2 whenever the
+//!    driver calls `dispatch` (on every arrival and completion), so `PR` is
+//!    re-chosen as the closest pending request and, under the fine timer, any
+//!    pending request of the VM inside the unit is accepted.
+//! 6. **Eq. 8 never shrinks a slice because SI is high**: read literally,
+//!    `TS⁰·(SI − 55 %)·10` gives a VM with SI = 56 % a 2 ms slice and one
+//!    with SI = 54 % the full `TS⁰`, while the text says the slice "is
+//!    increased with the growth of SI". With `si_slice_floor = 1` (default)
+//!    the first case is `max(TS⁰, TS⁰·(SI − 55 %)·10)`; `si_slice_floor = 0`
+//!    gives the literal formula.
+//! 7. **`AvgD` and `AvgT`** (average LBA distance and arrival interval
+//!    between consecutive requests of a VM) are decaying averages with weight
+//!    `avg_weight` per sample (1/8, the weight of Linux AS's and CFQ's
+//!    think-time and seek means), so they follow phase changes; the paper
+//!    only says "average". **`SI`** is the fraction of zero seek distances
+//!    (a dispatch starting exactly where the VM's previous dispatch ended)
+//!    over the VM's last `si_window` dispatches.
+//! 8. **Halving an idle slice** ("when the block layer does not have pending
+//!    requests from a served VM and the time slice is not used up, the
+//!    length of the time slice is reduced by half") is applied once per slice,
+//!    by `empty_slice_factor`, when a dispatch leaves the served VM with
+//!    nothing queued; Eq. 8 is re-evaluated after every dispatch (§4.3).
+//! 9. **A slice starts when its VM is selected.** VMs are served round-robin:
+//!    each backlogged VM once per round, the next one being the unserved VM
+//!    whose closest pending request is nearest to the head (§4.3); a new round
+//!    does not start with the VM just served when another is backlogged. A
+//!    VM's turn ends when its slice is used, or when it has nothing pending
+//!    and no coarse timer waits for it. When the coarse timer lets a request
+//!    of another VM through (its seek is cheaper than waiting), that VM's
+//!    slice begins.
+//! 10. **Deadlines** are CFQ's FIFO expiries (sync 125 ms, async 250 ms). The
+//!     served VM's EDF head is dispatched at once when expired; a pending
+//!     request's deadline also ends a wait for it (Algorithm 2).
+//! 11. **`P(LR)`**: the unit lookup of Algorithm 1 uses the completed
+//!     request's first sector (footnote 6: "the LBA of a completed request is
+//!     the position of disk head"); seek estimates and distances start from
+//!     its end, where the head really is. Timers are armed only when nothing
+//!     else is in flight (with a device queue deeper than 1 the scheduler stays
+//!     work-conserving while requests are outstanding).
+//! 12. **RI > 1** cannot happen for a VM whose image is one contiguous region
+//!     (every distance is smaller than the image); the case is implemented for
+//!     images whose region is unknown and learnt from the requests' extent.
+
+pub mod spla;
+pub mod timeslice;
+pub mod vnavigator;
+
+use super::util::SortKey;
+use super::SchedulerSpec;
+use hvio_core::{
+    Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, StreamId,
+    StreamInfo,
+};
+use spla::{ArmInput, Timer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use timeslice::{Locality, SliceParams};
+use vnavigator::{NavParams, VNavigator};
+
+pub const SPEC: SchedulerSpec = SchedulerSpec {
+    name: "pregather",
+    summary:
+        "Pregather (paper 000): vNavigator zone-density prediction, SPLA coarse/fine timers, adaptive VM time slices",
+    params: PARAMS,
+    stream_attrs: &[],
+    build,
+};
+
+/// Pregather's tunables with the paper's defaults.
+pub static PARAMS: &[ParamSpec] = &[
+    ParamSpec::int(
+        "zone_sectors",
+        2000.0,
+        "sectors",
+        1.0,
+        1e12,
+        "B: zone size of the vNavigator (§3, §5.1 picks 2000)",
+    ),
+    ParamSpec::real(
+        "lambda",
+        2.0,
+        "ratio",
+        1.000001,
+        1e6,
+        "λ > 1: density decay per prediction window (Eq. 1, §5.1)",
+    ),
+    ParamSpec::real(
+        "window",
+        20.0,
+        "ms",
+        0.001,
+        1e6,
+        "length of a prediction window (§5.1: 20 ms)",
+    ),
+    ParamSpec::real(
+        "slice_initial",
+        200.0,
+        "ms",
+        0.001,
+        1e6,
+        "TS⁰: the initial time slice of a VM (§4.2, §5.2)",
+    ),
+    ParamSpec::real(
+        "si_threshold",
+        0.55,
+        "ratio",
+        0.0,
+        1.0,
+        "SI above which a VM's slice grows (Eq. 8: 55 %)",
+    ),
+    ParamSpec::real(
+        "si_scale",
+        10.0,
+        "ratio",
+        0.0,
+        1e3,
+        "factor of Eq. 8's first case, TS⁰·(SI − threshold)·scale",
+    ),
+    ParamSpec::flag(
+        "si_slice_floor",
+        true,
+        "Eq. 8's first case never goes below TS⁰ (module doc, choice 6)",
+    ),
+    ParamSpec::real(
+        "empty_slice_factor",
+        0.5,
+        "ratio",
+        0.001,
+        1.0,
+        "slice factor when the served VM runs out of requests with slice left (§4.2)",
+    ),
+    ParamSpec::int(
+        "si_window",
+        100.0,
+        "requests",
+        1.0,
+        1e6,
+        "dispatches of a VM over which SI is measured",
+    ),
+    ParamSpec::real(
+        "avg_weight",
+        0.125,
+        "ratio",
+        0.0001,
+        1.0,
+        "weight of a new sample in the AvgD and AvgT averages",
+    ),
+    ParamSpec::real(
+        "forget_density",
+        1.0 / 64.0,
+        "ratio",
+        1e-12,
+        1.0,
+        "zones whose density decays below this are forgotten",
+    ),
+    ParamSpec::int(
+        "fifo_expire_sync",
+        125.0,
+        "ms",
+        1.0,
+        1e7,
+        "deadline of a sync request (CFQ's, §4.3)",
+    ),
+    ParamSpec::int(
+        "fifo_expire_async",
+        250.0,
+        "ms",
+        1.0,
+        1e7,
+        "deadline of an async request (CFQ's, §4.3)",
+    ),
+];
+
+fn build(p: Params, ctx: &SchedContext) -> Box<dyn Scheduler> {
+    Box::new(Pregather::new(&p, ctx))
+}
+
+/// A VM's sorted queue and EDF queue (§4.3).
+#[derive(Debug, Default, Clone)]
+struct VmQueue {
+    sorted: BTreeMap<SortKey, (Request, Nanos)>,
+    edf: BTreeSet<(Nanos, RequestId, Sector)>,
+}
+
+impl VmQueue {
+    fn insert(&mut self, rq: Request, deadline: Nanos) {
+        self.sorted.insert((rq.sector, rq.id), (rq, deadline));
+        self.edf.insert((deadline, rq.id, rq.sector));
+    }
+
+    fn remove(&mut self, key: SortKey) -> Request {
+        let (rq, dl) = self.sorted.remove(&key).expect("dispatching a queued request");
+        self.edf.remove(&(dl, rq.id, rq.sector));
+        rq
+    }
+
+    fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    fn edf_head(&self) -> Option<(Nanos, SortKey)> {
+        self.edf.first().map(|&(dl, id, sector)| (dl, (sector, id)))
+    }
+
+    fn deadline(&self, key: SortKey) -> Nanos {
+        self.sorted[&key].1
+    }
+
+    /// The pending request nearest to `head` with its first sector in
+    /// `[lo, hi)`, and its distance (ties go forward).
+    fn nearest_in(&self, lo: Sector, hi: Sector, head: Sector) -> Option<(SortKey, Sector)> {
+        let split = head.clamp(lo, hi);
+        let fwd = self.sorted.range((split, 0)..(hi, 0)).next().map(|(k, _)| *k);
+        let back = self.sorted.range((lo, 0)..(split, 0)).next_back().map(|(k, _)| *k);
+        match (fwd, back) {
+            (Some(f), Some(b)) => {
+                let (df, db) = (f.0.abs_diff(head), b.0.abs_diff(head));
+                Some(if db < df { (b, db) } else { (f, df) })
+            }
+            (Some(k), None) | (None, Some(k)) => Some((k, k.0.abs_diff(head))),
+            (None, None) => None,
+        }
+    }
+
+    fn nearest(&self, head: Sector) -> Option<(SortKey, Sector)> {
+        self.nearest_in(0, Sector::MAX, head)
+    }
+}
+
+/// One granted time slice, for the slice-over-time view (Fig. 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceRecord {
+    pub start: Nanos,
+    /// The slice length in force when the slice ended (Eq. 8, maybe halved).
+    pub length: Nanos,
+    /// Disk time the VM actually held.
+    pub used: Nanos,
+}
+
+#[derive(Debug, Clone)]
+struct Vm {
+    name: String,
+    region: Option<(Sector, Sector)>,
+    queue: VmQueue,
+    nav: VNavigator,
+    loc: Locality,
+    slices: Vec<SliceRecord>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    vm: StreamId,
+    start: Nanos,
+    len: Nanos,
+    halved: bool,
+}
+
+impl Active {
+    fn end(&self) -> Nanos {
+        self.start.saturating_add(self.len)
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    waits_started: u64,
+    waits_succeeded: u64,
+    waits_timed_out: u64,
+    waits_deadline: u64,
+    waits_slice_end: u64,
+    coarse_armed: u64,
+    fine_armed: u64,
+    deadline_dispatches: u64,
+    dispatches: u64,
+    slices: u64,
+}
+
+/// Why a request is dispatched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// No timer armed.
+    Plain,
+    /// It meets the armed timer's condition (Algorithm 2).
+    Suitable,
+    /// Its deadline has passed.
+    Deadline,
+}
+
+/// The Pregather scheduler.
+pub struct Pregather {
+    nav: NavParams,
+    slice: SliceParams,
+    empty_factor: f64,
+    si_window: usize,
+    avg_weight: f64,
+    /// FIFO expiry: [async, sync].
+    expire: [Nanos; 2],
+    seek: Arc<dyn SeekModel>,
+    vms: BTreeMap<StreamId, Vm>,
+    active: Option<Active>,
+    /// VMs served in the current round.
+    round: BTreeSet<StreamId>,
+    last_served: Option<StreamId>,
+    timer: Option<Timer>,
+    /// A `WaitUntil` was returned for the armed timer.
+    waiting: bool,
+    /// Where the head is (or will be, once outstanding requests finish).
+    head: Sector,
+    in_flight: usize,
+    queued: usize,
+    stats: Stats,
+}
+
+impl Pregather {
+    pub fn new(p: &Params, ctx: &SchedContext) -> Self {
+        let mut s = Pregather {
+            nav: NavParams {
+                zone_sectors: p.u64("zone_sectors"),
+                lambda: p.get("lambda"),
+                window: p.nanos("window").max(1),
+                forget_density: p.get("forget_density"),
+            },
+            slice: SliceParams {
+                initial: p.nanos("slice_initial").max(1),
+                si_threshold: p.get("si_threshold"),
+                si_scale: p.get("si_scale"),
+                si_floor: p.flag("si_slice_floor"),
+            },
+            empty_factor: p.get("empty_slice_factor"),
+            si_window: p.u64("si_window") as usize,
+            avg_weight: p.get("avg_weight"),
+            expire: [p.nanos("fifo_expire_async"), p.nanos("fifo_expire_sync")],
+            seek: ctx.device.seek.clone(),
+            vms: BTreeMap::new(),
+            active: None,
+            round: BTreeSet::new(),
+            last_served: None,
+            timer: None,
+            waiting: false,
+            head: 0,
+            in_flight: 0,
+            queued: 0,
+            stats: Stats::default(),
+        };
+        for info in &ctx.streams {
+            s.set_stream(info);
+        }
+        s
+    }
+
+    fn vm_mut(&mut self, id: StreamId) -> &mut Vm {
+        let (nav, w, si) = (self.nav, self.avg_weight, self.si_window);
+        self.vms.entry(id).or_insert_with(|| Vm {
+            name: format!("stream{id}"),
+            region: None,
+            queue: VmQueue::default(),
+            nav: VNavigator::new(nav),
+            loc: Locality::new(w, si),
+            slices: Vec::new(),
+        })
+    }
+
+    /// `size(VM_x)`: the image's length, or the extent its requests covered.
+    fn image(vm: &Vm) -> Sector {
+        vm.region.map_or_else(|| vm.loc.extent(), |(_, len)| len).max(1)
+    }
+
+    /// Eq. 8 for `vm`, times `empty_slice_factor` once halved.
+    fn slice_for(&self, vm: StreamId, halved: bool) -> Nanos {
+        let v = &self.vms[&vm];
+        let ts = timeslice::slice_length(&self.slice, v.loc.ri(Self::image(v)), v.loc.si());
+        if halved {
+            (ts as f64 * self.empty_factor).round() as Nanos
+        } else {
+            ts
+        }
+    }
+
+    fn start_slice(&mut self, vm: StreamId, now: Nanos) {
+        let len = self.slice_for(vm, false);
+        self.active = Some(Active {
+            vm,
+            start: now,
+            len,
+            halved: false,
+        });
+        self.round.insert(vm);
+        self.stats.slices += 1;
+    }
+
+    fn end_slice(&mut self, now: Nanos) {
+        if let Some(a) = self.active.take() {
+            if self.waiting {
+                self.stats.waits_slice_end += 1;
+            }
+            self.timer = None;
+            self.waiting = false;
+            let rec = SliceRecord {
+                start: a.start,
+                length: a.len,
+                used: now.saturating_sub(a.start),
+            };
+            self.vm_mut(a.vm).slices.push(rec);
+            self.last_served = Some(a.vm);
+        }
+    }
+
+    /// The next VM of the round: the unserved backlogged VM nearest to the head (§4.3).
+    fn select_next(&mut self) -> Option<StreamId> {
+        let head = self.head;
+        let pending: Vec<(Sector, StreamId)> = self
+            .vms
+            .iter()
+            .filter_map(|(&id, v)| v.queue.nearest(head).map(|(_, d)| (d, id)))
+            .collect();
+        let pick =
+            |skip: &dyn Fn(StreamId) -> bool| pending.iter().filter(|(_, id)| !skip(*id)).min().map(|&(_, id)| id);
+        if let Some(id) = pick(&|id| self.round.contains(&id)) {
+            return Some(id);
+        }
+        self.round.clear();
+        let last = self.last_served;
+        pick(&|id| Some(id) == last).or_else(|| pick(&|_| false))
+    }
+
+    /// The pending request of another VM than `x` nearest to the head.
+    fn nearest_other(&self, x: StreamId) -> Option<(StreamId, SortKey, Sector)> {
+        self.vms
+            .iter()
+            .filter(|(&id, _)| id != x)
+            .filter_map(|(&id, v)| v.queue.nearest(self.head).map(|(k, d)| (id, k, d)))
+            .min_by_key(|&(id, _, d)| (d, id))
+    }
+
+    fn take(&mut self, vm: StreamId, key: SortKey, now: Nanos, why: Why) -> Dispatch {
+        let rq = self.vms.get_mut(&vm).expect("known VM").queue.remove(key);
+        self.queued -= 1;
+        self.in_flight += 1;
+        self.stats.dispatches += 1;
+        match why {
+            Why::Suitable if self.waiting => self.stats.waits_succeeded += 1,
+            Why::Deadline => {
+                if self.waiting {
+                    self.stats.waits_deadline += 1;
+                }
+                self.stats.deadline_dispatches += 1;
+            }
+            _ => {}
+        }
+        // Any dispatch turns the timers off (Algorithm 2).
+        self.timer = None;
+        self.waiting = false;
+        if self.active.map(|a| a.vm) != Some(vm) {
+            self.end_slice(now);
+            self.start_slice(vm, now);
+        }
+        if rq.sectors > 0 {
+            self.head = rq.end();
+        }
+        let v = self.vm_mut(vm);
+        v.loc.dispatched(&rq);
+        let empty = v.queue.is_empty();
+        // §4.2–4.3: re-evaluate Eq. 8; halve once when the VM has nothing left with slice to spare.
+        let mut a = self.active.expect("a slice is active");
+        if empty && !a.halved && now < a.end() {
+            a.halved = true;
+        }
+        a.len = self.slice_for(vm, a.halved);
+        self.active = Some(a);
+        Dispatch::Request(rq)
+    }
+
+    /// Slices granted to stream `id` so far (the slice-over-time view of Fig. 7).
+    pub fn slice_history(&self, id: StreamId) -> &[SliceRecord] {
+        self.vms.get(&id).map_or(&[], |v| &v.slices)
+    }
+
+    /// The slice length stream `id` would get now (Eq. 8).
+    pub fn current_slice(&self, id: StreamId) -> Option<Nanos> {
+        match self.active {
+            Some(a) if a.vm == id => Some(a.len),
+            _ => self.vms.contains_key(&id).then(|| self.slice_for(id, false)),
+        }
+    }
+
+    /// Bytes of prediction state kept for stream `id` (its vNavigator).
+    pub fn model_memory(&self, id: StreamId) -> usize {
+        self.vms.get(&id).map_or(0, |v| v.nav.memory_bytes())
+    }
+}
+
+impl Scheduler for Pregather {
+    fn name(&self) -> &'static str {
+        "pregather"
+    }
+
+    fn insert(&mut self, rq: Request, now: Nanos) {
+        let deadline = now + self.expire[rq.sync as usize];
+        let v = self.vm_mut(rq.stream);
+        v.queue.insert(rq, deadline);
+        // §4.3: on arrival update AvgT, AvgD (RI) and the vNavigator.
+        v.loc.arrived(&rq, now);
+        if rq.sectors > 0 {
+            v.nav.record(rq.sector, now);
+        }
+        self.queued += 1;
+    }
+
+    fn dispatch(&mut self, now: Nanos) -> Dispatch {
+        if self.active.is_some_and(|a| now >= a.end()) {
+            self.end_slice(now);
+        }
+        if self.timer.is_some_and(|t| now >= t.until()) {
+            if self.waiting {
+                self.stats.waits_timed_out += 1;
+            }
+            self.timer = None;
+            self.waiting = false;
+        }
+        if self.queued == 0 {
+            return Dispatch::Empty;
+        }
+        // The served VM's turn is over once it has nothing pending and no
+        // coarse timer waits for its next request.
+        if let Some(a) = self.active {
+            if self.vms[&a.vm].queue.is_empty() && !matches!(self.timer, Some(Timer::Coarse { .. })) {
+                self.end_slice(now);
+            }
+        }
+        if self.active.is_none() {
+            let next = self.select_next().expect("queued > 0");
+            self.start_slice(next, now);
+        }
+        let a = self.active.expect("a slice is active");
+        let x = a.vm;
+        let q = &self.vms[&x].queue;
+        // §4.3: an expired deadline at the head of the served VM's EDF queue goes at once.
+        if let Some((dl, key)) = q.edf_head() {
+            if dl <= now {
+                return self.take(x, key, now, Why::Deadline);
+            }
+        }
+        // PR: the served VM's request next to the head, else the nearest other VM's.
+        let (pr_vm, pr) = match q.nearest(self.head) {
+            Some((k, _)) => (x, k),
+            None => {
+                let (id, k, _) = self.nearest_other(x).expect("queued > 0");
+                (id, k)
+            }
+        };
+        let Some(timer) = self.timer else {
+            return self.take(pr_vm, pr, now, Why::Plain);
+        };
+        // Algorithm 2.
+        let seek = self.seek.seek_time(self.head, pr.0);
+        if spla::suitable(&timer, pr_vm == x, pr.0, seek) {
+            return self.take(pr_vm, pr, now, Why::Suitable);
+        }
+        if let Timer::Fine { unit, .. } = timer {
+            if let Some((k, _)) = self.vms[&x].queue.nearest_in(unit.start, unit.end, self.head) {
+                return self.take(x, k, now, Why::Suitable);
+            }
+        }
+        let pr_deadline = self.vms[&pr_vm].queue.deadline(pr);
+        if pr_deadline <= now {
+            return self.take(pr_vm, pr, now, Why::Deadline);
+        }
+        if !self.waiting {
+            self.waiting = true;
+            self.stats.waits_started += 1;
+        }
+        Dispatch::WaitUntil(timer.until().min(pr_deadline).min(a.end()))
+    }
+
+    fn completed(&mut self, rq: &Request, now: Nanos) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self.in_flight > 0 {
+            return;
+        }
+        if rq.sectors > 0 {
+            self.head = rq.end();
+        }
+        let Some(a) = self.active else { return };
+        if rq.stream != a.vm {
+            return;
+        }
+        // Algorithm 1.
+        let neighbour_distance = self.nearest_other(a.vm).map(|(_, _, d)| d);
+        let v = self.vms.get_mut(&a.vm).expect("active VM is known");
+        let vm_pending = !v.queue.is_empty();
+        let unit = if vm_pending {
+            v.nav.unit_at(rq.sector, now)
+        } else {
+            None
+        };
+        let input = ArmInput {
+            now,
+            vm_pending,
+            avg_d: v.loc.avg_distance(),
+            avg_t: v.loc.avg_interval(),
+            image: Self::image(v),
+            neighbour_distance,
+            unit,
+        };
+        self.timer = spla::arm(&input);
+        self.waiting = false;
+        match self.timer {
+            Some(Timer::Coarse { .. }) => self.stats.coarse_armed += 1,
+            Some(Timer::Fine { .. }) => self.stats.fine_armed += 1,
+            None => {}
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        self.queued > 0
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn set_stream(&mut self, info: &StreamInfo) {
+        let v = self.vm_mut(info.id);
+        v.name = info.name.clone();
+        v.region = info.region;
+    }
+
+    fn counters(&self) -> Vec<(String, f64)> {
+        let s = &self.stats;
+        let ratio = if s.waits_started == 0 {
+            0.0
+        } else {
+            s.waits_succeeded as f64 / s.waits_started as f64
+        };
+        let mut out: Vec<(String, f64)> = [
+            ("waits_started", s.waits_started as f64),
+            ("waits_succeeded", s.waits_succeeded as f64),
+            ("wait_success_ratio", ratio),
+            ("waits_timed_out", s.waits_timed_out as f64),
+            ("waits_deadline", s.waits_deadline as f64),
+            ("waits_slice_end", s.waits_slice_end as f64),
+            ("timers_coarse", s.coarse_armed as f64),
+            ("timers_fine", s.fine_armed as f64),
+            ("deadline_dispatches", s.deadline_dispatches as f64),
+            ("dispatches", s.dispatches as f64),
+            ("slices", s.slices as f64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let ms = |n: Nanos| n as f64 / 1e6;
+        for (&id, v) in &self.vms {
+            let n = &v.name;
+            let granted: Nanos = v.slices.iter().map(|r| r.length).sum();
+            let mean = if v.slices.is_empty() {
+                0.0
+            } else {
+                ms(granted) / v.slices.len() as f64
+            };
+            out.push((format!("slice_ms.{n}"), ms(self.current_slice(id).unwrap_or(0))));
+            out.push((format!("slice_mean_ms.{n}"), mean));
+            out.push((format!("slices.{n}"), v.slices.len() as f64));
+            out.push((format!("ri.{n}"), v.loc.ri(Self::image(v))));
+            out.push((format!("si.{n}"), v.loc.si()));
+            out.push((format!("zones.{n}"), v.nav.zones() as f64));
+            out.push((format!("model_bytes.{n}"), v.nav.memory_bytes() as f64));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

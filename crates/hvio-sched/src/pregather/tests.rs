@@ -1,0 +1,215 @@
+//! Pregather's queueing and SPLA behaviour on hand-built scenarios.
+
+use super::*;
+use hvio_core::ms;
+use hvio_core::{us, DeviceInfo, LinearSeek, Op, ParamValues};
+
+/// Seek estimate of 1 ns per sector, capped at 15 ms.
+fn ctx(regions: &[(Sector, Sector)]) -> SchedContext {
+    SchedContext {
+        streams: regions
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, l))| StreamInfo::new(i as u32, format!("vm{i}")).with_region(s, l))
+            .collect(),
+        device: DeviceInfo {
+            capacity: 1 << 32,
+            rotational: true,
+            queue_depth: 1,
+            seek: Arc::new(LinearSeek {
+                ns_per_sector: 1.0,
+                max: ms(15),
+                revolution: 8_333_333,
+            }),
+        },
+    }
+}
+
+fn sched(regions: &[(Sector, Sector)], over: &[(&str, f64)]) -> Pregather {
+    let o: ParamValues = over.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let p = Params::resolve("scheduler pregather", PARAMS, &o).unwrap();
+    Pregather::new(&p, &ctx(regions))
+}
+
+fn rd(id: u64, vm: u32, sector: Sector, at: Nanos) -> Request {
+    Request::new(id, vm, Op::Read, sector, 8, at)
+}
+
+fn take(s: &mut Pregather, now: Nanos) -> Request {
+    match s.dispatch(now) {
+        Dispatch::Request(r) => r,
+        other => panic!("expected a request at {now}, got {other:?}"),
+    }
+}
+
+fn counter(s: &Pregather, name: &str) -> f64 {
+    s.counters()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
+}
+
+/// VM 0 reads sectors 0 and 8, arriving 1 ms apart; both are dispatched.
+/// The second goes through the fine timer: zone 0 is the only zone (δ = 2),
+/// unit [0, 2·B) with ST = 1 ms, and sector 8 is inside it.
+fn warm_up(s: &mut Pregather) {
+    s.insert(rd(0, 0, 0, 0), 0);
+    s.insert(rd(1, 0, 8, ms(1)), ms(1));
+    assert_eq!(take(s, ms(1)).id, 0);
+    s.completed(&rd(0, 0, 0, 0), ms(2));
+    assert_eq!(take(s, ms(2)).id, 1);
+}
+
+#[test]
+fn fine_timer_waits_for_the_unit_then_gives_up() {
+    let mut s = sched(&[(0, 100_000_000)], &[("zone_sectors", 1000.0)]);
+    warm_up(&mut s);
+    s.insert(rd(9, 0, 50_000_000, ms(2)), ms(2));
+    s.completed(&rd(1, 0, 8, ms(1)), ms(3));
+    // D0 = 2, D(zone 50000) = 1, δ = 1.5: the head is in unit [0, 2000) with
+    // ST = 1 ms; PR (id 9) is outside it and its seek (15 ms) exceeds ST: wait.
+    assert_eq!(s.dispatch(ms(3)), Dispatch::WaitUntil(ms(4)));
+    assert_eq!(counter(&s, "timers_fine"), 2.0);
+    assert_eq!(counter(&s, "waits_started"), 1.0);
+    // A request inside the unit arrives: dispatched, the wait succeeded.
+    s.insert(rd(2, 0, 16, us(3500)), us(3500));
+    assert_eq!(take(&mut s, us(3500)).id, 2);
+    assert_eq!(counter(&s, "waits_succeeded"), 1.0);
+    s.completed(&rd(2, 0, 16, us(3500)), us(4500));
+    // ZT(Z0) = mean(1 ms, 2.5 ms) = 1.75 ms (Eq. 7): wait until 6.25 ms.
+    assert_eq!(s.dispatch(us(4500)), Dispatch::WaitUntil(us(6250)));
+    // Nothing came: the timer runs out and PR goes.
+    assert_eq!(take(&mut s, us(6250)).id, 9);
+    assert_eq!(counter(&s, "waits_started"), 2.0);
+    assert_eq!(counter(&s, "waits_timed_out"), 1.0);
+    assert_eq!(counter(&s, "wait_success_ratio"), 0.5);
+}
+
+#[test]
+fn coarse_timer_holds_the_disk_for_the_served_vm() {
+    let mut s = sched(&[(0, 1_000_000), (100_000_000, 1_000_000)], &[("zone_sectors", 1000.0)]);
+    warm_up(&mut s);
+    s.insert(rd(5, 1, 100_000_000, ms(2)), ms(2));
+    s.completed(&rd(1, 0, 8, ms(1)), ms(3));
+    // VM 0 has nothing pending; AvgD = 8 sectors < image and < distance to
+    // VM 1's request: coarse timer of AvgT = 1 ms. VM 1's request is 15 ms of
+    // seek away, more than AvgT: wait.
+    assert_eq!(counter(&s, "timers_coarse"), 1.0);
+    assert_eq!(s.dispatch(ms(3)), Dispatch::WaitUntil(ms(4)));
+    // VM 0's next request arrives: dispatched at once.
+    s.insert(rd(2, 0, 16, us(3200)), us(3200));
+    assert_eq!(take(&mut s, us(3200)).id, 2);
+    assert_eq!(counter(&s, "waits_succeeded"), 1.0);
+    s.completed(&rd(2, 0, 16, us(3200)), ms(4));
+    // AvgT = 1 ms + (2.2 ms − 1 ms)/8 = 1.15 ms.
+    assert_eq!(s.dispatch(ms(4)), Dispatch::WaitUntil(us(5150)));
+    // Timer over, VM 0 idle: its turn ends and VM 1 is served.
+    assert_eq!(take(&mut s, us(5150)).id, 5);
+    assert_eq!(counter(&s, "slices"), 2.0);
+    assert_eq!(counter(&s, "waits_timed_out"), 1.0);
+    assert_eq!(s.slice_history(0).len(), 1);
+    assert_eq!(s.slice_history(0)[0].used, us(5150) - ms(1));
+}
+
+#[test]
+fn a_cheap_seek_is_taken_instead_of_waiting() {
+    // VM 1's request is 1000 sectors (1 µs) away: cheaper than AvgT.
+    let mut s = sched(&[(0, 1_000), (1_000, 1_000)], &[("zone_sectors", 100.0)]);
+    warm_up(&mut s);
+    s.insert(rd(5, 1, 1_016, ms(2)), ms(2));
+    s.completed(&rd(1, 0, 8, ms(1)), ms(3));
+    // AvgD = 8 < distance 1000: coarse timer armed, but the seek is cheap.
+    assert_eq!(counter(&s, "timers_coarse"), 1.0);
+    assert_eq!(take(&mut s, ms(3)).id, 5);
+    assert_eq!(counter(&s, "waits_started"), 0.0);
+}
+
+#[test]
+fn an_expired_deadline_goes_first() {
+    let mut s = sched(&[(0, 1_000_000)], &[]);
+    s.insert(rd(0, 0, 5000, 0), 0);
+    s.insert(rd(1, 0, 0, ms(200)), ms(200));
+    // Head at 0: id 1 is nearer, but id 0's 125 ms deadline has passed.
+    assert_eq!(take(&mut s, ms(200)).id, 0);
+    assert_eq!(counter(&s, "deadline_dispatches"), 1.0);
+}
+
+#[test]
+fn vms_are_served_round_robin_by_distance_to_the_head() {
+    let regions = [(0, 1_000_000), (100_000_000, 1_000_000), (50_000_000, 1_000_000)];
+    let mut s = sched(&regions, &[("slice_initial", 1.0), ("si_threshold", 1.0)]);
+    let mut id = 0;
+    for (vm, &(start, _)) in regions.iter().enumerate() {
+        for i in 0..10 {
+            s.insert(rd(id, vm as u32, start + 8 * i, 0), 0);
+            id += 1;
+        }
+    }
+    let mut order = Vec::new();
+    let mut now = 0;
+    while s.has_work() {
+        now += us(300);
+        match s.dispatch(now) {
+            Dispatch::Request(r) => {
+                if order.last() != Some(&r.stream) {
+                    order.push(r.stream);
+                }
+                s.completed(&r, now + us(100));
+            }
+            Dispatch::WaitUntil(t) => now = t - us(300),
+            Dispatch::Empty => unreachable!("has work"),
+        }
+    }
+    // Head at 0: VM 0, then the nearer VM 2 (50 M), then VM 1 (100 M); the next
+    // round does not restart with VM 1, the VM just served.
+    assert_eq!(&order[..4], &[0, 2, 1, 2]);
+}
+
+#[test]
+fn slice_lengths_follow_eq8_and_halve_when_idle() {
+    let mut s = sched(&[(0, 1_000_000)], &[]);
+    assert_eq!(s.current_slice(0), Some(ms(200)));
+    // A sequential VM: SI → 100 % over the dispatches: slice TS⁰·(1 − 0.55)·10 = 900 ms.
+    let mut now = 0;
+    for i in 0..20 {
+        s.insert(rd(i, 0, 8 * i, now), now);
+    }
+    for _ in 0..19 {
+        let r = take(&mut s, now);
+        now += us(100);
+        s.completed(&r, now);
+    }
+    assert_eq!(s.current_slice(0), Some(ms(900)));
+    // The last request leaves the VM idle with slice left: halved.
+    take(&mut s, now);
+    assert_eq!(s.current_slice(0), Some(ms(450)));
+    assert_eq!(counter(&s, "slice_ms.vm0"), 450.0);
+    assert_eq!(counter(&s, "si.vm0"), 1.0);
+}
+
+#[test]
+fn model_memory_follows_touched_zones_not_disk_size() {
+    let mut s = sched(&[(0, 1 << 40)], &[]);
+    for i in 0..10u64 {
+        s.insert(rd(i, 0, i * 1_000_000_000, 0), 0);
+    }
+    assert_eq!(counter(&s, "zones.vm0"), 10.0);
+    assert!(s.model_memory(0) < 1024, "{} bytes", s.model_memory(0));
+    // Unknown streams are served with defaults.
+    s.insert(rd(99, 7, 42, 0), 0);
+    assert_eq!(s.queued(), 11);
+}
+
+#[test]
+fn registered_and_buildable() {
+    let b = crate::build("pregather", &ParamValues::new(), &ctx(&[(0, 1000)])).unwrap();
+    assert_eq!(b.name(), "pregather");
+    let mut bad = ParamValues::new();
+    bad.insert("lambda".into(), 1.0);
+    let e = crate::build("pregather", &bad, &ctx(&[(0, 1000)]))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("lambda"), "{e}");
+}
