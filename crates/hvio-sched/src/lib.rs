@@ -6,10 +6,13 @@
 //! checked parameter overrides. A scheduler serves at the host (streams =
 //! VMs) or in a guest (streams = guest threads) unchanged.
 
+pub mod cfq;
 pub mod deadline;
 pub mod htbs;
 pub mod noop;
 pub mod pregather;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod util;
 
 use hvio_core::{ConfigError, ParamSpec, ParamValues, Params, SchedContext, Scheduler};
@@ -27,7 +30,14 @@ pub struct SchedulerSpec {
 }
 
 /// Every scheduler hvio has, in the order reports list them.
-pub static SCHEDULERS: &[SchedulerSpec] = &[noop::SPEC, deadline::SPEC, htbs::SPEC, pregather::SPEC];
+pub static SCHEDULERS: &[SchedulerSpec] = &[
+    noop::SPEC,
+    deadline::SPEC,
+    htbs::SPEC,
+    pregather::SPEC,
+    cfq::SPEC_CFQ,
+    cfq::SPEC_BLKIO,
+];
 
 /// The spec of a scheduler by name.
 pub fn spec(name: &str) -> Result<&'static SchedulerSpec, ConfigError> {

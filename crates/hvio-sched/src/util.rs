@@ -89,3 +89,83 @@ impl SortedFifo {
 pub fn key(rq: &Request) -> SortKey {
     (rq.sector, rq.id)
 }
+
+/// The think-time estimate CFQ, AS and BFQ share: a fixed-point EWMA with
+/// weight 7/8 on history (`samples = (7s+256)/8`, `total = (7t+256x)/8`,
+/// `mean = (total+128)/samples`), the gap between the end of a stream's last
+/// request and the arrival of its next one, each sample clamped to `cap`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThinkTime {
+    /// When the stream's last request completed.
+    pub last_end: Nanos,
+    pub samples: u64,
+    pub total: u64,
+    pub mean: Nanos,
+}
+
+impl ThinkTime {
+    pub fn new(now: Nanos) -> Self {
+        ThinkTime {
+            last_end: now,
+            ..Self::default()
+        }
+    }
+
+    /// A request arrives at `now`: record the think time since `last_end`.
+    pub fn sample(&mut self, now: Nanos, cap: Nanos) {
+        let elapsed = now.saturating_sub(self.last_end).min(cap);
+        self.samples = (7 * self.samples + 256) / 8;
+        self.total = (7 * self.total + 256 * elapsed) / 8;
+        self.mean = (self.total + 128) / self.samples;
+    }
+
+    /// Linux's `sample_valid`: enough history to trust the mean (> 80, i.e.
+    /// after three samples).
+    pub fn valid(&self) -> bool {
+        self.samples > 80
+    }
+}
+
+/// The last 32 requests' seekiness as a bitmap (CFQ's and BFQ's
+/// `seek_history`): a request is a seek when it starts farther than
+/// `threshold` sectors from where the stream's previous request ended (on a
+/// non-rotational device: when it is smaller than `small` sectors).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeekHistory {
+    pub bits: u32,
+    /// End of the previous request (0 = none yet, as in Linux).
+    pub last_pos: Sector,
+}
+
+impl SeekHistory {
+    pub fn record(&mut self, rq: &Request, rotational: bool, threshold: Sector, small: u32) {
+        let dist = if self.last_pos != 0 {
+            self.last_pos.abs_diff(rq.sector)
+        } else {
+            0
+        };
+        let seek = if rotational {
+            dist > threshold
+        } else {
+            rq.sectors < small
+        };
+        self.bits = (self.bits << 1) | seek as u32;
+        self.last_pos = rq.end();
+    }
+
+    /// More than 4 of the last 32 requests were seeks.
+    pub fn seeky(&self) -> bool {
+        self.bits.count_ones() > 32 / 8
+    }
+}
+
+/// A wake-up time for `Dispatch::WaitUntil`: `t` if it is in the future,
+/// else `now + fallback` (at least 1 ns later). Used when a scheduler waits
+/// for in-flight requests to complete and has no timer of its own: the
+/// driver calls it again on the completion anyway.
+pub fn wake_at(now: Nanos, t: Option<Nanos>, fallback: Nanos) -> Nanos {
+    match t {
+        Some(t) if t > now => t,
+        _ => now + fallback.max(1),
+    }
+}

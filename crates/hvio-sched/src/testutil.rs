@@ -1,0 +1,189 @@
+//! A closed-loop driver for the schedulers' unit tests: each client keeps a
+//! fixed number of requests outstanding (issuing the next one a think time
+//! after a completion), and a device serves up to `depth` requests at once,
+//! each for a time given by a service function. It records what the tests
+//! check by hand: disk time per stream, dispatch order and every wait.
+
+#![allow(dead_code)] // helpers used by some schedulers' tests only
+
+use hvio_core::{Dispatch, Nanos, Op, Request, Scheduler, Sector, StreamId};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Pattern {
+    Sequential,
+    /// Uniform over the client's span, from this seed.
+    Random(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub stream: StreamId,
+    pub outstanding: usize,
+    pub think: Nanos,
+    pub pattern: Pattern,
+    pub op: Op,
+    pub sync: bool,
+    pub sectors: u32,
+    pub start: Sector,
+    pub span: Sector,
+}
+
+impl Client {
+    pub fn new(stream: StreamId, pattern: Pattern, start: Sector) -> Self {
+        Client {
+            stream,
+            outstanding: 1,
+            think: 0,
+            pattern,
+            op: Op::Read,
+            sync: true,
+            sectors: 16,
+            start,
+            span: 1 << 24,
+        }
+    }
+    pub fn outstanding(mut self, n: usize) -> Self {
+        self.outstanding = n;
+        self
+    }
+    pub fn think(mut self, t: Nanos) -> Self {
+        self.think = t;
+        self
+    }
+    pub fn write(mut self, sync: bool) -> Self {
+        self.op = Op::Write;
+        self.sync = sync;
+        self
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Service time the device spent on each stream.
+    pub busy: HashMap<StreamId, Nanos>,
+    pub completed: HashMap<StreamId, u64>,
+    pub sectors: HashMap<StreamId, u64>,
+    /// (when, until) of every `WaitUntil`.
+    pub waits: Vec<(Nanos, Nanos)>,
+    pub dispatches: Vec<(Nanos, Request)>,
+    /// Latencies (completion − arrival) by operation.
+    pub latency: HashMap<Op, Vec<Nanos>>,
+}
+
+impl Outcome {
+    pub fn busy(&self, s: StreamId) -> f64 {
+        self.busy.get(&s).copied().unwrap_or(0) as f64
+    }
+    pub fn sectors(&self, s: StreamId) -> f64 {
+        self.sectors.get(&s).copied().unwrap_or(0) as f64
+    }
+}
+
+/// A device that takes `service` ns for every request.
+pub fn fixed(service: Nanos) -> impl Fn(&Request) -> Nanos {
+    move |_| service
+}
+
+struct Gen {
+    next_seq: Sector,
+    rng: u64,
+}
+
+/// Run `clients` against `s` until `until`; `service` gives each request's time.
+pub fn run(
+    s: &mut dyn Scheduler,
+    clients: &[Client],
+    depth: usize,
+    service: &dyn Fn(&Request) -> Nanos,
+    until: Nanos,
+) -> Outcome {
+    let mut out = Outcome::default();
+    let mut gens: Vec<Gen> = clients
+        .iter()
+        .map(|c| Gen {
+            next_seq: c.start,
+            rng: match c.pattern {
+                Pattern::Random(seed) => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+                Pattern::Sequential => 1,
+            },
+        })
+        .collect();
+    // (issue time, client)
+    let mut pending: Vec<(Nanos, usize)> = clients
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| std::iter::repeat_n((0, i), c.outstanding))
+        .collect();
+    let mut inflight: Vec<(Nanos, Request)> = Vec::new();
+    let mut wait: Option<Nanos> = None;
+    let mut owner: HashMap<u64, usize> = HashMap::new();
+    let mut id = 0u64;
+    loop {
+        let t = pending
+            .iter()
+            .map(|p| p.0)
+            .chain(inflight.iter().map(|f| f.0))
+            .chain(wait)
+            .min();
+        let Some(now) = t else { break };
+        if now > until {
+            break;
+        }
+        inflight.sort_by_key(|f| f.0);
+        while inflight.first().is_some_and(|f| f.0 <= now) {
+            let (_, rq) = inflight.remove(0);
+            s.completed(&rq, now);
+            out.latency.entry(rq.op).or_default().push(now - rq.arrival);
+            *out.completed.entry(rq.stream).or_default() += 1;
+            *out.sectors.entry(rq.stream).or_default() += rq.sectors as u64;
+            let c = owner.remove(&rq.id).expect("request of a client");
+            pending.push((now + clients[c].think, c));
+        }
+        pending.sort();
+        while pending.first().is_some_and(|p| p.0 <= now) {
+            let (_, c) = pending.remove(0);
+            let cl = &clients[c];
+            let g = &mut gens[c];
+            let sector = match cl.pattern {
+                Pattern::Sequential => {
+                    let s = g.next_seq;
+                    g.next_seq += cl.sectors as Sector;
+                    if g.next_seq >= cl.start + cl.span {
+                        g.next_seq = cl.start;
+                    }
+                    s
+                }
+                Pattern::Random(_) => {
+                    g.rng ^= g.rng << 13;
+                    g.rng ^= g.rng >> 7;
+                    g.rng ^= g.rng << 17;
+                    cl.start + (g.rng % (cl.span / cl.sectors as Sector)) * cl.sectors as Sector
+                }
+            };
+            let rq = Request::new(id, cl.stream, cl.op, sector, cl.sectors, now).with_sync(cl.sync);
+            owner.insert(id, c);
+            id += 1;
+            s.insert(rq, now);
+        }
+        wait = None;
+        while inflight.len() < depth {
+            match s.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    let d = service(&rq);
+                    *out.busy.entry(rq.stream).or_default() += d;
+                    out.dispatches.push((now, rq));
+                    inflight.push((now + d, rq));
+                }
+                Dispatch::WaitUntil(w) => {
+                    assert!(w > now, "WaitUntil({w}) at {now}");
+                    out.waits.push((now, w));
+                    wait = Some(w);
+                    break;
+                }
+                Dispatch::Empty => break,
+            }
+        }
+    }
+    out
+}
