@@ -1,1 +1,54 @@
-fn main() {}
+//! The `hvio` command line. Each subcommand lives in its own module; this
+//! file only lists them.
+
+mod bench;
+mod common;
+mod sim;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "hvio",
+    version,
+    about = "Disk I/O scheduling for virtualized hosts: simulator, schedulers, daemon"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate a config: per-VM, per-job and host tables; JSON result.
+    Sim(sim::SimArgs),
+    /// Run a config under several host schedulers and compare them.
+    Compare(sim::CompareArgs),
+    /// List every scheduler with its parameters, defaults and units.
+    Schedulers(sim::SchedulersArgs),
+    /// List the workload presets (paper 000 Table 1, paper 003 Table I).
+    Presets,
+    /// Reproduce a paper's experiment by name (`--list` to see them).
+    Reproduce(sim::ReproduceArgs),
+    /// Benchmarks that print figures and ratios.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(a) => sim::sim(a),
+        Command::Compare(a) => sim::compare(a),
+        Command::Schedulers(a) => sim::schedulers(a),
+        Command::Presets => sim::presets(),
+        Command::Reproduce(a) => sim::reproduce(a),
+        Command::Bench(a) => bench::bench(a),
+    };
+    if let Err(e) = result {
+        eprintln!("hvio: error: {e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(1);
+    }
+}

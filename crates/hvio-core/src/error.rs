@@ -22,18 +22,19 @@ pub enum ConfigError {
     },
     /// A name (scheduler, device, preset) that does not exist.
     #[error("unknown {what} `{name}` (known: {known})")]
-    UnknownName {
-        what: String,
-        name: String,
-        known: String,
-    },
+    UnknownName { what: String, name: String, known: String },
     /// Anything else, already phrased with its place.
     #[error("{0}")]
     Other(String),
 }
 
 impl ConfigError {
-    pub fn invalid(context: impl Into<String>, key: impl Into<String>, value: impl ToString, reason: impl Into<String>) -> Self {
+    pub fn invalid(
+        context: impl Into<String>,
+        key: impl Into<String>,
+        value: impl ToString,
+        reason: impl Into<String>,
+    ) -> Self {
         ConfigError::InvalidValue {
             context: context.into(),
             key: key.into(),

@@ -24,7 +24,14 @@ pub struct ParamSpec {
 
 impl ParamSpec {
     /// An integer tunable.
-    pub const fn int(name: &'static str, default: f64, unit: &'static str, min: f64, max: f64, doc: &'static str) -> Self {
+    pub const fn int(
+        name: &'static str,
+        default: f64,
+        unit: &'static str,
+        min: f64,
+        max: f64,
+        doc: &'static str,
+    ) -> Self {
         ParamSpec {
             name,
             default,
@@ -36,7 +43,14 @@ impl ParamSpec {
         }
     }
     /// A real-valued tunable.
-    pub const fn real(name: &'static str, default: f64, unit: &'static str, min: f64, max: f64, doc: &'static str) -> Self {
+    pub const fn real(
+        name: &'static str,
+        default: f64,
+        unit: &'static str,
+        min: f64,
+        max: f64,
+        doc: &'static str,
+    ) -> Self {
         ParamSpec {
             name,
             default,
@@ -181,11 +195,15 @@ mod tests {
     fn errors_name_key_and_value() {
         let mut o = ParamValues::new();
         o.insert("fifo_bach".into(), 8.0);
-        let e = Params::resolve("scheduler deadline", SPECS, &o).unwrap_err().to_string();
+        let e = Params::resolve("scheduler deadline", SPECS, &o)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("fifo_bach") && e.contains("scheduler deadline"), "{e}");
         let mut o = ParamValues::new();
         o.insert("fifo_batch".into(), 0.0);
-        let e = Params::resolve("scheduler deadline", SPECS, &o).unwrap_err().to_string();
+        let e = Params::resolve("scheduler deadline", SPECS, &o)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("fifo_batch") && e.contains('0'), "{e}");
         let mut o = ParamValues::new();
         o.insert("fifo_batch".into(), 2.5);

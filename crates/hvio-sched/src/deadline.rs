@@ -21,11 +21,43 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
 };
 
 static PARAMS: &[ParamSpec] = &[
-    ParamSpec::int("read_expire", 500.0, "ms", 0.0, 1e7, "deadline of a read after its arrival"),
-    ParamSpec::int("write_expire", 5000.0, "ms", 0.0, 1e7, "deadline of a write after its arrival"),
-    ParamSpec::int("writes_starved", 2.0, "count", 0.0, 1e6, "read batches that may pass pending writes before a write batch"),
-    ParamSpec::int("fifo_batch", 16.0, "requests", 1.0, 1e6, "requests dispatched in one sector-ordered batch"),
-    ParamSpec::flag("front_merges", true, "allow front merges (hvio merges in the driver, kept for Linux parity)"),
+    ParamSpec::int(
+        "read_expire",
+        500.0,
+        "ms",
+        0.0,
+        1e7,
+        "deadline of a read after its arrival",
+    ),
+    ParamSpec::int(
+        "write_expire",
+        5000.0,
+        "ms",
+        0.0,
+        1e7,
+        "deadline of a write after its arrival",
+    ),
+    ParamSpec::int(
+        "writes_starved",
+        2.0,
+        "count",
+        0.0,
+        1e6,
+        "read batches that may pass pending writes before a write batch",
+    ),
+    ParamSpec::int(
+        "fifo_batch",
+        16.0,
+        "requests",
+        1.0,
+        1e6,
+        "requests dispatched in one sector-ordered batch",
+    ),
+    ParamSpec::flag(
+        "front_merges",
+        true,
+        "allow front merges (hvio merges in the driver, kept for Linux parity)",
+    ),
 ];
 
 fn build(p: Params, _: &SchedContext) -> Box<dyn Scheduler> {
@@ -85,7 +117,9 @@ impl Scheduler for Deadline {
 
     fn dispatch(&mut self, now: Nanos) -> Dispatch {
         // Continue the current batch in sector order.
-        let cont = self.next_rq[WRITE].map(|k| (WRITE, k)).or(self.next_rq[READ].map(|k| (READ, k)));
+        let cont = self.next_rq[WRITE]
+            .map(|k| (WRITE, k))
+            .or(self.next_rq[READ].map(|k| (READ, k)));
         if let Some((dir, k)) = cont {
             if self.batching < self.fifo_batch {
                 return Dispatch::Request(self.move_request(dir, k));
@@ -93,10 +127,11 @@ impl Scheduler for Deadline {
         }
         let reads = !self.queues[READ].is_empty();
         let writes = !self.queues[WRITE].is_empty();
-        let dir = if reads && !(writes && {
-            self.starved += 1;
-            self.starved > self.writes_starved
-        }) {
+        let dir = if reads
+            && !(writes && {
+                self.starved += 1;
+                self.starved > self.writes_starved
+            }) {
             READ
         } else if writes {
             self.starved = 0;

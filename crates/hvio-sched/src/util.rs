@@ -42,14 +42,20 @@ impl SortedFifo {
     /// Remove the request with sort key `key`.
     pub fn remove(&mut self, key: SortKey) -> Option<Request> {
         let rq = self.by_sector.remove(&key)?;
-        let dl = self.deadline_of.remove(&rq.id).expect("deadline kept for every request");
+        let dl = self
+            .deadline_of
+            .remove(&rq.id)
+            .expect("deadline kept for every request");
         self.by_deadline.remove(&(dl, rq.id));
         Some(rq)
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
     pub fn fifo_head(&self) -> Option<(Nanos, &Request)> {
-        self.by_deadline.iter().next().map(|(&(dl, _), key)| (dl, &self.by_sector[key]))
+        self.by_deadline
+            .iter()
+            .next()
+            .map(|(&(dl, _), key)| (dl, &self.by_sector[key]))
     }
 
     /// The first request at or after `key` in sector order.

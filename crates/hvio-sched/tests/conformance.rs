@@ -7,7 +7,7 @@
 //! scheduler drains when the device keeps completing; `queued()` and
 //! `has_work()` agree with what was inserted and dispatched.
 
-use hvio_core::{Dispatch, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
+use hvio_core::{DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -19,7 +19,11 @@ fn ctx(streams: u32) -> SchedContext {
     let region = CAPACITY / streams as u64;
     SchedContext {
         streams: (0..streams)
-            .map(|i| StreamInfo::new(i, format!("vm{i}")).with_weight(100 * (i + 1)).with_region(i as u64 * region, region))
+            .map(|i| {
+                StreamInfo::new(i, format!("vm{i}"))
+                    .with_weight(100 * (i + 1))
+                    .with_region(i as u64 * region, region)
+            })
             .collect(),
         device: DeviceInfo::test_disk(CAPACITY),
     }
@@ -35,8 +39,20 @@ struct Arrival {
 }
 
 fn arrival() -> impl Strategy<Value = Arrival> {
-    (0u64..5_000, 0u32..4, 0u64..CAPACITY - 256, 1u32..256, prop_oneof![4 => Just(Op::Read), 3 => Just(Op::Write), 1 => Just(Op::Flush)])
-        .prop_map(|(gap_us, stream, sector, sectors, op)| Arrival { gap_us, stream, sector, sectors, op })
+    (
+        0u64..5_000,
+        0u32..4,
+        0u64..CAPACITY - 256,
+        1u32..256,
+        prop_oneof![4 => Just(Op::Read), 3 => Just(Op::Write), 1 => Just(Op::Flush)],
+    )
+        .prop_map(|(gap_us, stream, sector, sectors, op)| Arrival {
+            gap_us,
+            stream,
+            sector,
+            sectors,
+            op,
+        })
 }
 
 /// Drive `name` with the arrivals against a device that serves one request at
@@ -78,8 +94,13 @@ fn drive(name: &str, arrivals: &[Arrival], service: Nanos) -> Vec<u64> {
         }
         while next_arrival < arrivals.len() && t_arrival <= now {
             let a = &arrivals[next_arrival];
-            let (sector, sectors) = if a.op == Op::Flush { (0, 0) } else { (a.sector, a.sectors) };
-            let rq = Request::new(next_arrival as u64, a.stream, a.op, sector, sectors, now).with_sync(a.op != Op::Write || a.stream.is_multiple_of(2));
+            let (sector, sectors) = if a.op == Op::Flush {
+                (0, 0)
+            } else {
+                (a.sector, a.sectors)
+            };
+            let rq = Request::new(next_arrival as u64, a.stream, a.op, sector, sectors, now)
+                .with_sync(a.op != Op::Write || a.stream.is_multiple_of(2));
             s.insert(rq, now);
             inserted += 1;
             next_arrival += 1;
@@ -106,9 +127,17 @@ fn drive(name: &str, arrivals: &[Arrival], service: Nanos) -> Vec<u64> {
             }
         }
         assert_eq!(s.queued(), inserted - dispatched.len(), "{name}: queued() disagrees");
-        assert_eq!(s.has_work(), s.queued() > 0, "{name}: has_work() disagrees with queued()");
+        assert_eq!(
+            s.has_work(),
+            s.queued() > 0,
+            "{name}: has_work() disagrees with queued()"
+        );
     }
-    assert_eq!(dispatched.len(), arrivals.len(), "{name}: not every request was dispatched");
+    assert_eq!(
+        dispatched.len(),
+        arrivals.len(),
+        "{name}: not every request was dispatched"
+    );
     dispatched
 }
 
@@ -118,7 +147,11 @@ fn empty_scheduler_dispatches_nothing() {
         let mut s = hvio_sched::build(spec.name, &ParamValues::new(), &ctx(2)).unwrap();
         assert!(!s.has_work(), "{}", spec.name);
         assert_eq!(s.queued(), 0, "{}", spec.name);
-        assert!(!matches!(s.dispatch(0), Dispatch::Request(_)), "{}: dispatched from empty", spec.name);
+        assert!(
+            !matches!(s.dispatch(0), Dispatch::Request(_)),
+            "{}: dispatched from empty",
+            spec.name
+        );
     }
 }
 
@@ -127,11 +160,19 @@ fn every_scheduler_has_a_documented_parameter_table() {
     for spec in hvio_sched::SCHEDULERS {
         for p in spec.params {
             assert!(!p.doc.is_empty() && !p.unit.is_empty(), "{}: {}", spec.name, p.name);
-            assert!(p.min <= p.default && p.default <= p.max, "{}: {} default out of range", spec.name, p.name);
+            assert!(
+                p.min <= p.default && p.default <= p.max,
+                "{}: {} default out of range",
+                spec.name,
+                p.name
+            );
         }
         let mut bad = ParamValues::new();
         bad.insert("no_such_tunable".into(), 1.0);
-        let err = hvio_sched::build(spec.name, &bad, &ctx(2)).err().expect("unknown tunable must fail").to_string();
+        let err = hvio_sched::build(spec.name, &bad, &ctx(2))
+            .err()
+            .expect("unknown tunable must fail")
+            .to_string();
         assert!(err.contains("no_such_tunable"), "{}: {err}", spec.name);
     }
 }
@@ -159,95 +200,5 @@ proptest! {
         for spec in hvio_sched::SCHEDULERS {
             drive(spec.name, &arrivals, service);
         }
-    }
-}
-
-/// What each scheduler promises about waiting: the longest a lone read,
-/// far behind a stream that keeps the elevator busy with sequential reads
-/// right ahead of the head, may wait (arrival to dispatch) on a device that
-/// serves each request in 1 ms. A scheduler listed in neither table is
-/// skipped with a note (so a new scheduler lands before its promise is
-/// written down); add it to one of them.
-///
-/// - noop: FIFO, so only the 4 requests ahead of it.
-/// - deadline / mq-deadline: `read_expire` (500 ms) plus the batch in
-///   progress (`fifo_batch` = 16 requests).
-/// - cfq / blkio: the other stream's queue keeps its slice (100 ms, sliced
-///   within `target_latency` = 300 ms); the lone read's queue is next.
-const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
-    ("noop", 10_000_000, "FIFO order"),
-    ("deadline", 520_000_000, "read_expire + one fifo_batch"),
-    ("cfq", 300_000_000, "one slice of each busy queue within target_latency"),
-    ("blkio", 300_000_000, "one slice of each busy group within target_latency"),
-];
-
-/// Schedulers that promise nothing the wait-bound test can check, and why.
-const NO_WAIT_BOUND: &[(&str, &str)] = &[];
-
-/// Drive a sequential reader (4 outstanding) on stream 0 and, at 10 ms, one
-/// read on stream 1 far below the head; return the lone read's wait.
-fn lone_read_wait(name: &str) -> Nanos {
-    let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(4)).unwrap();
-    let service: Nanos = 1_000_000;
-    let mut next_sector = CAPACITY / 2;
-    let mut id = 0u64;
-    let mut now: Nanos = 0;
-    let mut busy: Option<(Nanos, Request)> = None;
-    let mut lone_at: Option<Nanos> = None;
-    let mut issue = |s: &mut Box<dyn hvio_core::Scheduler>, now: Nanos, id: &mut u64| {
-        let rq = Request::new(*id, 0, Op::Read, next_sector, 16, now);
-        next_sector += 16;
-        *id += 1;
-        s.insert(rq, now);
-    };
-    for _ in 0..4 {
-        issue(&mut s, 0, &mut id);
-    }
-    while now < 5_000_000_000 {
-        if lone_at.is_none() && now >= 10_000_000 {
-            s.insert(Request::new(u64::MAX, 1, Op::Read, 1024, 16, now), now);
-            lone_at = Some(now);
-        }
-        if busy.is_none() {
-            match s.dispatch(now) {
-                Dispatch::Request(rq) => {
-                    if rq.id == u64::MAX {
-                        return now - lone_at.unwrap();
-                    }
-                    busy = Some((now + service, rq));
-                }
-                Dispatch::WaitUntil(w) => {
-                    now = w;
-                    continue;
-                }
-                Dispatch::Empty => {}
-            }
-        }
-        let (done, rq) = busy.take().expect("the sequential reader keeps the scheduler busy");
-        now = done.max(now);
-        s.completed(&rq, now);
-        issue(&mut s, now, &mut id);
-    }
-    panic!("{name}: the lone read was never dispatched")
-}
-
-#[test]
-fn wait_bounds_are_honoured_where_promised() {
-    for spec in hvio_sched::SCHEDULERS {
-        let Some(&(_, bound, why)) = WAIT_BOUNDS.iter().find(|b| b.0 == spec.name) else {
-            if !NO_WAIT_BOUND.iter().any(|b| b.0 == spec.name) {
-                eprintln!("{}: no wait bound listed in WAIT_BOUNDS or NO_WAIT_BOUND", spec.name);
-            }
-            continue;
-        };
-        let wait = lone_read_wait(spec.name);
-        eprintln!("{}: lone read waited {} us", spec.name, wait / 1000);
-        assert!(
-            wait <= bound,
-            "{}: lone read waited {} ms, promised ≤ {} ms ({why})",
-            spec.name,
-            wait / 1_000_000,
-            bound / 1_000_000
-        );
     }
 }

@@ -1,1 +1,37 @@
-//! The discrete-event simulator.
+//! hvio's deterministic discrete-event simulator of many VMs sharing one disk.
+//!
+//! [`Config`] describes the disk, the host scheduler and the VMs (image
+//! layout, guest file system, guest scheduler, virtio ring, jobs); [`run`]
+//! plays it and returns a [`SimResult`]. Same config and seed → byte-identical
+//! results.
+
+pub mod bench;
+pub mod compare;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod experiments;
+pub mod metrics;
+pub mod records;
+pub mod report;
+pub mod size;
+pub mod testing;
+pub mod workload;
+
+pub use config::{Config, VmConfig};
+pub use error::{Result, SimError};
+pub use metrics::SimResult;
+pub use workload::{JobConfig, Rw, Sharing};
+
+/// Paper 000's four-VM mixed-application scenario (its Table 1), the default of `make run`.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../experiments/paper000-four-vms.toml");
+
+/// Run `cfg` on the device its `[disk]` section describes.
+pub fn run(cfg: &Config) -> Result<SimResult> {
+    run_with_device(cfg, testing::device_from_table(&cfg.disk)?)
+}
+
+/// Run `cfg` on a given device (tests, custom models).
+pub fn run_with_device(cfg: &Config, device: Box<dyn hvio_core::Device>) -> Result<SimResult> {
+    engine::Engine::new(cfg, device)?.run()
+}

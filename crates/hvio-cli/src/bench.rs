@@ -1,0 +1,48 @@
+//! `hvio bench`: benchmarks that print figures (not timed tests).
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Which {
+    /// Simulated requests per second: 4 VMs × 16 threads under deadline.
+    Sim,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[arg(value_enum, default_value = "sim")]
+    which: Which,
+    /// Requests per VM in the long run (the short run is a quarter).
+    #[arg(long, default_value_t = 1_000_000)]
+    requests: u64,
+    /// Disk model.
+    #[arg(long, default_value = "hdd")]
+    disk: String,
+}
+
+pub fn bench(a: BenchArgs) -> Result<()> {
+    match a.which {
+        Which::Sim => {
+            println!("hvio bench sim: 4 VMs x 16 threads, deadline, disk model `{}`", a.disk);
+            println!(
+                "{:>12} {:>12} {:>10} {:>14} {:>14} {:>12}",
+                "requests", "events", "wall s", "requests/s", "events/s", "peak RSS MiB"
+            );
+            for n in [a.requests / 4, a.requests] {
+                let r = hvio_sim::bench::run_once(n, &a.disk)?;
+                println!(
+                    "{:>12} {:>12} {:>10.2} {:>14.0} {:>14.0} {:>12.1}",
+                    r.requests,
+                    r.events,
+                    r.wall_s,
+                    r.requests_per_s,
+                    r.events_per_s,
+                    r.peak_rss_kib.unwrap_or(0) as f64 / 1024.0
+                );
+            }
+            println!("goal: >= 3,000,000 requests/s; DiskSim 4.0 does 57,000-84,000 on this machine");
+        }
+    }
+    Ok(())
+}

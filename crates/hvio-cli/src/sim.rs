@@ -1,0 +1,209 @@
+//! `hvio sim`, `hvio compare`, `hvio schedulers`, `hvio presets`, `hvio reproduce`.
+
+use crate::common::write_atomic;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use hvio_sim::{compare as cmp, experiments, report, Config, DEFAULT_SCENARIO};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// The simulation config (TOML).
+    config: PathBuf,
+    /// Where to write the JSON result (default: out/<config name>.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Override the config's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override the host scheduler.
+    #[arg(long)]
+    scheduler: Option<String>,
+    /// Stream per-request records (CSV) to this file.
+    #[arg(long)]
+    records: Option<PathBuf>,
+}
+
+fn load(path: &std::path::Path) -> Result<Config> {
+    Ok(Config::from_file(path)?)
+}
+
+pub fn sim(a: SimArgs) -> Result<()> {
+    let mut cfg = load(&a.config)?;
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    if let Some(s) = a.scheduler {
+        if s != cfg.host.scheduler {
+            cfg.host.params.clear();
+        }
+        cfg.host.scheduler = s;
+    }
+    if let Some(r) = a.records {
+        cfg.output.records = Some(std::env::current_dir()?.join(r));
+    }
+    let r = hvio_sim::run(&cfg)?;
+    let json = a.json.unwrap_or_else(|| default_json(&a.config));
+    write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
+    print!(
+        "{}\n{}\n{}",
+        report::vm_table(&r).render(),
+        report::job_table(&r).render(),
+        report::host_table(&r).render()
+    );
+    if r.truncated {
+        println!("warning: the run hit max_time_s before every job finished");
+    }
+    println!("result: {}", json.display());
+    Ok(())
+}
+
+fn default_json(config: &std::path::Path) -> PathBuf {
+    let stem = config
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "result".into());
+    PathBuf::from("out").join(format!("{stem}.json"))
+}
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// The config (default: paper 000's four-VM scenario, embedded).
+    config: Option<PathBuf>,
+    /// Comma-separated host schedulers, or `all`.
+    #[arg(long, default_value = "all")]
+    schedulers: String,
+    /// Where to write the JSON results.
+    #[arg(long, default_value = "out/compare.json")]
+    json: PathBuf,
+}
+
+pub fn compare(a: CompareArgs) -> Result<()> {
+    let cfg = match &a.config {
+        Some(p) => load(p)?,
+        None => Config::from_toml_str(DEFAULT_SCENARIO, "paper000-four-vms.toml")?,
+    };
+    let names: Vec<&str> = if a.schedulers == "all" {
+        hvio_sched::names()
+    } else {
+        a.schedulers
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    for n in &names {
+        hvio_sched::spec(n)?;
+    }
+    let results = cmp::compare(&cfg, &names)?;
+    write_atomic(&a.json, &serde_json::to_string_pretty(&results)?)?;
+    print!(
+        "{}\n{}",
+        cmp::comparison_table(&results).render(),
+        cmp::job_comparison_table(&results).render()
+    );
+    println!("results: {}", a.json.display());
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct SchedulersArgs {
+    /// Show only this scheduler.
+    name: Option<String>,
+}
+
+pub fn schedulers(a: SchedulersArgs) -> Result<()> {
+    let list: Vec<&hvio_sched::SchedulerSpec> = match &a.name {
+        Some(n) => vec![hvio_sched::spec(n)?],
+        None => hvio_sched::SCHEDULERS.iter().collect(),
+    };
+    for s in list {
+        println!("{} — {}", s.name, s.summary);
+        if s.params.is_empty() {
+            println!("  (no tunables)");
+        }
+        for p in s.params {
+            println!(
+                "  {:<22} {:>12} {:<9} [{} .. {}]  {}",
+                p.name, p.default, p.unit, p.min, p.max, p.doc
+            );
+        }
+        for (k, doc) in s.stream_attrs {
+            println!("  per-VM attribute {k}: {doc}");
+        }
+        println!();
+    }
+    Ok(())
+}
+
+pub fn presets() -> Result<()> {
+    for p in hvio_sim::workload::PRESETS {
+        let j = hvio_sim::JobConfig {
+            preset: Some(p.to_string()),
+            ..Default::default()
+        }
+        .resolve(p)?;
+        println!(
+            "{:<6} rw={:?} mean_bs={:.0}B size={}MiB nrfiles={} threads={} iodepth={} thinktime={}us requests={:?} runtime_s={:?}",
+            p,
+            j.rw,
+            j.mean_bs(),
+            j.size >> 20,
+            j.nrfiles,
+            j.numjobs,
+            j.iodepth,
+            j.thinktime_ns / 1000,
+            j.requests,
+            j.runtime_ns.map(|n| n as f64 / 1e9)
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// The experiment's name.
+    name: Option<String>,
+    /// List the experiments.
+    #[arg(long)]
+    list: bool,
+    /// A scaled-down run.
+    #[arg(long)]
+    quick: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where to write the JSON report (default: out/<name>.json).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+pub fn reproduce(a: ReproduceArgs) -> Result<()> {
+    if a.list || a.name.is_none() {
+        if experiments::EXPERIMENTS.is_empty() {
+            println!("(no experiments registered yet)");
+        }
+        for e in experiments::EXPERIMENTS {
+            println!("{:<22} {} ({})", e.name, e.title, e.paper);
+        }
+        if a.name.is_none() && !a.list {
+            bail!("name an experiment (see the list above)");
+        }
+        return Ok(());
+    }
+    let name = a.name.expect("checked above");
+    let r = experiments::run(
+        &name,
+        &experiments::ExpOptions {
+            seed: a.seed,
+            quick: a.quick,
+        },
+    )
+    .with_context(|| format!("experiment {name}"))?;
+    let json = a
+        .json
+        .unwrap_or_else(|| PathBuf::from("out").join(format!("{name}.json")));
+    write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
+    print!("{}", r.render());
+    println!("report: {}", json.display());
+    Ok(())
+}

@@ -1,0 +1,974 @@
+//! The discrete-event engine: a host with one disk and a host scheduler, VMs
+//! with guest file systems, guest schedulers, a virtio ring and threads.
+//!
+//! Data flows one way (ARCHITECTURE.md): a thread's request → the guest
+//! scheduler (streams = the VM's threads and its journal) → the virtio ring
+//! (at most `virtio_depth` in flight) → `virt_latency` later, the host
+//! scheduler (streams = VMs), mapped to physical sectors through the image
+//! layout → the device → completion back up the same path.
+//!
+//! Determinism: integer nanoseconds, events ordered by (time, sequence number
+//! of insertion), one seeded RNG per job (so a job's address sequence does not
+//! depend on what other VMs do), no global state, no hash-order iteration.
+
+use crate::config::{Config, VmLayout};
+use crate::error::{Result, SimError};
+use crate::metrics::*;
+use crate::records::RecordWriter;
+use crate::workload::{Job, Sharing};
+use hvio_core::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A thread may issue (start, or after its think time).
+    ThreadIssue {
+        vm: u16,
+        thread: u32,
+    },
+    /// A request leaves the guest ring and reaches the host scheduler.
+    HostArrive {
+        slot: u32,
+    },
+    /// A completion reaches the guest.
+    GuestDone {
+        slot: u32,
+    },
+    HostTimer,
+    GuestTimer {
+        vm: u16,
+    },
+    Device,
+    JournalTick {
+        vm: u16,
+    },
+}
+
+struct Entry {
+    t: Nanos,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.t == o.t && self.seq == o.seq
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // BinaryHeap is a max-heap: reverse for earliest (time, seq) first.
+        (o.t, o.seq).cmp(&(self.t, self.seq))
+    }
+}
+
+/// What a request in flight is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Data,
+    /// The journal write of a thread's fsync; the flush follows when it completes.
+    FsyncJournal,
+    FsyncFlush,
+    /// Periodic journal commit / metadata write-back (nobody waits).
+    Journal,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    vm: u16,
+    /// Index of the thread within its VM (`u32::MAX` for the journal).
+    thread: u32,
+    kind: Kind,
+    /// The request as the guest scheduler saw it.
+    guest: Request,
+    /// When the application issued it.
+    issued: Nanos,
+    host_arrival: Nanos,
+    host_dispatch: Nanos,
+}
+
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// The data a thread or a job walks: extents of the image, flattened.
+struct Area {
+    /// (first image sector, sectors).
+    extents: Vec<(u64, u64)>,
+    /// Start of each extent in the flattened space.
+    prefix: Vec<u64>,
+    total: u64,
+    cursor: u64,
+}
+
+impl Area {
+    fn new(extents: Vec<(u64, u64)>) -> Area {
+        let mut prefix = Vec::with_capacity(extents.len());
+        let mut total = 0;
+        for e in &extents {
+            prefix.push(total);
+            total += e.1;
+        }
+        Area {
+            extents,
+            prefix,
+            total,
+            cursor: 0,
+        }
+    }
+    /// Image sector and the sectors left in its extent at flattened offset `off`.
+    #[inline]
+    fn locate(&self, off: u64) -> (u64, u64) {
+        let i = match self.prefix.binary_search(&off) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        };
+        let within = off - self.prefix[i];
+        (self.extents[i].0 + within, self.extents[i].1 - within)
+    }
+}
+
+struct JobState {
+    job: Job,
+    rng: ChaCha8Rng,
+    areas: Vec<Area>,
+    issued: u64,
+    issued_bytes: u64,
+    outstanding: u64,
+    start: Nanos,
+    end: Option<Nanos>,
+    live_threads: u32,
+    counts: IoCount,
+}
+
+impl JobState {
+    fn may_issue(&self, now: Nanos) -> bool {
+        let j = &self.job;
+        if let Some(r) = j.requests {
+            return self.issued < r;
+        }
+        if let Some(b) = j.io_size {
+            return self.issued_bytes < b;
+        }
+        if let Some(rt) = j.runtime_ns {
+            return now < self.start + rt;
+        }
+        self.issued_bytes < j.size
+    }
+}
+
+struct Thread {
+    job: u16,
+    area: u16,
+    outstanding: u32,
+    writes_since_fsync: u32,
+    /// Waiting for its writes to drain before an fsync.
+    fsync_due: bool,
+    /// An fsync (journal write + flush) is in progress.
+    in_fsync: bool,
+    done: bool,
+}
+
+struct Vm {
+    layout: VmLayout,
+    sched: Box<dyn Scheduler>,
+    timer_at: Option<Nanos>,
+    ring_depth: u32,
+    ring_used: u32,
+    latency: Nanos,
+    threads: Vec<Thread>,
+    jobs: Vec<JobState>,
+    journal_stream: StreamId,
+    journal_sectors: u64,
+    journal_cursor: u64,
+    commit_every: Nanos,
+    dirty: bool,
+    rng: ChaCha8Rng,
+    counts: IoCount,
+    host_requests: u64,
+    host_bytes: u64,
+    disk_time: Nanos,
+    series_ops: Vec<u64>,
+    series_bytes: Vec<u64>,
+}
+
+impl Vm {
+    fn active(&self) -> bool {
+        self.jobs.iter().any(|j| j.end.is_none())
+    }
+}
+
+/// One simulation run.
+pub struct Engine {
+    now: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Entry>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    next_id: u64,
+    vms: Vec<Vm>,
+    host: Box<dyn Scheduler>,
+    host_timer_at: Option<Nanos>,
+    device: Box<dyn Device>,
+    device_event_at: Option<Nanos>,
+    completions: Vec<Completion>,
+    last_dispatch_end: Option<u64>,
+    seek: SeekDistribution,
+    host_requests: u64,
+    host_bytes: u64,
+    busy: Nanos,
+    sum_seek: Nanos,
+    sum_rotation: Nanos,
+    sum_transfer: Nanos,
+    cache_hits: u64,
+    idle_pending: Nanos,
+    idle_since: Option<Nanos>,
+    interval: Nanos,
+    records: Option<RecordWriter>,
+    events: u64,
+    max_time: Nanos,
+    seed: u64,
+    host_weights: Vec<u32>,
+}
+
+fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
+    // SplitMix64 over the three parts: independent, reproducible streams.
+    let mut z = seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Engine {
+    /// Build a run of `cfg` on `device`.
+    pub fn new(cfg: &Config, device: Box<dyn Device>) -> Result<Engine> {
+        let info = device.info();
+        let layouts = cfg.layout(info.capacity)?;
+        let host_streams: Vec<StreamInfo> = cfg
+            .vms
+            .iter()
+            .zip(&layouts)
+            .enumerate()
+            .map(|(i, (vc, l))| {
+                let (start, len) = l.span();
+                let mut s = StreamInfo::new(i as StreamId, vc.name.clone())
+                    .with_weight(vc.weight)
+                    .with_region(start, len);
+                s.attrs = vc.attrs.clone();
+                s
+            })
+            .collect();
+        let host = hvio_sched::build(
+            &cfg.host.scheduler,
+            &cfg.host.params,
+            &SchedContext {
+                streams: host_streams,
+                device: info.clone(),
+            },
+        )?;
+        let mut vms = Vec::new();
+        for (vi, (vc, layout)) in cfg.vms.iter().zip(layouts).enumerate() {
+            // Guest file system: the journal/metadata area first, then each
+            // job's files contiguously, in job order.
+            let journal_sectors = vc.journal_size.sectors();
+            let mut next = journal_sectors;
+            let mut jobs = Vec::new();
+            let mut threads = Vec::new();
+            let mut streams = Vec::new();
+            for (ji, job) in layout.jobs.iter().enumerate() {
+                let file_sectors = job.size / SECTOR_BYTES / job.nrfiles as u64;
+                let files: Vec<(u64, u64)> = (0..job.nrfiles as u64)
+                    .map(|f| (next + f * file_sectors, file_sectors))
+                    .collect();
+                next += file_sectors * job.nrfiles as u64;
+                let areas: Vec<Area> = match job.sharing {
+                    Sharing::Shared => vec![Area::new(files)],
+                    Sharing::PerThread if job.nrfiles >= job.numjobs => (0..job.numjobs as usize)
+                        .map(|t| Area::new(files.iter().skip(t).step_by(job.numjobs as usize).copied().collect()))
+                        .collect(),
+                    Sharing::PerThread => {
+                        // Fewer files than threads: each thread an equal slice of the data set.
+                        let whole = Area::new(files);
+                        let per = whole.total / job.numjobs as u64;
+                        (0..job.numjobs as u64)
+                            .map(|t| {
+                                let mut ext = Vec::new();
+                                let (mut off, mut left) = (t * per, per);
+                                while left > 0 {
+                                    let (s, avail) = whole.locate(off);
+                                    let n = avail.min(left);
+                                    ext.push((s, n));
+                                    off += n;
+                                    left -= n;
+                                }
+                                Area::new(ext)
+                            })
+                            .collect()
+                    }
+                };
+                for t in 0..job.numjobs {
+                    let id = threads.len() as StreamId;
+                    streams.push(StreamInfo::new(id, format!("{}/{}", job.name, t)));
+                    threads.push(Thread {
+                        job: ji as u16,
+                        area: if areas.len() == 1 { 0 } else { t as u16 },
+                        outstanding: 0,
+                        writes_since_fsync: 0,
+                        fsync_due: false,
+                        in_fsync: false,
+                        done: false,
+                    });
+                }
+                jobs.push(JobState {
+                    job: job.clone(),
+                    rng: ChaCha8Rng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
+                    areas,
+                    issued: 0,
+                    issued_bytes: 0,
+                    outstanding: 0,
+                    start: job.start_ns,
+                    end: None,
+                    live_threads: job.numjobs,
+                    counts: IoCount::default(),
+                });
+            }
+            let journal_stream = threads.len() as StreamId;
+            streams.push(StreamInfo::new(journal_stream, "journal"));
+            let guest_info = DeviceInfo {
+                capacity: layout.image_sectors,
+                rotational: info.rotational,
+                queue_depth: vc.virtio_depth as usize,
+                seek: info.seek.clone(),
+            };
+            let sched = hvio_sched::build(
+                &vc.guest_scheduler,
+                &vc.guest_params,
+                &SchedContext {
+                    streams,
+                    device: guest_info,
+                },
+            )
+            .map_err(|e| SimError::Other(format!("vm \"{}\" guest_scheduler: {e}", vc.name)))?;
+            vms.push(Vm {
+                layout,
+                sched,
+                timer_at: None,
+                ring_depth: vc.virtio_depth,
+                ring_used: 0,
+                latency: vc.virt_latency_us * NS_PER_US,
+                threads,
+                jobs,
+                journal_stream,
+                journal_sectors,
+                journal_cursor: 0,
+                commit_every: (vc.journal_commit_s * 1e9).round() as Nanos,
+                dirty: false,
+                rng: ChaCha8Rng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
+                counts: IoCount::default(),
+                host_requests: 0,
+                host_bytes: 0,
+                disk_time: 0,
+                series_ops: Vec::new(),
+                series_bytes: Vec::new(),
+            });
+        }
+        let image_sectors = vms.iter().map(|v| v.layout.image_sectors).max().unwrap_or(0);
+        let interval_s = cfg.output.interval_s.unwrap_or(1.0);
+        if !(interval_s.is_finite() && interval_s > 0.0) {
+            return Err(SimError::invalid(
+                "output",
+                "interval_s",
+                interval_s,
+                "must be positive",
+            ));
+        }
+        let records = match &cfg.output.records {
+            Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p))?),
+            None => None,
+        };
+        let mut e = Engine {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_id: 0,
+            vms,
+            host,
+            host_timer_at: None,
+            device,
+            device_event_at: None,
+            completions: Vec::new(),
+            last_dispatch_end: None,
+            seek: SeekDistribution::new(image_sectors),
+            host_requests: 0,
+            host_bytes: 0,
+            busy: 0,
+            sum_seek: 0,
+            sum_rotation: 0,
+            sum_transfer: 0,
+            cache_hits: 0,
+            idle_pending: 0,
+            idle_since: None,
+            interval: (interval_s * 1e9).round() as Nanos,
+            records,
+            events: 0,
+            max_time: (cfg.max_time_s * 1e9).round() as Nanos,
+            seed: cfg.seed,
+            host_weights: cfg.vms.iter().map(|v| v.weight).collect(),
+        };
+        for vi in 0..e.vms.len() {
+            for ti in 0..e.vms[vi].threads.len() {
+                let start = e.vms[vi].jobs[e.vms[vi].threads[ti].job as usize].start;
+                e.push(
+                    start,
+                    Ev::ThreadIssue {
+                        vm: vi as u16,
+                        thread: ti as u32,
+                    },
+                );
+            }
+            if e.vms[vi].commit_every > 0 && !e.vms[vi].jobs.is_empty() {
+                let t = e.vms[vi].commit_every;
+                e.push(t, Ev::JournalTick { vm: vi as u16 });
+            }
+        }
+        Ok(e)
+    }
+
+    #[inline]
+    fn push(&mut self, t: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry { t, seq: self.seq, ev });
+    }
+
+    fn alloc(&mut self, slot: Slot) -> Result<u64> {
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                if self.slots.len() as u64 > SLOT_MASK {
+                    return Err(SimError::Other(format!("more than {SLOT_MASK} requests outstanding")));
+                }
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.next_id += 1;
+        let id = (self.next_id << SLOT_BITS) | idx as u64;
+        self.slots[idx as usize].guest.id = id;
+        Ok(id)
+    }
+
+    /// Run to the end (every job finished and every request drained) or to `max_time_s`.
+    pub fn run(mut self) -> Result<SimResult> {
+        let mut truncated = false;
+        while let Some(Entry { t, ev, .. }) = self.heap.pop() {
+            if t > self.max_time {
+                truncated = true;
+                break;
+            }
+            self.now = t;
+            self.events += 1;
+            match ev {
+                Ev::ThreadIssue { vm, thread } => {
+                    self.thread_fill(vm as usize, thread, t)?;
+                    self.guest_kick(vm as usize);
+                }
+                Ev::HostArrive { slot } => self.host_arrive(slot),
+                Ev::GuestDone { slot } => self.guest_done(slot)?,
+                Ev::HostTimer => {
+                    if self.host_timer_at == Some(t) {
+                        self.host_timer_at = None;
+                    }
+                    self.host_kick();
+                }
+                Ev::GuestTimer { vm } => {
+                    let v = &mut self.vms[vm as usize];
+                    if v.timer_at == Some(t) {
+                        v.timer_at = None;
+                    }
+                    self.guest_kick(vm as usize);
+                }
+                Ev::Device => {
+                    if self.device_event_at == Some(t) {
+                        self.device_event_at = None;
+                    }
+                    self.device_advance();
+                }
+                Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
+            }
+            // Device idle while the host holds requests: anticipation / idling.
+            let idle = self.device.in_flight() == 0 && self.host.has_work();
+            match (idle, self.idle_since) {
+                (true, None) => self.idle_since = Some(t),
+                (false, Some(s)) => {
+                    self.idle_pending += t - s;
+                    self.idle_since = None;
+                }
+                _ => {}
+            }
+        }
+        self.finish(truncated)
+    }
+
+    /// Issue requests from thread `ti` up to its iodepth.
+    fn thread_fill(&mut self, vi: usize, ti: u32, now: Nanos) -> Result<()> {
+        loop {
+            let vm = &mut self.vms[vi];
+            let th = &vm.threads[ti as usize];
+            if th.done || th.in_fsync {
+                return Ok(());
+            }
+            let job = &mut vm.jobs[th.job as usize];
+            if th.fsync_due {
+                if th.outstanding > 0 {
+                    return Ok(());
+                }
+                return self.issue_fsync(vi, ti, now);
+            }
+            if th.outstanding >= job.job.iodepth {
+                return Ok(());
+            }
+            if !job.may_issue(now) {
+                if th.outstanding == 0 {
+                    self.thread_finished(vi, ti, now);
+                }
+                return Ok(());
+            }
+            // Draw the request: size, direction, offset.
+            let j = &job.job;
+            let bytes = if j.bssplit.len() == 1 {
+                j.bssplit[0].0
+            } else {
+                let x = job.rng.gen_range(0..100u32);
+                j.bssplit
+                    .iter()
+                    .find(|b| x < b.1)
+                    .map(|b| b.0)
+                    .unwrap_or(j.bssplit[0].0)
+            };
+            let read = match j.read_pct {
+                100 => true,
+                0 => false,
+                p => job.rng.gen_range(0..100u32) < p,
+            };
+            let want = bytes / SECTOR_BYTES;
+            let area = &mut job.areas[th.area as usize];
+            let off = if j.rw.random() {
+                let align = (j.min_bs() / SECTOR_BYTES).max(1);
+                let slots = (area.total / align).max(1);
+                job.rng.gen_range(0..slots) * align
+            } else {
+                area.cursor
+            };
+            let (sector, avail) = area.locate(off.min(area.total - 1));
+            let sectors = want.min(avail).max(1);
+            if !j.rw.random() {
+                area.cursor = (off + sectors) % area.total;
+            }
+            job.issued += 1;
+            job.issued_bytes += sectors * SECTOR_BYTES;
+            job.outstanding += 1;
+            let fsync_every = j.fsync;
+            let op = if read { Op::Read } else { Op::Write };
+            let th = &mut vm.threads[ti as usize];
+            th.outstanding += 1;
+            if !read {
+                vm.dirty = true;
+                if fsync_every > 0 {
+                    th.writes_since_fsync += 1;
+                    if th.writes_since_fsync >= fsync_every {
+                        th.fsync_due = true;
+                    }
+                }
+            }
+            // Direct, synchronous I/O: every request of a job is sync.
+            let rq = Request::new(0, ti, op, sector, sectors as u32, now).with_sync(true);
+            self.submit_guest(vi, ti, Kind::Data, rq, now)?;
+        }
+    }
+
+    fn thread_finished(&mut self, vi: usize, ti: u32, now: Nanos) {
+        let vm = &mut self.vms[vi];
+        let th = &mut vm.threads[ti as usize];
+        if th.done {
+            return;
+        }
+        th.done = true;
+        let job = &mut vm.jobs[th.job as usize];
+        job.live_threads -= 1;
+        if job.live_threads == 0 {
+            job.end = Some(now);
+        }
+    }
+
+    /// fsync: a journal commit record, then a cache flush (ext4 `fsync`).
+    fn issue_fsync(&mut self, vi: usize, ti: u32, now: Nanos) -> Result<()> {
+        let vm = &mut self.vms[vi];
+        let th = &mut vm.threads[ti as usize];
+        th.fsync_due = false;
+        th.in_fsync = true;
+        th.writes_since_fsync = 0;
+        th.outstanding += 1;
+        let sector = Self::journal_position(vm, 8);
+        let rq = Request::new(0, ti, Op::Write, sector, 8, now)
+            .with_sync(true)
+            .with_meta(true);
+        self.submit_guest(vi, ti, Kind::FsyncJournal, rq, now)
+    }
+
+    /// Next `sectors` of the journal's circular log (first half of the journal area).
+    fn journal_position(vm: &mut Vm, sectors: u64) -> u64 {
+        let log = (vm.journal_sectors / 2).max(sectors);
+        if vm.journal_cursor + sectors > log {
+            vm.journal_cursor = 0;
+        }
+        let s = vm.journal_cursor;
+        vm.journal_cursor += sectors;
+        s
+    }
+
+    /// Periodic journal commit (jbd2): if data was written since the last
+    /// commit, a commit block run in the log and an inode-table write-back in
+    /// the metadata half of the journal area — paper 000 §2.2's "discrete
+    /// requests" at the start of each image.
+    fn journal_tick(&mut self, vi: usize) -> Result<()> {
+        let now = self.now;
+        let vm = &mut self.vms[vi];
+        if vm.dirty {
+            vm.dirty = false;
+            let stream = vm.journal_stream;
+            let log = Self::journal_position(vm, 24);
+            let meta_base = vm.journal_sectors / 2;
+            let meta_len = (vm.journal_sectors - meta_base).max(8);
+            let meta = meta_base + vm.rng.gen_range(0..meta_len / 8) * 8;
+            let a = Request::new(0, stream, Op::Write, log, 24, now)
+                .with_sync(true)
+                .with_meta(true);
+            let b = Request::new(0, stream, Op::Write, meta, 8, now)
+                .with_sync(false)
+                .with_meta(true);
+            self.submit_guest(vi, u32::MAX, Kind::Journal, a, now)?;
+            self.submit_guest(vi, u32::MAX, Kind::Journal, b, now)?;
+            self.guest_kick(vi);
+        }
+        let vm = &self.vms[vi];
+        if vm.active() {
+            let t = now + vm.commit_every;
+            self.push(t, Ev::JournalTick { vm: vi as u16 });
+        }
+        Ok(())
+    }
+
+    /// Hand a request to the guest scheduler.
+    fn submit_guest(&mut self, vi: usize, thread: u32, kind: Kind, rq: Request, now: Nanos) -> Result<()> {
+        let id = self.alloc(Slot {
+            vm: vi as u16,
+            thread,
+            kind,
+            guest: rq,
+            issued: now,
+            host_arrival: 0,
+            host_dispatch: 0,
+        })?;
+        let rq = Request { id, ..rq };
+        self.vms[vi].sched.insert(rq, now);
+        Ok(())
+    }
+
+    /// Move requests from the guest scheduler into the ring while it has room.
+    fn guest_kick(&mut self, vi: usize) {
+        let now = self.now;
+        loop {
+            let vm = &mut self.vms[vi];
+            if vm.ring_used >= vm.ring_depth {
+                return;
+            }
+            match vm.sched.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    vm.ring_used += 1;
+                    let t = now + vm.latency;
+                    let slot = (rq.id & SLOT_MASK) as u32;
+                    self.slots[slot as usize].guest = rq;
+                    self.push(t, Ev::HostArrive { slot });
+                }
+                Dispatch::WaitUntil(t) => {
+                    debug_assert!(t > now, "guest scheduler asked to wait for the past");
+                    if vm.timer_at != Some(t) {
+                        vm.timer_at = Some(t);
+                        self.push(t.max(now + 1), Ev::GuestTimer { vm: vi as u16 });
+                    }
+                    return;
+                }
+                Dispatch::Empty => return,
+            }
+        }
+    }
+
+    fn host_arrive(&mut self, slot: u32) {
+        let now = self.now;
+        let s = &mut self.slots[slot as usize];
+        s.host_arrival = now;
+        let vm = &self.vms[s.vm as usize];
+        let g = s.guest;
+        let sector = if g.op == Op::Flush { 0 } else { vm.layout.map(g.sector) };
+        let rq = Request {
+            stream: s.vm as StreamId,
+            sector,
+            arrival: now,
+            ..g
+        };
+        self.host.insert(rq, now);
+        self.host_kick();
+    }
+
+    /// Dispatch from the host scheduler while the device accepts.
+    fn host_kick(&mut self) {
+        let now = self.now;
+        while self.device.can_accept() {
+            match self.host.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    if rq.op != Op::Flush {
+                        if let Some(last) = self.last_dispatch_end {
+                            self.seek.record(rq.sector as i64 - last as i64);
+                        }
+                        self.last_dispatch_end = Some(rq.end());
+                    }
+                    self.slots[(rq.id & SLOT_MASK) as usize].host_dispatch = now;
+                    self.device.submit(rq, now);
+                    self.schedule_device();
+                }
+                Dispatch::WaitUntil(t) => {
+                    debug_assert!(t > now, "host scheduler asked to wait for the past");
+                    if self.host_timer_at != Some(t) {
+                        self.host_timer_at = Some(t);
+                        self.push(t.max(now + 1), Ev::HostTimer);
+                    }
+                    return;
+                }
+                Dispatch::Empty => return,
+            }
+        }
+    }
+
+    fn schedule_device(&mut self) {
+        if let Some(t) = self.device.next_event() {
+            if self.device_event_at.is_none_or(|at| t < at) {
+                self.device_event_at = Some(t);
+                self.push(t.max(self.now), Ev::Device);
+            }
+        }
+    }
+
+    fn device_advance(&mut self) {
+        let now = self.now;
+        let mut done = std::mem::take(&mut self.completions);
+        self.device.advance(now, &mut done);
+        for c in done.drain(..) {
+            let slot = (c.rq.id & SLOT_MASK) as u32;
+            self.host.completed(&c.rq, c.done);
+            let s = self.slots[slot as usize];
+            let vm = &mut self.vms[s.vm as usize];
+            let dt = c.done.saturating_sub(c.start);
+            vm.host_requests += 1;
+            vm.host_bytes += c.rq.bytes();
+            vm.disk_time += dt;
+            self.host_requests += 1;
+            self.host_bytes += c.rq.bytes();
+            self.busy += dt;
+            self.sum_seek += c.service.seek;
+            self.sum_rotation += c.service.rotation;
+            self.sum_transfer += c.service.transfer;
+            self.cache_hits += c.service.cache_hit as u64;
+            if let Some(w) = &mut self.records {
+                w.write(&vm.layout.name, &c, s.host_arrival, s.host_dispatch);
+            }
+            let t = c.done.max(now) + vm.latency;
+            self.push(t, Ev::GuestDone { slot });
+        }
+        self.completions = done;
+        self.device_event_at = None;
+        self.schedule_device();
+        self.host_kick();
+    }
+
+    fn guest_done(&mut self, slot: u32) -> Result<()> {
+        let now = self.now;
+        let s = self.slots[slot as usize];
+        self.free.push(slot);
+        let vi = s.vm as usize;
+        let interval = self.interval;
+        let vm = &mut self.vms[vi];
+        vm.ring_used -= 1;
+        vm.sched.completed(&s.guest, now);
+        match s.kind {
+            Kind::Journal => {}
+            Kind::FsyncJournal => {
+                // The commit record is down: now the cache flush.
+                let rq = Request::new(0, s.thread, Op::Flush, 0, 0, now).with_sync(true);
+                self.submit_guest(vi, s.thread, Kind::FsyncFlush, rq, now)?;
+            }
+            Kind::FsyncFlush => {
+                let th = &mut vm.threads[s.thread as usize];
+                th.in_fsync = false;
+                th.outstanding -= 1;
+                self.after_thread_completion(vi, s.thread)?;
+            }
+            Kind::Data => {
+                let bytes = s.guest.bytes();
+                let lat = now - s.issued;
+                let read = s.guest.is_read();
+                let th = &mut vm.threads[s.thread as usize];
+                th.outstanding -= 1;
+                let job = &mut vm.jobs[th.job as usize];
+                job.outstanding -= 1;
+                job.counts.record(read, bytes, lat);
+                vm.counts.record(read, bytes, lat);
+                let b = (now / interval) as usize;
+                if vm.series_ops.len() <= b {
+                    vm.series_ops.resize(b + 1, 0);
+                    vm.series_bytes.resize(b + 1, 0);
+                }
+                vm.series_ops[b] += 1;
+                vm.series_bytes[b] += bytes;
+                self.after_thread_completion(vi, s.thread)?;
+            }
+        }
+        self.guest_kick(vi);
+        Ok(())
+    }
+
+    fn after_thread_completion(&mut self, vi: usize, ti: u32) -> Result<()> {
+        let now = self.now;
+        let vm = &self.vms[vi];
+        let think = vm.jobs[vm.threads[ti as usize].job as usize].job.thinktime_ns;
+        if think > 0 {
+            self.push(
+                now + think,
+                Ev::ThreadIssue {
+                    vm: vi as u16,
+                    thread: ti,
+                },
+            );
+            Ok(())
+        } else {
+            self.thread_fill(vi, ti, now)
+        }
+    }
+
+    fn finish(mut self, truncated: bool) -> Result<SimResult> {
+        let now = self.now;
+        if let Some(w) = self.records.take() {
+            w.finish()?;
+        }
+        if let Some(s) = self.idle_since {
+            self.idle_pending += now - s;
+        }
+        self.seek.finish();
+        let mut jobs = Vec::new();
+        let mut vms = Vec::new();
+        let (mut first, mut last) = (Nanos::MAX, 0);
+        let mut total_bytes = 0u64;
+        for (vm, &vc_weight) in self.vms.iter().zip(&self.host_weights) {
+            let (mut vs, mut ve) = (Nanos::MAX, 0);
+            for j in &vm.jobs {
+                let end = j.end.unwrap_or(now);
+                vs = vs.min(j.start);
+                ve = ve.max(end);
+                jobs.push(JobResult::from_counts(
+                    &vm.layout.name,
+                    &j.job.name,
+                    j.job.numjobs,
+                    j.start,
+                    end,
+                    j.end.is_some(),
+                    &j.counts,
+                ));
+            }
+            if vm.jobs.is_empty() {
+                vs = 0;
+                ve = 0;
+            }
+            first = first.min(vs);
+            last = last.max(ve);
+            total_bytes += vm.counts.bytes();
+            let dur = ns_to_s(ve.saturating_sub(vs)).max(1e-9);
+            vms.push(VmResult {
+                vm: vm.layout.name.clone(),
+                weight: vc_weight,
+                active_s: ns_to_s(ve.saturating_sub(vs)),
+                reads: vm.counts.reads,
+                writes: vm.counts.writes,
+                mb: vm.counts.bytes() as f64 / 1e6,
+                iops: vm.counts.ops() as f64 / dur,
+                mb_per_s: vm.counts.bytes() as f64 / 1e6 / dur,
+                latency: vm.counts.latency.summary(),
+                host_requests: vm.host_requests,
+                host_mb: vm.host_bytes as f64 / 1e6,
+                disk_time_s: ns_to_s(vm.disk_time),
+            });
+        }
+        let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
+        let interval_s = ns_to_s(self.interval);
+        let buckets = self.vms.iter().map(|v| v.series_ops.len()).max().unwrap_or(0);
+        let series = TimeSeries {
+            interval_s,
+            vms: self.vms.iter().map(|v| v.layout.name.clone()).collect(),
+            iops: self
+                .vms
+                .iter()
+                .map(|v| {
+                    (0..buckets)
+                        .map(|b| *v.series_ops.get(b).unwrap_or(&0) as f64 / interval_s)
+                        .collect()
+                })
+                .collect(),
+            mb_per_s: self
+                .vms
+                .iter()
+                .map(|v| {
+                    (0..buckets)
+                        .map(|b| *v.series_bytes.get(b).unwrap_or(&0) as f64 / 1e6 / interval_s)
+                        .collect()
+                })
+                .collect(),
+        };
+        let n = self.host_requests.max(1) as f64;
+        let host = HostResult {
+            scheduler: self.host.name().to_string(),
+            requests: self.host_requests,
+            mb: self.host_bytes as f64 / 1e6,
+            busy_s: ns_to_s(self.busy),
+            idle_pending_s: ns_to_s(self.idle_pending),
+            utilisation: ns_to_s(self.busy) / ns_to_s(now).max(1e-9),
+            seek: self.seek.clone(),
+            mean_seek_ms: ns_to_ms(self.sum_seek) / n,
+            mean_rotation_ms: ns_to_ms(self.sum_rotation) / n,
+            mean_transfer_ms: ns_to_ms(self.sum_transfer) / n,
+            cache_hits: self.cache_hits,
+            counters: self.host.counters(),
+        };
+        Ok(SimResult {
+            seed: self.seed,
+            scheduler: host.scheduler.clone(),
+            sim_time_s: ns_to_s(now),
+            truncated,
+            events: self.events,
+            total_mb_per_s: total_bytes as f64 / 1e6 / span,
+            vms,
+            jobs,
+            host,
+            series,
+        })
+    }
+}

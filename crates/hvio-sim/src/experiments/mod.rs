@@ -1,0 +1,85 @@
+//! Paper reproductions runnable by name (`hvio reproduce NAME`,
+//! `hvio.reproduce(name)` in Python). Each experiment is a file here that
+//! builds its configs, runs them and returns a [`Report`]: titled tables
+//! with the paper's numbers beside hvio's, notes, and raw data for plots.
+
+use crate::error::{Result, SimError};
+use crate::report::Table;
+use serde::Serialize;
+
+/// Options every experiment accepts.
+#[derive(Clone, Debug)]
+pub struct ExpOptions {
+    pub seed: u64,
+    /// A scaled-down run (for tests and quick looks); the default is the full run.
+    pub quick: bool,
+}
+
+impl Default for ExpOptions {
+    fn default() -> Self {
+        ExpOptions { seed: 1, quick: false }
+    }
+}
+
+/// What an experiment produced.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Report {
+    pub name: String,
+    pub title: String,
+    pub paper: String,
+    pub tables: Vec<Table>,
+    pub notes: Vec<String>,
+    /// Raw data for figures (per-run results, series), free-form JSON.
+    pub data: serde_json::Value,
+}
+
+impl Report {
+    pub fn render(&self) -> String {
+        let mut s = format!("{} — {}\n({})\n\n", self.name, self.title, self.paper);
+        for t in &self.tables {
+            s.push_str(&t.render());
+            s.push('\n');
+        }
+        for n in &self.notes {
+            s.push_str("note: ");
+            s.push_str(n);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// One runnable experiment.
+pub struct Experiment {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub paper: &'static str,
+    pub run: fn(&ExpOptions) -> Result<Report>,
+}
+
+/// Every experiment, by name.
+pub static EXPERIMENTS: &[Experiment] = &[];
+
+pub fn find(name: &str) -> Result<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
+        SimError::Config(hvio_core::ConfigError::UnknownName {
+            what: "experiment".into(),
+            name: name.into(),
+            known: EXPERIMENTS.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+        })
+    })
+}
+
+/// Run experiment `name`.
+pub fn run(name: &str, opts: &ExpOptions) -> Result<Report> {
+    let e = find(name)?;
+    let mut r = (e.run)(opts)?;
+    r.name = e.name.into();
+    if r.title.is_empty() {
+        r.title = e.title.into();
+    }
+    if r.paper.is_empty() {
+        r.paper = e.paper.into();
+    }
+    Ok(r)
+}

@@ -1,0 +1,251 @@
+//! What a run measures, where blktrace would sit in a real hypervisor (the
+//! host scheduler/device boundary) and at the guest (application latency,
+//! job completion time).
+
+use hdrhistogram::Histogram;
+use hvio_core::{ns_to_ms, ns_to_s, Nanos};
+use serde::Serialize;
+
+/// A latency histogram in nanoseconds (1 µs .. 1 h, 3 significant digits).
+#[derive(Clone, Debug)]
+pub struct Latency(Histogram<u64>);
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency(Histogram::new_with_bounds(1_000, 3_600_000_000_000, 3).expect("static bounds are valid"))
+    }
+}
+
+impl Latency {
+    #[inline]
+    pub fn record(&mut self, ns: Nanos) {
+        self.0.saturating_record(ns.max(1_000));
+    }
+    pub fn add(&mut self, other: &Latency) {
+        self.0.add(&other.0).expect("same bounds");
+    }
+    pub fn summary(&self) -> LatencySummary {
+        let h = &self.0;
+        let q = |p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                ns_to_ms(h.value_at_quantile(p))
+            }
+        };
+        LatencySummary {
+            mean_ms: if h.is_empty() { 0.0 } else { h.mean() / 1e6 },
+            p50_ms: q(0.50),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+            max_ms: if h.is_empty() { 0.0 } else { ns_to_ms(h.max()) },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LatencySummary {
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Counts of an I/O stream.
+#[derive(Clone, Debug, Default)]
+pub struct IoCount {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub latency: Latency,
+}
+
+impl IoCount {
+    #[inline]
+    pub fn record(&mut self, read: bool, bytes: u64, latency: Nanos) {
+        if read {
+            self.reads += 1;
+            self.read_bytes += bytes;
+        } else {
+            self.writes += 1;
+            self.write_bytes += bytes;
+        }
+        self.latency.record(latency);
+    }
+    pub fn ops(&self) -> u64 {
+        self.reads + self.writes
+    }
+    pub fn bytes(&self) -> u64 {
+        self.read_bytes + self.write_bytes
+    }
+}
+
+/// Per-job results (sysbench-style execution time = `end_s - start_s`).
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    pub vm: String,
+    pub job: String,
+    pub threads: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub exec_time_s: f64,
+    pub finished: bool,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_mb: f64,
+    pub write_mb: f64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub latency: LatencySummary,
+}
+
+impl JobResult {
+    pub fn from_counts(
+        vm: &str,
+        job: &str,
+        threads: u32,
+        start: Nanos,
+        end: Nanos,
+        finished: bool,
+        c: &IoCount,
+    ) -> Self {
+        let dur = ns_to_s(end.saturating_sub(start)).max(1e-9);
+        JobResult {
+            vm: vm.into(),
+            job: job.into(),
+            threads,
+            start_s: ns_to_s(start),
+            end_s: ns_to_s(end),
+            exec_time_s: ns_to_s(end.saturating_sub(start)),
+            finished,
+            reads: c.reads,
+            writes: c.writes,
+            read_mb: c.read_bytes as f64 / 1e6,
+            write_mb: c.write_bytes as f64 / 1e6,
+            iops: c.ops() as f64 / dur,
+            mb_per_s: c.bytes() as f64 / 1e6 / dur,
+            latency: c.latency.summary(),
+        }
+    }
+}
+
+/// Per-VM results: the VM's application I/O over its active period, and what
+/// the host saw of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct VmResult {
+    pub vm: String,
+    pub weight: u32,
+    pub active_s: f64,
+    pub reads: u64,
+    pub writes: u64,
+    pub mb: f64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub latency: LatencySummary,
+    /// Requests the host dispatched for this VM (data, journal and flushes).
+    pub host_requests: u64,
+    pub host_mb: f64,
+    /// Device time spent on this VM's requests, seconds.
+    pub disk_time_s: f64,
+}
+
+/// Seek distances between consecutive host dispatches, in paper 000 Table 4's buckets.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SeekDistribution {
+    /// Bucket bound: the (largest) VM image size in sectors.
+    pub image_sectors: u64,
+    pub total: u64,
+    pub zero: u64,
+    /// Non-zero, within ± the image size.
+    pub within_image: u64,
+    pub beyond_image: u64,
+    pub zero_frac: f64,
+    /// Zero or within ± the image size (paper 000 Table 4's second row).
+    pub within_image_frac: f64,
+    pub beyond_image_frac: f64,
+    /// Counts by ⌈log2 |distance|⌉ (index 0 = zero distance), signed: backward then forward.
+    pub log2_backward: Vec<u64>,
+    pub log2_forward: Vec<u64>,
+}
+
+impl SeekDistribution {
+    pub fn new(image_sectors: u64) -> Self {
+        SeekDistribution {
+            image_sectors,
+            log2_backward: vec![0; 65],
+            log2_forward: vec![0; 65],
+            ..Default::default()
+        }
+    }
+    #[inline]
+    pub fn record(&mut self, distance: i64) {
+        self.total += 1;
+        let a = distance.unsigned_abs();
+        if a == 0 {
+            self.zero += 1;
+        } else if a <= self.image_sectors {
+            self.within_image += 1;
+        } else {
+            self.beyond_image += 1;
+        }
+        let b = (64 - a.leading_zeros()) as usize;
+        if distance < 0 {
+            self.log2_backward[b] += 1;
+        } else {
+            self.log2_forward[b] += 1;
+        }
+    }
+    pub fn finish(&mut self) {
+        let t = self.total.max(1) as f64;
+        self.zero_frac = self.zero as f64 / t;
+        self.within_image_frac = (self.zero + self.within_image) as f64 / t;
+        self.beyond_image_frac = self.beyond_image as f64 / t;
+    }
+}
+
+/// Host-level results.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostResult {
+    pub scheduler: String,
+    pub requests: u64,
+    pub mb: f64,
+    pub busy_s: f64,
+    /// Device idle while the host scheduler held requests (anticipation, slice idling).
+    pub idle_pending_s: f64,
+    pub utilisation: f64,
+    pub seek: SeekDistribution,
+    pub mean_seek_ms: f64,
+    pub mean_rotation_ms: f64,
+    pub mean_transfer_ms: f64,
+    pub cache_hits: u64,
+    pub counters: Vec<(String, f64)>,
+}
+
+/// Per-VM throughput over time (paper 000 Fig. 7).
+#[derive(Clone, Debug, Serialize)]
+pub struct TimeSeries {
+    pub interval_s: f64,
+    pub vms: Vec<String>,
+    /// `iops[vm][bucket]`, completions per second at the guest.
+    pub iops: Vec<Vec<f64>>,
+    /// `mb_per_s[vm][bucket]`.
+    pub mb_per_s: Vec<Vec<f64>>,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimResult {
+    pub seed: u64,
+    pub scheduler: String,
+    pub sim_time_s: f64,
+    /// The run hit `max_time_s` before every job finished.
+    pub truncated: bool,
+    pub events: u64,
+    pub total_mb_per_s: f64,
+    pub vms: Vec<VmResult>,
+    pub jobs: Vec<JobResult>,
+    pub host: HostResult,
+    pub series: TimeSeries,
+}

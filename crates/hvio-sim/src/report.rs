@@ -1,0 +1,145 @@
+//! Plain-text tables of results (the CLI prints them; Python builds its own
+//! DataFrames from the JSON).
+
+use crate::metrics::SimResult;
+use serde::Serialize;
+
+/// A titled table of strings, printable with aligned columns.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(title: impl Into<String>, columns: &[&str]) -> Table {
+        Table {
+            title: title.into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Aligned text: first column left, the others right.
+    pub fn render(&self) -> String {
+        let n = self.columns.len();
+        let mut w: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate().take(n) {
+                let pad = w[i] - c.chars().count();
+                if i == 0 {
+                    s.push_str(c);
+                    s.push_str(&" ".repeat(pad));
+                } else {
+                    s.push_str("  ");
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                }
+            }
+            s.trim_end().to_string()
+        };
+        let mut out = String::new();
+        if !self.title.is_empty() {
+            out.push_str(&self.title);
+            out.push('\n');
+        }
+        out.push_str(&line(&self.columns));
+        out.push('\n');
+        out.push_str(&w.iter().map(|&x| "-".repeat(x)).collect::<Vec<_>>().join("  "));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Format a float with `d` decimals.
+pub fn f(x: f64, d: usize) -> String {
+    format!("{x:.d$}")
+}
+
+/// The per-VM table of one run.
+pub fn vm_table(r: &SimResult) -> Table {
+    let mut t = Table::new(
+        format!("scheduler {}: per VM", r.scheduler),
+        &[
+            "vm", "weight", "MB/s", "IOPS", "MB", "active s", "p50 ms", "p99 ms", "disk s",
+        ],
+    );
+    for v in &r.vms {
+        t.row(vec![
+            v.vm.clone(),
+            v.weight.to_string(),
+            f(v.mb_per_s, 2),
+            f(v.iops, 1),
+            f(v.mb, 1),
+            f(v.active_s, 2),
+            f(v.latency.p50_ms, 2),
+            f(v.latency.p99_ms, 2),
+            f(v.disk_time_s, 2),
+        ]);
+    }
+    t
+}
+
+/// The per-job table of one run (sysbench-style execution times).
+pub fn job_table(r: &SimResult) -> Table {
+    let mut t = Table::new(
+        format!("scheduler {}: per job", r.scheduler),
+        &[
+            "vm", "job", "exec s", "MB/s", "IOPS", "mean ms", "p95 ms", "p99 ms", "done",
+        ],
+    );
+    for j in &r.jobs {
+        t.row(vec![
+            j.vm.clone(),
+            j.job.clone(),
+            f(j.exec_time_s, 2),
+            f(j.mb_per_s, 2),
+            f(j.iops, 1),
+            f(j.latency.mean_ms, 2),
+            f(j.latency.p95_ms, 2),
+            f(j.latency.p99_ms, 2),
+            if j.finished { "yes".into() } else { "no".into() },
+        ]);
+    }
+    t
+}
+
+/// Host-level summary of one run.
+pub fn host_table(r: &SimResult) -> Table {
+    let h = &r.host;
+    let mut t = Table::new(format!("scheduler {}: host", r.scheduler), &["metric", "value"]);
+    let rows: Vec<(&str, String)> = vec![
+        ("total MB/s", f(r.total_mb_per_s, 2)),
+        ("simulated s", f(r.sim_time_s, 2)),
+        ("host requests", h.requests.to_string()),
+        ("zero seek %", f(100.0 * h.seek.zero_frac, 2)),
+        ("within ±image %", f(100.0 * h.seek.within_image_frac, 2)),
+        ("beyond image %", f(100.0 * h.seek.beyond_image_frac, 2)),
+        ("mean seek ms", f(h.mean_seek_ms, 3)),
+        ("mean rotation ms", f(h.mean_rotation_ms, 3)),
+        ("busy s", f(h.busy_s, 2)),
+        ("idle with pending s", f(h.idle_pending_s, 2)),
+    ];
+    for (k, v) in rows {
+        t.row(vec![k.to_string(), v]);
+    }
+    for (k, v) in &h.counters {
+        t.row(vec![k.clone(), format!("{v}")]);
+    }
+    t
+}

@@ -1,0 +1,97 @@
+//! Byte sizes in configs: a whole number of bytes, or a string with a binary
+//! suffix (`4k`, `16KiB`, `12G`, `1GiB`: k/m/g/t with optional `i`/`b`/`ib`,
+//! all powers of 1024, as fio's default `kb_base=1024`).
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Size(pub u64);
+
+impl Size {
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+    pub fn sectors(self) -> u64 {
+        self.0 / hvio_core::SECTOR_BYTES
+    }
+}
+
+/// Parse `4k`, `16KiB`, `1g`, `512`, `1.5GiB`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("`{text}` is not a size (expected e.g. 4096, 4k, 16KiB, 12GiB)"));
+    }
+    let n: f64 = num.parse().map_err(|_| format!("`{text}` is not a size"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "ki" | "kib" => 1 << 10,
+        "m" | "mb" | "mi" | "mib" => 1 << 20,
+        "g" | "gb" | "gi" | "gib" => 1 << 30,
+        "t" | "tb" | "ti" | "tib" => 1 << 40,
+        other => return Err(format!("`{text}`: unknown size unit `{other}` (use k, m, g, t)")),
+    };
+    let v = n * mult as f64;
+    if v.fract() != 0.0 {
+        return Err(format!("`{text}` is not a whole number of bytes"));
+    }
+    Ok(v as u64)
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a size in bytes or a string like \"4k\" or \"12GiB\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Size, E> {
+                Ok(Size(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::custom(format!("size {v} is negative")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Size, E> {
+                if v >= 0.0 && v.fract() == 0.0 {
+                    Ok(Size(v as u64))
+                } else {
+                    Err(E::custom(format!(
+                        "size {v} is not a whole, non-negative number of bytes"
+                    )))
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
+                parse_size(v).map(Size).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("16KiB").unwrap(), 16384);
+        assert_eq!(parse_size("12GiB").unwrap(), 12 << 30);
+        assert_eq!(parse_size("1.5k").unwrap(), 1536);
+        assert_eq!(parse_size("512").unwrap(), 512);
+        assert!(parse_size("4q").is_err());
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("-4k").is_err());
+    }
+}

@@ -1,0 +1,397 @@
+//! Workloads: an fio-like job description and the named presets of the papers.
+//!
+//! A job is a group of `numjobs` threads working on `nrfiles` files of total
+//! `size`, laid out contiguously by the guest file system. Two ways to share
+//! the files, after the two benchmarks the papers used:
+//! - `shared` (sysbench `fileio`, paper 000): one cursor per job; every
+//!   thread takes the next block of the next file, so a sequential job is one
+//!   sequential stream served by many threads;
+//! - `per-thread` (fio, paper 003): each thread owns a slice of the files (a
+//!   file each when there are enough, else an equal range of the data set).
+//!
+//! A job stops after `requests` requests (sysbench `--max-requests`), after
+//! `io_size` bytes, after `runtime_s`, or after one pass over `size` — the
+//! first that is set, in that order.
+
+use crate::error::{Result, SimError};
+use crate::size::{parse_size, Size};
+use serde::{Deserialize, Serialize};
+
+/// The access pattern (fio's `rw`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    #[serde(rename = "randread")]
+    RandRead,
+    #[serde(rename = "randwrite")]
+    RandWrite,
+    /// Mixed sequential reads and writes (fio `rw`/`readwrite`).
+    #[serde(alias = "readwrite")]
+    Rw,
+    /// Mixed random reads and writes.
+    #[serde(rename = "randrw")]
+    RandRw,
+}
+
+impl Rw {
+    pub fn random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+    /// Percentage of reads implied by the pattern (mixes use `rwmixread`).
+    pub fn read_pct(self, rwmixread: u32) -> u32 {
+        match self {
+            Rw::Read | Rw::RandRead => 100,
+            Rw::Write | Rw::RandWrite => 0,
+            Rw::Rw | Rw::RandRw => rwmixread,
+        }
+    }
+}
+
+/// How a job's threads share its files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sharing {
+    Shared,
+    PerThread,
+}
+
+/// A job as written in a config: every field optional so a preset can fill it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    pub name: Option<String>,
+    pub preset: Option<String>,
+    pub rw: Option<Rw>,
+    pub bs: Option<Size>,
+    /// `4k/30:8k/40:16k/30` — block sizes with percentages (fio `bssplit`).
+    pub bssplit: Option<String>,
+    pub size: Option<Size>,
+    pub nrfiles: Option<u32>,
+    pub numjobs: Option<u32>,
+    pub iodepth: Option<u32>,
+    pub thinktime_us: Option<u64>,
+    /// Issue an fsync after every N writes of a thread (0 = never).
+    pub fsync: Option<u32>,
+    pub rwmixread: Option<u32>,
+    pub requests: Option<u64>,
+    pub io_size: Option<Size>,
+    pub runtime_s: Option<f64>,
+    pub start_s: Option<f64>,
+    pub sharing: Option<Sharing>,
+}
+
+/// A fully resolved job.
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    pub name: String,
+    pub rw: Rw,
+    /// (bytes, cumulative weight in percent) for the block-size draw.
+    pub bssplit: Vec<(u64, u32)>,
+    pub size: u64,
+    pub nrfiles: u32,
+    pub numjobs: u32,
+    pub iodepth: u32,
+    pub thinktime_ns: u64,
+    pub fsync: u32,
+    pub read_pct: u32,
+    pub requests: Option<u64>,
+    pub io_size: Option<u64>,
+    pub runtime_ns: Option<u64>,
+    pub start_ns: u64,
+    pub sharing: Sharing,
+}
+
+impl Job {
+    /// Mean block size in bytes.
+    pub fn mean_bs(&self) -> f64 {
+        let mut prev = 0;
+        let mut sum = 0.0;
+        for &(b, cum) in &self.bssplit {
+            sum += b as f64 * (cum - prev) as f64 / 100.0;
+            prev = cum;
+        }
+        sum
+    }
+    /// The smallest block size (random offsets are aligned to it).
+    pub fn min_bs(&self) -> u64 {
+        self.bssplit.iter().map(|b| b.0).min().unwrap_or(4096)
+    }
+}
+
+/// Parse fio's `bssplit` syntax: `4k/30:8k/40:16k/30`.
+pub fn parse_bssplit(text: &str) -> std::result::Result<Vec<(u64, u32)>, String> {
+    let mut out = Vec::new();
+    let mut cum = 0u32;
+    for part in text.split(':').filter(|p| !p.trim().is_empty()) {
+        let (bs, pct) = part
+            .split_once('/')
+            .ok_or_else(|| format!("`{part}` is not `size/percent`"))?;
+        let bs = parse_size(bs)?;
+        let pct: u32 = pct.trim().parse().map_err(|_| format!("`{pct}` is not a percentage"))?;
+        if bs == 0 || bs % 512 != 0 {
+            return Err(format!("block size {bs} is not a positive multiple of 512"));
+        }
+        cum += pct;
+        out.push((bs, cum));
+    }
+    if out.is_empty() || cum != 100 {
+        return Err(format!("`{text}`: percentages add up to {cum}, not 100"));
+    }
+    Ok(out)
+}
+
+/// Paper 003's request-size mix: 30 % 4 KiB, 40 % 8 KiB, 30 % 16 KiB.
+pub const ISHARE_BSSPLIT: &str = "4k/30:8k/40:16k/30";
+
+/// A named preset's fields.
+pub fn preset(name: &str) -> Option<JobConfig> {
+    let sysbench = |rw: Rw, nrfiles: u32| JobConfig {
+        rw: Some(rw),
+        bs: Some(Size(16 << 10)),
+        size: Some(Size(1 << 30)),
+        nrfiles: Some(nrfiles),
+        numjobs: Some(16),
+        iodepth: Some(1),
+        requests: Some(10_000),
+        rwmixread: Some(60),
+        sharing: Some(Sharing::Shared),
+        ..Default::default()
+    };
+    let fio = |rw: Rw, files: u32, size: u64, threads: u32, thinktime_us: u64| JobConfig {
+        rw: Some(rw),
+        bssplit: Some(ISHARE_BSSPLIT.into()),
+        size: Some(Size(size)),
+        nrfiles: Some(files),
+        numjobs: Some(threads),
+        iodepth: Some(1),
+        rwmixread: Some(50),
+        thinktime_us: Some(thinktime_us),
+        runtime_s: Some(60.0),
+        sharing: Some(Sharing::PerThread),
+        ..Default::default()
+    };
+    // Underloaded jobs think between requests so the VM does not keep the disk
+    // backlogged (paper 003 §3.1: "the I/O resource requirements of VMs are
+    // smaller than the physical disk I/O resource").
+    const U_THINK: u64 = 2_000;
+    let c = match name {
+        // Paper 000, Table 1 (sysbench fileio: 16 KiB blocks, 10,000 requests).
+        "SR-M" => sysbench(Rw::Read, 128),
+        "SR-S" => sysbench(Rw::Read, 1),
+        "SW-M" => sysbench(Rw::Write, 128),
+        "SW-S" => sysbench(Rw::Write, 1),
+        "RRW" => sysbench(Rw::RandRw, 128),
+        "RR" => sysbench(Rw::RandRead, 128),
+        "RW" => sysbench(Rw::RandWrite, 128),
+        // Paper 003, Table I (fio, synchronous direct I/O, 30/40/30 % 4/8/16 KiB).
+        "O-SR" => fio(Rw::Read, 32, 4 << 30, 32, 0),
+        "O-SW" => fio(Rw::Write, 32, 4 << 30, 32, 0),
+        "O-RR" => fio(Rw::RandRead, 32, 4 << 30, 32, 0),
+        "O-RW" => fio(Rw::RandWrite, 32, 4 << 30, 32, 0),
+        "O-RRW" => fio(Rw::RandRw, 32, 4 << 30, 32, 0),
+        "O-SRW" => fio(Rw::Rw, 32, 4 << 30, 32, 0),
+        "U-SR" => fio(Rw::Read, 1, 2 << 30, 1, U_THINK),
+        "U-SW" => fio(Rw::Write, 1, 2 << 30, 32, U_THINK),
+        "U-RR" => fio(Rw::RandRead, 1, 2 << 30, 32, U_THINK),
+        "U-RW" => fio(Rw::RandWrite, 1, 2 << 30, 32, U_THINK),
+        "U-RRW" => fio(Rw::RandRw, 1, 2 << 30, 32, U_THINK),
+        "U-SRW" => fio(Rw::Rw, 1, 2 << 30, 32, U_THINK),
+        _ => return None,
+    };
+    Some(c)
+}
+
+/// Names of every preset.
+pub const PRESETS: &[&str] = &[
+    "SR-M", "SR-S", "SW-M", "SW-S", "RRW", "RR", "RW", "O-SR", "O-SW", "O-RR", "O-RW", "O-RRW", "O-SRW", "U-SR",
+    "U-SW", "U-RR", "U-RW", "U-RRW", "U-SRW",
+];
+
+impl JobConfig {
+    /// Fill unset fields from the preset and defaults, and check every value.
+    /// `context` names the job for errors (e.g. `vm "vm1" job 0`).
+    pub fn resolve(&self, context: &str) -> Result<Job> {
+        let base = match &self.preset {
+            Some(p) => preset(p).ok_or_else(|| {
+                SimError::invalid(
+                    context,
+                    "preset",
+                    format!("\"{p}\""),
+                    format!("unknown preset (known: {})", PRESETS.join(", ")),
+                )
+            })?,
+            None => JobConfig::default(),
+        };
+        macro_rules! pick {
+            ($f:ident) => {
+                self.$f.clone().or(base.$f.clone())
+            };
+        }
+        let name = pick!(name).or(self.preset.clone()).unwrap_or_else(|| "job".into());
+        let rw = pick!(rw).ok_or_else(|| SimError::invalid(context, "rw", "(missing)", "set `rw` or a `preset`"))?;
+        let bssplit = match (pick!(bssplit), pick!(bs)) {
+            (Some(s), _) if self.bs.is_none() || self.bssplit.is_some() => {
+                parse_bssplit(&s).map_err(|e| SimError::invalid(context, "bssplit", format!("\"{s}\""), e))?
+            }
+            (_, Some(bs)) => {
+                if bs.0 == 0 || bs.0 % 512 != 0 {
+                    return Err(SimError::invalid(
+                        context,
+                        "bs",
+                        bs.0,
+                        "must be a positive multiple of 512 bytes",
+                    ));
+                }
+                vec![(bs.0, 100)]
+            }
+            (_, None) => vec![(4096, 100)],
+        };
+        let size = pick!(size).map(|s| s.0).unwrap_or(1 << 30);
+        if size == 0 {
+            return Err(SimError::invalid(context, "size", 0, "must be positive"));
+        }
+        let nrfiles = pick!(nrfiles).unwrap_or(1);
+        let numjobs = pick!(numjobs).unwrap_or(1);
+        let iodepth = pick!(iodepth).unwrap_or(1);
+        for (k, v) in [("nrfiles", nrfiles), ("numjobs", numjobs), ("iodepth", iodepth)] {
+            if v == 0 {
+                return Err(SimError::invalid(context, k, 0, "must be at least 1"));
+            }
+        }
+        let max_bs = bssplit.iter().map(|b| b.0).max().unwrap_or(4096);
+        if size / (nrfiles as u64) < max_bs {
+            return Err(SimError::invalid(
+                context,
+                "size",
+                size,
+                format!("{nrfiles} files of this total size are smaller than one block of {max_bs} bytes"),
+            ));
+        }
+        let rwmixread = pick!(rwmixread).unwrap_or(50);
+        if rwmixread > 100 {
+            return Err(SimError::invalid(context, "rwmixread", rwmixread, "must be 0..=100"));
+        }
+        let secs = |key: &str, v: Option<f64>| -> Result<Option<u64>> {
+            match v {
+                Some(x) if !(x.is_finite() && x >= 0.0) => Err(SimError::invalid(
+                    context,
+                    key,
+                    x,
+                    "must be a non-negative number of seconds",
+                )),
+                Some(x) => Ok(Some((x * 1e9).round() as u64)),
+                None => Ok(None),
+            }
+        };
+        let runtime_ns = secs("runtime_s", pick!(runtime_s))?;
+        if runtime_ns == Some(0) {
+            return Err(SimError::invalid(context, "runtime_s", 0, "must be positive"));
+        }
+        let start_ns = secs("start_s", pick!(start_s))?.unwrap_or(0);
+        let requests = pick!(requests);
+        if requests == Some(0) {
+            return Err(SimError::invalid(context, "requests", 0, "must be positive"));
+        }
+        let io_size = pick!(io_size).map(|s| s.0);
+        if io_size == Some(0) {
+            return Err(SimError::invalid(context, "io_size", 0, "must be positive"));
+        }
+        Ok(Job {
+            name,
+            rw,
+            bssplit,
+            size,
+            nrfiles,
+            numjobs,
+            iodepth,
+            thinktime_ns: pick!(thinktime_us).unwrap_or(0) * 1000,
+            fsync: pick!(fsync).unwrap_or(0),
+            read_pct: rw.read_pct(rwmixread),
+            requests,
+            io_size,
+            runtime_ns,
+            start_ns,
+            sharing: pick!(sharing).unwrap_or(Sharing::PerThread),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bssplit_parses_and_checks() {
+        assert_eq!(
+            parse_bssplit(ISHARE_BSSPLIT).unwrap(),
+            vec![(4096, 30), (8192, 70), (16384, 100)]
+        );
+        assert!(parse_bssplit("4k/30:8k/40").is_err());
+        assert!(parse_bssplit("4k:8k").is_err());
+        assert!(parse_bssplit("1000/100").is_err());
+    }
+
+    #[test]
+    fn every_preset_resolves() {
+        for p in PRESETS {
+            let j = JobConfig {
+                preset: Some(p.to_string()),
+                ..Default::default()
+            }
+            .resolve(p)
+            .unwrap();
+            assert_eq!(j.name, *p);
+        }
+        let j = JobConfig {
+            preset: Some("O-RR".into()),
+            ..Default::default()
+        }
+        .resolve("x")
+        .unwrap();
+        assert!((j.mean_bs() - 0.3 * 4096.0 - 0.4 * 8192.0 - 0.3 * 16384.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn explicit_fields_override_the_preset() {
+        let j = JobConfig {
+            preset: Some("SR-M".into()),
+            numjobs: Some(4),
+            bs: Some(Size(4096)),
+            ..Default::default()
+        }
+        .resolve("x")
+        .unwrap();
+        assert_eq!(j.numjobs, 4);
+        assert_eq!(j.bssplit, vec![(4096, 100)]);
+        assert_eq!(j.nrfiles, 128);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let e = JobConfig {
+            preset: Some("nope".into()),
+            ..Default::default()
+        }
+        .resolve("vm \"a\" job 0")
+        .unwrap_err();
+        assert!(e.to_string().contains("preset") && e.to_string().contains("nope"));
+        let e = JobConfig {
+            rw: Some(Rw::Read),
+            size: Some(Size(0)),
+            ..Default::default()
+        }
+        .resolve("j")
+        .unwrap_err();
+        assert!(e.to_string().contains("size"));
+        let e = JobConfig {
+            rw: Some(Rw::Read),
+            numjobs: Some(0),
+            ..Default::default()
+        }
+        .resolve("j")
+        .unwrap_err();
+        assert!(e.to_string().contains("numjobs"));
+    }
+}

@@ -1,0 +1,103 @@
+//! End-to-end tests of the engine on the small hand-computable disk.
+
+use hvio_sim::{run, Config, DEFAULT_SCENARIO};
+
+fn cfg(text: &str) -> Config {
+    Config::from_toml_str(text, "test.toml").unwrap()
+}
+
+const TWO_VMS: &str = r#"
+seed = 7
+[host]
+scheduler = "deadline"
+[[vm]]
+name = "a"
+image_size = "2GiB"
+[[vm.job]]
+rw = "randread"
+bs = "4k"
+size = "64MiB"
+numjobs = 4
+iodepth = 2
+requests = 2000
+[[vm]]
+name = "b"
+image_size = "2GiB"
+[[vm.job]]
+rw = "write"
+bs = "16k"
+size = "64MiB"
+nrfiles = 4
+numjobs = 4
+requests = 3000
+fsync = 50
+"#;
+
+#[test]
+fn same_config_and_seed_give_identical_output() {
+    let a = serde_json::to_string(&run(&cfg(TWO_VMS)).unwrap()).unwrap();
+    let b = serde_json::to_string(&run(&cfg(TWO_VMS)).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let c = serde_json::to_string(&run(&cfg(&TWO_VMS.replace("seed = 7", "seed = 8"))).unwrap()).unwrap();
+    assert_ne!(a, c, "a different seed should change the random addresses");
+}
+
+#[test]
+fn every_request_completes_exactly_once() {
+    let r = run(&cfg(TWO_VMS)).unwrap();
+    assert!(!r.truncated);
+    let a = r.jobs.iter().find(|j| j.vm == "a").unwrap();
+    let b = r.jobs.iter().find(|j| j.vm == "b").unwrap();
+    assert_eq!(a.reads + a.writes, 2000);
+    assert_eq!(a.writes, 0);
+    assert_eq!(b.reads + b.writes, 3000);
+    assert!(a.finished && b.finished);
+    // Host saw the data requests plus fsync journal writes and flushes (3000/50/4 threads ≥ 60 fsyncs).
+    let host_b = r.vms.iter().find(|v| v.vm == "b").unwrap().host_requests;
+    assert!(host_b >= 3000 + 2 * 60, "host requests of b: {host_b}");
+    assert_eq!(
+        r.vms[0].host_requests, 2000,
+        "vm a writes nothing, so no journal traffic"
+    );
+}
+
+#[test]
+fn default_scenario_parses_and_lays_out() {
+    let c = cfg(DEFAULT_SCENARIO);
+    let l = c.layout(1_953_525_168).unwrap();
+    assert_eq!(l.len(), 4);
+    assert_eq!(l[0].extents[0].0, 300_000_000);
+    assert!(l[1].extents[0].0 > l[0].extents[0].0 + l[0].image_sectors);
+}
+
+fn err(text: &str) -> String {
+    match Config::from_toml_str(text, "bad.toml") {
+        Err(e) => e.to_string(),
+        Ok(c) => run(&c).expect_err("config should be rejected").to_string(),
+    }
+}
+
+#[test]
+fn bad_configs_name_the_key_and_value() {
+    let e = err("[[vm]]\nname = \"a\"\nimage_sise = \"1G\"\n");
+    assert!(e.contains("bad.toml") && e.contains("image_sise"), "{e}");
+    let e = err("[[vm]]\nname = \"a\"\nimage_size = 0\n[[vm.job]]\nrw = \"read\"\n");
+    assert!(e.contains("image_size") && e.contains('0'), "{e}");
+    let e = err("[[vm]]\nname = \"a\"\nimage_size = \"-4k\"\n");
+    assert!(e.contains("image_size") || e.contains("-4k"), "{e}");
+    let e = err("[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm.job]]\nrw = \"read\"\nsize = \"2GiB\"\n");
+    assert!(
+        e.contains("image_size") && e.contains("more than the image holds"),
+        "{e}"
+    );
+    let e = err("[[vm]]\nname = \"a\"\noffset = \"1000GiB\"\n[[vm.job]]\nrw = \"read\"\n");
+    assert!(e.contains("past the end of the disk"), "{e}");
+    let e = err("[host]\nscheduler = \"fancy\"\n[[vm]]\nname = \"a\"\n[[vm.job]]\nrw = \"read\"\n");
+    assert!(e.contains("fancy"), "{e}");
+    let e = err("[host]\nscheduler = \"deadline\"\nparams = { fifo_batch = 0 }\n[[vm]]\nname = \"a\"\n[[vm.job]]\nrw = \"read\"\n");
+    assert!(e.contains("fifo_batch"), "{e}");
+    let e = err("[[vm]]\nname = \"a\"\n[[vm.job]]\nrw = \"sideways\"\n");
+    assert!(e.contains("sideways"), "{e}");
+    let e = err("[[vm]]\nname = \"a\"\n[[vm.job]]\nrw = \"read\"\nnumjobs = -1\n");
+    assert!(e.contains("numjobs") || e.contains("-1"), "{e}");
+}
