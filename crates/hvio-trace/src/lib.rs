@@ -1,1 +1,19 @@
 //! Trace and workload readers and writers.
+//!
+//! - [`TraceReader`]: streaming readers (constant memory) for blkparse text,
+//!   blktrace binary, fio iologs, MSR Cambridge, SPC, Alibaba, Tencent CBS,
+//!   FIU, DiskSim, MQSim and vSCSI traces, gzip or not, with format detection.
+//! - [`fio`]: fio job files as workloads ([`fio::FioJob`]).
+//! - [`write`]: records out as blkparse text or fio iolog v3.
+//! - [`stats`]: trace statistics.
+
+pub mod error;
+pub mod formats;
+pub mod input;
+pub mod parse;
+pub mod reader;
+pub mod record;
+
+pub use error::{Loc, TraceError};
+pub use reader::{BlkAction, Format, ReadOptions, TraceReader};
+pub use record::{RecFlags, TraceRecord};
