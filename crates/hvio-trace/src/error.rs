@@ -34,16 +34,37 @@ pub enum TraceError {
     },
     /// A record that does not parse. Skippable with `skip_bad`.
     #[error("{path}: {loc}: expected {expected}; found {found:?}")]
-    Malformed { path: String, loc: Loc, expected: String, found: String },
+    Malformed {
+        path: String,
+        loc: Loc,
+        expected: String,
+        found: String,
+    },
     /// A record whose time is before the previous one. Skippable with `skip_bad`.
-    #[error("{path}: {loc}: time goes backwards ({time} ns after {prev} ns); pass allow_unsorted to accept unsorted traces")]
-    NonMonotonic { path: String, loc: Loc, prev: u64, time: u64 },
+    #[error(
+        "{path}: {loc}: time goes backwards ({time} ns after {prev} ns); pass allow_unsorted to accept unsorted traces"
+    )]
+    NonMonotonic {
+        path: String,
+        loc: Loc,
+        prev: u64,
+        time: u64,
+    },
     /// A binary record cut short at the end of the input.
     #[error("{path}: {loc}: truncated record: {got} of {need} bytes")]
-    Truncated { path: String, loc: Loc, got: usize, need: usize },
+    Truncated {
+        path: String,
+        loc: Loc,
+        got: usize,
+        need: usize,
+    },
     /// The input is not of the format it was opened as.
     #[error("{path}: not a {format} trace: {what}")]
-    BadMagic { path: String, format: &'static str, what: String },
+    BadMagic {
+        path: String,
+        format: &'static str,
+        what: String,
+    },
     /// The format could not be detected.
     #[error("{path}: cannot tell the trace format: {why}; name it explicitly (formats: {known})")]
     UnknownFormat { path: String, why: String, known: String },
@@ -54,7 +75,10 @@ pub enum TraceError {
 
 impl TraceError {
     pub(crate) fn io(path: &str, source: std::io::Error) -> Self {
-        TraceError::Io { path: path.to_string(), source }
+        TraceError::Io {
+            path: path.to_string(),
+            source,
+        }
     }
 
     /// True for errors that `skip_bad` may count and skip.

@@ -31,7 +31,15 @@ pub enum Exact<'a> {
 
 impl Input {
     pub fn new(path: impl Into<String>, src: Box<dyn Read + Send>) -> Self {
-        Input { src, buf: vec![0; BUF], start: 0, end: 0, eof: false, consumed: 0, path: path.into() }
+        Input {
+            src,
+            buf: vec![0; BUF],
+            start: 0,
+            end: 0,
+            eof: false,
+            consumed: 0,
+            path: path.into(),
+        }
     }
 
     /// Opens a file; gzip input (by its magic bytes) is decompressed on the fly.

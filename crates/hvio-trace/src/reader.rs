@@ -154,7 +154,9 @@ impl FromStr for BlkAction {
             "q" | "queue" => Ok(BlkAction::Queue),
             "d" | "issue" => Ok(BlkAction::Issue),
             "c" | "complete" => Ok(BlkAction::Complete),
-            _ => Err(TraceError::Usage(format!("unknown blktrace action {s:?}; use Q, D or C"))),
+            _ => Err(TraceError::Usage(format!(
+                "unknown blktrace action {s:?}; use Q, D or C"
+            ))),
         }
     }
 }
@@ -223,7 +225,12 @@ pub(crate) struct TextSource<F> {
 impl<F: LineFormat> TextSource<F> {
     pub fn new(input: Input, fmt: F) -> Self {
         let path = input.path.clone();
-        TextSource { input, path, line: 0, fmt }
+        TextSource {
+            input,
+            path,
+            line: 0,
+            fmt,
+        }
     }
 }
 
@@ -404,7 +411,10 @@ fn blktrace_set(path: &Path) -> Vec<PathBuf> {
         Some(i) if fname[i + 10..].chars().all(|c| c.is_ascii_digit()) && i + 10 < fname.len() => &fname[..i],
         _ => fname,
     };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let prefix = format!("{base}.blktrace.");
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -425,7 +435,11 @@ fn blktrace_set(path: &Path) -> Vec<PathBuf> {
 pub(crate) fn detect(input: &mut Input) -> Result<Format, TraceError> {
     let path = input.path.clone();
     let head = input.peek(1 << 16).map_err(|e| TraceError::io(&path, e))?.to_vec();
-    let unknown = |why: String| TraceError::UnknownFormat { path: path.clone(), why, known: Format::names() };
+    let unknown = |why: String| TraceError::UnknownFormat {
+        path: path.clone(),
+        why,
+        known: Format::names(),
+    };
     if head.is_empty() {
         return Err(unknown("the input is empty".into()));
     }
@@ -435,15 +449,23 @@ pub(crate) fn detect(input: &mut Input) -> Result<Format, TraceError> {
             return Ok(Format::Blktrace);
         }
     }
-    let binary = head.iter().take(4096).any(|&c| c == 0 || (c < 0x20 && !matches!(c, b'\n' | b'\r' | b'\t')));
+    let binary = head
+        .iter()
+        .take(4096)
+        .any(|&c| c == 0 || (c < 0x20 && !matches!(c, b'\n' | b'\r' | b'\t')));
     if binary {
         if let Some(v) = formats::vscsi::detect_version(&head) {
             return Ok(v);
         }
-        return Err(unknown("binary data that is neither blktrace (magic 0x656174) nor vSCSI v1/v2".into()));
+        return Err(unknown(
+            "binary data that is neither blktrace (magic 0x656174) nor vSCSI v1/v2".into(),
+        ));
     }
     formats::detect_text(&head).ok_or_else(|| {
-        let first = head.split(|&c| c == b'\n').find(|l| !crate::parse::trim(l).is_empty()).unwrap_or(&[]);
+        let first = head
+            .split(|&c| c == b'\n')
+            .find(|l| !crate::parse::trim(l).is_empty())
+            .unwrap_or(&[]);
         unknown(format!("no known format matches the first line {:?}", snippet(first)))
     })
 }

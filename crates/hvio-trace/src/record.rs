@@ -44,7 +44,15 @@ pub struct TraceRecord {
 
 impl TraceRecord {
     pub fn new(time: Nanos, device: u32, op: Op, sector: u64, sectors: u32) -> Self {
-        TraceRecord { time, device, op, sector, sectors, flags: RecFlags::default(), latency: None }
+        TraceRecord {
+            time,
+            device,
+            op,
+            sector,
+            sectors,
+            flags: RecFlags::default(),
+            latency: None,
+        }
     }
 
     pub fn bytes(&self) -> u64 {
@@ -64,5 +72,7 @@ pub(crate) fn bytes_to_sectors(offset: u64, len: u64) -> Result<(u64, u32), &'st
     let last = end.div_ceil(512);
     let n = last - first;
     let n = if len == 0 { 0 } else { n };
-    u32::try_from(n).map(|n| (first, n)).map_err(|_| "request length over 2 TiB")
+    u32::try_from(n)
+        .map(|n| (first, n))
+        .map_err(|_| "request length over 2 TiB")
 }

@@ -1,7 +1,9 @@
 //! Every reader on small hand-written samples, detection, gzip, and bad input.
 
 use hvio_core::Op;
-use hvio_trace::formats::blktrace::{BlkIoTrace, MAGIC, TC_DISCARD, TC_FLUSH, TC_NOTIFY, TC_READ, TC_SHIFT, TC_SYNC, TC_WRITE};
+use hvio_trace::formats::blktrace::{
+    BlkIoTrace, MAGIC, TC_DISCARD, TC_FLUSH, TC_NOTIFY, TC_READ, TC_SHIFT, TC_SYNC, TC_WRITE,
+};
 use hvio_trace::{BlkAction, Format, Loc, ReadOptions, RecFlags, TraceError, TraceReader, TraceRecord};
 use std::io::{Cursor, Write};
 use std::path::PathBuf;
@@ -25,9 +27,15 @@ fn blkparse_default_output() {
     let (f, r, devs) = read_all(&data("sda.blkparse"), &ReadOptions::default());
     assert_eq!(f, Format::Blkparse);
     assert_eq!(r.len(), 7, "{r:#?}");
-    assert_eq!((r[0].op, r[0].sector, r[0].sectors, r[0].time), (Op::Write, 3417048, 8, 0));
+    assert_eq!(
+        (r[0].op, r[0].sector, r[0].sectors, r[0].time),
+        (Op::Write, 3417048, 8, 0)
+    );
     assert!(r[0].flags.has(RecFlags::SYNC));
-    assert_eq!((r[1].op, r[1].sector, r[1].sectors, r[1].time), (Op::Read, 1000, 256, 150_000));
+    assert_eq!(
+        (r[1].op, r[1].sector, r[1].sectors, r[1].time),
+        (Op::Read, 1000, 256, 150_000)
+    );
     assert!(r[2].flags.has(RecFlags::READAHEAD));
     assert_eq!((r[3].op, r[3].sectors), (Op::Flush, 0));
     assert_eq!(r[4].op, Op::Write);
@@ -39,11 +47,17 @@ fn blkparse_default_output() {
 
 #[test]
 fn blkparse_issue_and_complete_actions() {
-    let o = ReadOptions { blk_action: BlkAction::Issue, ..Default::default() };
+    let o = ReadOptions {
+        blk_action: BlkAction::Issue,
+        ..Default::default()
+    };
     let (_, r, _) = read_all(&data("sda.blkparse"), &o);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].time, 10_214);
-    let o = ReadOptions { blk_action: BlkAction::Complete, ..Default::default() };
+    let o = ReadOptions {
+        blk_action: BlkAction::Complete,
+        ..Default::default()
+    };
     let (_, r, _) = read_all(&data("sda.blkparse"), &o);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].time, 300_000);
@@ -52,23 +66,45 @@ fn blkparse_issue_and_complete_actions() {
 #[test]
 fn blkparse_custom_formats() {
     let text = "Q 8,0 1.000000100 WS 100 8 [fio one]\nC 8,0 1.5 W 100 8 [x]\nQ 8,0 2.000000000 R 200 16 [fio]\n";
-    let o = ReadOptions { format: Some(Format::Blkparse), blkparse_format: Some("%a %D %T.%9t %d %S %n [%C]\\n".into()), ..Default::default() };
+    let o = ReadOptions {
+        format: Some(Format::Blkparse),
+        blkparse_format: Some("%a %D %T.%9t %d %S %n [%C]\\n".into()),
+        ..Default::default()
+    };
     let r = mem(text.into(), &o).unwrap();
     assert_eq!(r.len(), 2);
-    assert_eq!((r[0].time, r[0].op, r[0].sector, r[0].sectors), (1_000_000_100, Op::Write, 100, 8));
+    assert_eq!(
+        (r[0].time, r[0].op, r[0].sector, r[0].sectors),
+        (1_000_000_100, Op::Write, 100, 8)
+    );
     assert_eq!((r[1].time, r[1].op, r[1].sectors), (2_000_000_000, Op::Read, 16));
     // %N bytes, device by %M/%m, left-aligned widths.
-    let o = ReadOptions { format: Some(Format::Blkparse), blkparse_format: Some("%-3M %-3m %T.%t %a %d %S %N\\n".into()), ..Default::default() };
+    let o = ReadOptions {
+        format: Some(Format::Blkparse),
+        blkparse_format: Some("%-3M %-3m %T.%t %a %d %S %N\\n".into()),
+        ..Default::default()
+    };
     let r = mem("8   16  3.5 Q RS 64 4096\n".into(), &o).unwrap();
     assert_eq!((r[0].time, r[0].sector, r[0].sectors), (3_000_000_005, 64, 8));
     // -F Q,fmt: the other actions keep the default format.
-    let o = ReadOptions { format: Some(Format::Blkparse), blkparse_format: Some("Q,%D %T.%t %a %d %S + %n\\n".into()), ..Default::default() };
+    let o = ReadOptions {
+        format: Some(Format::Blkparse),
+        blkparse_format: Some("Q,%D %T.%t %a %d %S + %n\\n".into()),
+        ..Default::default()
+    };
     let text = "8,0 1.000000000 Q W 10 + 8\n  8,0    0        8     0.000300000     0  C  WS 3417048 + 8 [0]\n";
     let r = mem(text.into(), &o).unwrap();
     assert_eq!(r.len(), 1);
     // A format without the fields a request needs is refused up front.
-    let o = ReadOptions { format: Some(Format::Blkparse), blkparse_format: Some("%a %S\\n".into()), ..Default::default() };
-    assert!(matches!(TraceReader::from_reader("m", Box::new(Cursor::new(Vec::new())), &o), Err(TraceError::Usage(_))));
+    let o = ReadOptions {
+        format: Some(Format::Blkparse),
+        blkparse_format: Some("%a %S\\n".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        TraceReader::from_reader("m", Box::new(Cursor::new(Vec::new())), &o),
+        Err(TraceError::Usage(_))
+    ));
 }
 
 #[test]
@@ -112,7 +148,10 @@ fn column_formats() {
     let (f, r, _) = read_all(&data("mqsim.trace"), &ReadOptions::default());
     assert_eq!(f, Format::Mqsim);
     assert_eq!((r[0].op, r[2].op, r[0].time), (Op::Write, Op::Read, 4_851_300));
-    let o = ReadOptions { mqsim_time_unit_ns: 1000, ..Default::default() };
+    let o = ReadOptions {
+        mqsim_time_unit_ns: 1000,
+        ..Default::default()
+    };
     let (_, r, _) = read_all(&data("mqsim.trace"), &o);
     assert_eq!(r[0].time, 4_851_300_000);
 }
@@ -121,7 +160,10 @@ fn column_formats() {
 fn fio_iologs() {
     let (f, r, devs) = read_all(&data("job.iolog2"), &ReadOptions::default());
     assert_eq!(f, Format::Iolog2);
-    assert_eq!(r.iter().map(|x| x.op).collect::<Vec<_>>(), [Op::Write, Op::Read, Op::Discard, Op::Flush]);
+    assert_eq!(
+        r.iter().map(|x| x.op).collect::<Vec<_>>(),
+        [Op::Write, Op::Read, Op::Discard, Op::Flush]
+    );
     assert_eq!((r[0].time, r[1].time), (0, 1_500_000));
     assert_eq!((r[2].sector, r[2].sectors), (2048, 128));
     assert_eq!(devs, ["/dev/sdb"]);
@@ -129,7 +171,11 @@ fn fio_iologs() {
     assert_eq!(f, Format::Iolog3);
     assert_eq!(r.len(), 3);
     assert_eq!((r[0].time, r[1].time), (12_000, 40_000));
-    assert_eq!((r[2].sector, r[2].sectors), (1, 2), "a 1000-byte read at 512 covers sectors 1 and 2");
+    assert_eq!(
+        (r[2].sector, r[2].sectors),
+        (1, 2),
+        "a 1000-byte read at 512 covers sectors 1 and 2"
+    );
     assert_eq!(devs, ["/dev/sdb", "/dev/sdc"]);
 }
 
@@ -148,7 +194,19 @@ fn gzip_input_is_read_directly() {
 }
 
 fn blk(time: u64, sector: u64, bytes: u32, action: u32, cpu: u32) -> BlkIoTrace {
-    BlkIoTrace { magic: MAGIC | 7, sequence: 0, time, sector, bytes, action, pid: 1, device: (8 << 20) | 16, cpu, error: 0, pdu_len: 0 }
+    BlkIoTrace {
+        magic: MAGIC | 7,
+        sequence: 0,
+        time,
+        sector,
+        bytes,
+        action,
+        pid: 1,
+        device: (8 << 20) | 16,
+        cpu,
+        error: 0,
+        pdu_len: 0,
+    }
 }
 
 const Q: u32 = 1;
@@ -168,7 +226,11 @@ fn blktrace_binary_both_byte_orders() {
         blk(30, 0, 0, Q | ((TC_WRITE | TC_FLUSH) << TC_SHIFT), 0).encode(big, &mut out);
         blk(40, 500, 1 << 20, Q | ((TC_WRITE | TC_DISCARD) << TC_SHIFT), 0).encode(big, &mut out);
         let r = mem(out, &ReadOptions::default()).unwrap();
-        assert_eq!(r.iter().map(|x| x.op).collect::<Vec<_>>(), [Op::Read, Op::Write, Op::Flush, Op::Discard], "big endian {big}");
+        assert_eq!(
+            r.iter().map(|x| x.op).collect::<Vec<_>>(),
+            [Op::Read, Op::Write, Op::Flush, Op::Discard],
+            "big endian {big}"
+        );
         assert_eq!((r[0].sector, r[0].sectors, r[0].time), (100, 8, 10));
         assert!(r[0].flags.has(RecFlags::SYNC));
         assert_eq!(r[3].sectors, 2048);
@@ -241,12 +303,17 @@ fn malformed_line_names_file_line_and_expectation() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.csv");
     std::fs::write(&p, "419,W,8192,4096,1577808000000131\n419,X,1,1,1577808000000132\n419,R,-5,1,1577808000000133\n419,R,0,8,1577808000000134\n").unwrap();
-    let o = ReadOptions { format: Some(Format::Alibaba), ..Default::default() };
+    let o = ReadOptions {
+        format: Some(Format::Alibaba),
+        ..Default::default()
+    };
     let mut r = TraceReader::open(&p, &o).unwrap();
     assert!(r.next().unwrap().is_ok());
     let e = r.next().unwrap().unwrap_err();
     match &e {
-        TraceError::Malformed { path, loc, expected, .. } => {
+        TraceError::Malformed {
+            path, loc, expected, ..
+        } => {
             assert!(path.ends_with("bad.csv"));
             assert_eq!(*loc, Loc::Line(2));
             assert!(expected.contains("R or W"), "{expected}");
@@ -256,7 +323,11 @@ fn malformed_line_names_file_line_and_expectation() {
     assert!(e.to_string().contains("bad.csv: line 2: expected R or W"), "{e}");
     assert!(r.next().is_none(), "the reader stops after an error");
     // --skip-bad: count and skip, including the negative offset.
-    let o = ReadOptions { format: Some(Format::Alibaba), skip_bad: true, ..Default::default() };
+    let o = ReadOptions {
+        format: Some(Format::Alibaba),
+        skip_bad: true,
+        ..Default::default()
+    };
     let mut r = TraceReader::open(&p, &o).unwrap();
     let n = r.by_ref().filter(|x| x.is_ok()).count();
     assert_eq!((n, r.skipped()), (2, 2));
@@ -267,9 +338,15 @@ fn non_monotonic_time_is_an_error_unless_allowed() {
     let text = b"0,1,512,r,1.0\n0,2,512,r,0.5\n0,3,512,r,2.0\n".to_vec();
     let e = mem(text.clone(), &ReadOptions::default()).unwrap_err();
     assert!(matches!(e, TraceError::NonMonotonic { loc: Loc::Line(2), .. }), "{e}");
-    let o = ReadOptions { skip_bad: true, ..Default::default() };
+    let o = ReadOptions {
+        skip_bad: true,
+        ..Default::default()
+    };
     assert_eq!(mem(text.clone(), &o).unwrap().len(), 2);
-    let o = ReadOptions { allow_unsorted: true, ..Default::default() };
+    let o = ReadOptions {
+        allow_unsorted: true,
+        ..Default::default()
+    };
     assert_eq!(mem(text, &o).unwrap().len(), 3);
 }
 
@@ -280,7 +357,14 @@ fn binary_errors_are_clear() {
     out.extend_from_slice(&[0x07, 0x74, 0x61, 0x65, 1, 2, 3]);
     let e = mem(out, &ReadOptions::default()).unwrap_err();
     assert!(matches!(e, TraceError::Truncated { got: 7, need: 48, .. }), "{e}");
-    let e = mem(vec![1u8; 100], &ReadOptions { format: Some(Format::Blktrace), ..Default::default() }).unwrap_err();
+    let e = mem(
+        vec![1u8; 100],
+        &ReadOptions {
+            format: Some(Format::Blktrace),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     assert!(matches!(e, TraceError::BadMagic { .. }), "{e}");
     let mut out = Vec::new();
     let mut b = blk(1, 1, 512, Q, 0);
@@ -305,7 +389,14 @@ fn explicit_format_overrides_detection() {
     let text = b"0 0 1000 8 1\n5 0 2000 8 0\n".to_vec();
     let r = mem(text.clone(), &ReadOptions::default()).unwrap();
     assert_eq!(r[1].time, 5, "integer times detect as MQSim (nanoseconds)");
-    let r = mem(text, &ReadOptions { format: Some(Format::Disksim), ..Default::default() }).unwrap();
+    let r = mem(
+        text,
+        &ReadOptions {
+            format: Some(Format::Disksim),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!((r[0].op, r[1].time), (Op::Read, 5_000_000));
     assert_eq!("VSCSI".parse::<Format>().unwrap(), Format::Vscsi1);
     assert!("nope".parse::<Format>().is_err());

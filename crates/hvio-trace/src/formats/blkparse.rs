@@ -96,7 +96,9 @@ fn majmin(t: &[u8]) -> Option<(u32, u32)> {
 /// True if the line starts like a default-format blkparse event.
 pub fn looks_like_event(line: &[u8]) -> bool {
     let mut t = Tokens::new(line);
-    let (Some(dev), Some(cpu), Some(seq), Some(time), Some(_pid), Some(act)) = (t.next(), t.next(), t.next(), t.next(), t.next(), t.next()) else {
+    let (Some(dev), Some(cpu), Some(seq), Some(time), Some(_pid), Some(act)) =
+        (t.next(), t.next(), t.next(), t.next(), t.next(), t.next())
+    else {
         return false;
     };
     majmin(dev).is_some()
@@ -135,7 +137,10 @@ fn record(time: u64, dev: u32, rwbs: &[u8], span: Option<(u64, u32)>) -> Result<
 }
 
 /// Parses `sector + n` (and a following `(elapsed)`) or nothing (`[comm]`, PC requests).
-fn span(rest: &[u8]) -> Result<(Option<(u64, u32)>, Option<u64>), Bad> {
+/// A request's `(sector, count)`.
+type Span = Option<(u64, u32)>;
+
+fn span(rest: &[u8]) -> Result<(Span, Option<u64>), Bad> {
     let mut t = Tokens::new(rest);
     let Some(a) = t.next() else { return Ok((None, None)) };
     if a.starts_with(b"[") || a.starts_with(b"(") {
@@ -149,7 +154,10 @@ fn span(rest: &[u8]) -> Result<(Option<(u64, u32)>, Option<u64>), Bad> {
         None => return Ok((None, None)),
         _ => return Err("`sector + count`".into()),
     }
-    let n = t.next().and_then(u32_dec).ok_or(Bad::from("a sector count after `+` (non-negative integer)"))?;
+    let n = t
+        .next()
+        .and_then(u32_dec)
+        .ok_or(Bad::from("a sector count after `+` (non-negative integer)"))?;
     let rest = t.rest();
     let mut elapsed = None;
     if let Some(r) = rest.strip_prefix(b"(") {
@@ -201,7 +209,9 @@ impl Custom {
                     while b.get(i).is_some_and(|c| c.is_ascii_digit()) {
                         i += 1;
                     }
-                    let Some(&c) = b.get(i) else { return Err(bad("ends inside a field".into())) };
+                    let Some(&c) = b.get(i) else {
+                        return Err(bad("ends inside a field".into()));
+                    };
                     if !FIELDS.contains(&c) {
                         lit.push(c);
                     } else {
@@ -255,7 +265,8 @@ impl Custom {
             }
         };
         let (mut sec, mut nsec, mut sector, mut blocks, mut bytes) = (None, None, None, None, None);
-        let (mut rwbs, mut act, mut dev): (Option<&[u8]>, Option<&[u8]>, Option<(u32, u32)>) = (None, None, None);
+        let (mut rwbs, mut act): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+        let mut dev: Option<(u32, u32)> = None;
         let (mut major, mut minor) = (None, None);
         for (k, p) in self.pieces.iter().enumerate() {
             match p {
@@ -304,7 +315,10 @@ impl Custom {
                             while pos < line.len() && line[pos].is_ascii_digit() {
                                 pos += 1;
                             }
-                            dev = Some((maj.ok_or(Bad::from("a major number (%D)"))?, u32_dec(&line[s2..pos]).ok_or(Bad::from("a minor number (%D)"))?));
+                            dev = Some((
+                                maj.ok_or(Bad::from("a major number (%D)"))?,
+                                u32_dec(&line[s2..pos]).ok_or(Bad::from("a minor number (%D)"))?,
+                            ));
                             continue;
                         }
                         _ => {
@@ -342,7 +356,11 @@ impl Custom {
                 return Ok(None);
             }
         }
-        let time = sec.unwrap_or(0).checked_mul(1_000_000_000).and_then(|s| s.checked_add(nsec.unwrap_or(0))).ok_or(Bad::from("a time that fits 64-bit nanoseconds"))?;
+        let time = sec
+            .unwrap_or(0)
+            .checked_mul(1_000_000_000)
+            .and_then(|s| s.checked_add(nsec.unwrap_or(0)))
+            .ok_or(Bad::from("a time that fits 64-bit nanoseconds"))?;
         let dev = match (dev, major, minor) {
             (Some((a, b)), _, _) => devs.majmin(a, b),
             (None, a, b) if a.is_some() || b.is_some() => devs.majmin(a.unwrap_or(0), b.unwrap_or(0)),
@@ -367,18 +385,27 @@ pub struct Blkparse {
 impl Blkparse {
     pub fn new(opts: &ReadOptions) -> Result<Self, TraceError> {
         let custom = opts.blkparse_format.as_deref().map(Custom::compile).transpose()?;
-        Ok(Blkparse { action: opts.blk_action.letter(), summary: false, custom })
+        Ok(Blkparse {
+            action: opts.blk_action.letter(),
+            summary: false,
+            custom,
+        })
     }
 
     fn default_line(&mut self, line: &[u8], devs: &mut Devices) -> Result<Option<TraceRecord>, Bad> {
         let mut t = Tokens::new(line);
-        let dev = t.next().and_then(majmin).ok_or(Bad::from("a blkparse event line starting with the device `major,minor`"))?;
+        let dev = t.next().and_then(majmin).ok_or(Bad::from(
+            "a blkparse event line starting with the device `major,minor`",
+        ))?;
         let cpu = t.next().and_then(u64_dec);
         let seq = t.next().and_then(u64_dec);
         if cpu.is_none() || seq.is_none() {
             return Err("the cpu and sequence numbers after the device".into());
         }
-        let time = t.next().and_then(|x| fixed_ns(x, 1_000_000_000)).ok_or(Bad::from("a time `seconds.nanoseconds` in field 4"))?;
+        let time = t
+            .next()
+            .and_then(|x| fixed_ns(x, 1_000_000_000))
+            .ok_or(Bad::from("a time `seconds.nanoseconds` in field 4"))?;
         t.next().and_then(u64_dec).ok_or(Bad::from("a pid in field 5"))?;
         let act = t.next().ok_or(Bad::from("an action in field 6"))?;
         if act != [self.action] {

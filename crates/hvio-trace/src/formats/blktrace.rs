@@ -130,17 +130,33 @@ pub struct File {
 
 impl File {
     pub fn new(input: Input, action: BlkAction) -> Self {
-        File { path: input.path.clone(), input, swap: None, index: 0, action: action.code() }
+        File {
+            path: input.path.clone(),
+            input,
+            swap: None,
+            index: 0,
+            action: action.code(),
+        }
     }
 
     fn next(&mut self, devs: &mut Devices) -> Result<Option<(TraceRecord, Loc)>, TraceError> {
         loop {
             let byte = self.input.consumed;
-            let loc = Loc::Record { index: self.index, byte };
+            let loc = Loc::Record {
+                index: self.index,
+                byte,
+            };
             let path = &self.path;
             let rec = match self.input.exact(RECORD)? {
                 Exact::Eof => return Ok(None),
-                Exact::Partial(got) => return Err(TraceError::Truncated { path: path.clone(), loc, got, need: RECORD }),
+                Exact::Partial(got) => {
+                    return Err(TraceError::Truncated {
+                        path: path.clone(),
+                        loc,
+                        got,
+                        need: RECORD,
+                    })
+                }
                 Exact::Full(b) => {
                     let swap = match self.swap {
                         Some(s) => s,
@@ -151,7 +167,13 @@ impl File {
                             } else if m.swap_bytes() & 0xffff_ff00 == MAGIC {
                                 true
                             } else {
-                                return Err(TraceError::BadMagic { path: path.clone(), format: "blktrace", what: format!("first word {m:#010x} is not the magic 0x656174xx in either byte order") });
+                                return Err(TraceError::BadMagic {
+                                    path: path.clone(),
+                                    format: "blktrace",
+                                    what: format!(
+                                        "first word {m:#010x} is not the magic 0x656174xx in either byte order"
+                                    ),
+                                });
                             };
                             self.swap = Some(s);
                             s
@@ -161,17 +183,30 @@ impl File {
                 }
             };
             if rec.magic & 0xffff_ff00 != MAGIC {
-                return Err(TraceError::BadMagic { path: path.clone(), format: "blktrace", what: format!("{loc}: magic {:#010x} (corrupt or cut file)", rec.magic) });
+                return Err(TraceError::BadMagic {
+                    path: path.clone(),
+                    format: "blktrace",
+                    what: format!("{loc}: magic {:#010x} (corrupt or cut file)", rec.magic),
+                });
             }
             if rec.magic & 0xff != VERSION {
-                return Err(TraceError::BadMagic { path: path.clone(), format: "blktrace", what: format!("{loc}: version {:#04x}; only version 7 is supported", rec.magic & 0xff) });
+                return Err(TraceError::BadMagic {
+                    path: path.clone(),
+                    format: "blktrace",
+                    what: format!("{loc}: version {:#04x}; only version 7 is supported", rec.magic & 0xff),
+                });
             }
             self.index += 1;
             let pdu = rec.pdu_len as usize;
             if pdu > 0 {
                 let got = self.input.skip(pdu)?;
                 if got < pdu {
-                    return Err(TraceError::Truncated { path: self.path.clone(), loc, got: RECORD + got, need: RECORD + pdu });
+                    return Err(TraceError::Truncated {
+                        path: self.path.clone(),
+                        loc,
+                        got: RECORD + got,
+                        need: RECORD + pdu,
+                    });
                 }
             }
             if rec.action & 0xffff != self.action || rec.action & (TC_NOTIFY << TC_SHIFT) != 0 {
@@ -192,7 +227,12 @@ impl File {
             };
             let dev = devs.majmin(rec.device >> 20, rec.device & 0xf_ffff);
             let mut r = TraceRecord::new(rec.time, dev, op, if op == Op::Flush { 0 } else { rec.sector }, sectors);
-            for (bit, f) in [(TC_SYNC, RecFlags::SYNC), (TC_META, RecFlags::META), (TC_AHEAD, RecFlags::READAHEAD), (TC_FUA, RecFlags::FUA)] {
+            for (bit, f) in [
+                (TC_SYNC, RecFlags::SYNC),
+                (TC_META, RecFlags::META),
+                (TC_AHEAD, RecFlags::READAHEAD),
+                (TC_FUA, RecFlags::FUA),
+            ] {
                 if cat & bit != 0 {
                     r.flags.set(f);
                 }
@@ -219,7 +259,11 @@ impl Merged {
         }
         let files: Vec<File> = inputs.into_iter().map(|i| File::new(i, action)).collect();
         let heads = vec![None; files.len()];
-        Ok(Merged { files, heads, primed: false })
+        Ok(Merged {
+            files,
+            heads,
+            primed: false,
+        })
     }
 }
 

@@ -50,7 +50,10 @@ impl LineFormat for Msr {
         }
         const E: &str = "MSR CSV: Timestamp,Hostname,DiskNumber,Read|Write,Offset,Size,ResponseTime (integers)";
         let mut f = Split::new(line, b',');
-        let ts = num(field(&mut f, E)?, "a FILETIME timestamp (non-negative integer) in column 1")?;
+        let ts = num(
+            field(&mut f, E)?,
+            "a FILETIME timestamp (non-negative integer) in column 1",
+        )?;
         let host = field(&mut f, E)?;
         let disk = field(&mut f, E)?;
         let ty = field(&mut f, E)?;
@@ -67,8 +70,12 @@ impl LineFormat for Msr {
         } else {
             return Err("Read or Write in column 4".into());
         };
-        let unix = ts.checked_sub(FILETIME_UNIX_EPOCH).ok_or(Bad::from("a FILETIME timestamp after 1970"))?;
-        let time = unix.checked_mul(100).ok_or(Bad::from("a FILETIME timestamp before year 2554"))?;
+        let unix = ts
+            .checked_sub(FILETIME_UNIX_EPOCH)
+            .ok_or(Bad::from("a FILETIME timestamp after 1970"))?;
+        let time = unix
+            .checked_mul(100)
+            .ok_or(Bad::from("a FILETIME timestamp before year 2554"))?;
         self.key.clear();
         self.key.extend_from_slice(host);
         self.key.push(b'_');
@@ -104,7 +111,8 @@ impl LineFormat for Spc {
             b"w" | b"W" => Op::Write,
             _ => return Err("r or w in column 4".into()),
         };
-        let time = fixed_ns(field(&mut f, E)?, NS_PER_S).ok_or(Bad::from("a time in seconds (non-negative s.d) in column 5"))?;
+        let time = fixed_ns(field(&mut f, E)?, NS_PER_S)
+            .ok_or(Bad::from("a time in seconds (non-negative s.d) in column 5"))?;
         let sectors = sectors_u32(size.div_ceil(512))?;
         Ok(Some(TraceRecord::new(time, devs.num(asu), op, lba, sectors)))
     }
@@ -132,12 +140,20 @@ impl LineFormat for Alibaba {
             _ => return Err("R or W in column 2".into()),
         };
         let off = num(field(&mut f, E)?, "a byte offset (non-negative integer) in column 3")?;
-        let len = num(field(&mut f, E)?, "a length in bytes (non-negative integer) in column 4")?;
-        let ts = num(field(&mut f, E)?, "a timestamp in microseconds (non-negative integer) in column 5")?;
+        let len = num(
+            field(&mut f, E)?,
+            "a length in bytes (non-negative integer) in column 4",
+        )?;
+        let ts = num(
+            field(&mut f, E)?,
+            "a timestamp in microseconds (non-negative integer) in column 5",
+        )?;
         if f.next().is_some() {
             return Err(E.into());
         }
-        let time = ts.checked_mul(1000).ok_or(Bad::from("a timestamp that fits 64-bit nanoseconds"))?;
+        let time = ts
+            .checked_mul(1000)
+            .ok_or(Bad::from("a timestamp that fits 64-bit nanoseconds"))?;
         let (sector, sectors) = bytes_range(off, len)?;
         Ok(Some(TraceRecord::new(time, devs.num(dev), op, sector, sectors)))
     }
@@ -158,9 +174,18 @@ impl LineFormat for Tencent {
         }
         const E: &str = "Tencent CBS: Timestamp,Offset,Size,IOType,VolumeID";
         let mut f = Split::new(line, b',');
-        let ts = num(field(&mut f, E)?, "a Unix time in seconds (non-negative integer) in column 1")?;
-        let off = num(field(&mut f, E)?, "an offset in sectors (non-negative integer) in column 2")?;
-        let size = num(field(&mut f, E)?, "a size in sectors (non-negative integer) in column 3")?;
+        let ts = num(
+            field(&mut f, E)?,
+            "a Unix time in seconds (non-negative integer) in column 1",
+        )?;
+        let off = num(
+            field(&mut f, E)?,
+            "an offset in sectors (non-negative integer) in column 2",
+        )?;
+        let size = num(
+            field(&mut f, E)?,
+            "a size in sectors (non-negative integer) in column 3",
+        )?;
         let op = match field(&mut f, E)? {
             b"0" => Op::Read,
             b"1" => Op::Write,
@@ -170,7 +195,9 @@ impl LineFormat for Tencent {
         if f.next().is_some() {
             return Err(E.into());
         }
-        let time = ts.checked_mul(NS_PER_S).ok_or(Bad::from("a timestamp that fits 64-bit nanoseconds"))?;
+        let time = ts
+            .checked_mul(NS_PER_S)
+            .ok_or(Bad::from("a timestamp that fits 64-bit nanoseconds"))?;
         Ok(Some(TraceRecord::new(time, devs.num(vol), op, off, sectors_u32(size)?)))
     }
 }
@@ -198,7 +225,13 @@ impl LineFormat for Fiu {
         };
         let major = u32_dec(rest[n - 3]).ok_or(Bad::from("a major device number in field 7"))?;
         let minor = u32_dec(rest[n - 2]).ok_or(Bad::from("a minor device number in field 8"))?;
-        Ok(Some(TraceRecord::new(ts, devs.majmin(major, minor), op, lba, sectors_u32(size)?)))
+        Ok(Some(TraceRecord::new(
+            ts,
+            devs.majmin(major, minor),
+            op,
+            lba,
+            sectors_u32(size)?,
+        )))
     }
 }
 
@@ -209,7 +242,8 @@ impl LineFormat for Disksim {
     fn parse(&mut self, line: &[u8], devs: &mut Devices) -> Result<Option<TraceRecord>, Bad> {
         const E: &str = "DiskSim: time_ms devno blkno bcount flags";
         let mut t = Tokens::new(line);
-        let time = fixed_ns(field(&mut t, E)?, 1_000_000).ok_or(Bad::from("a time in ms (non-negative decimal) in field 1"))?;
+        let time = fixed_ns(field(&mut t, E)?, 1_000_000)
+            .ok_or(Bad::from("a time in ms (non-negative decimal) in field 1"))?;
         let dev = num(field(&mut t, E)?, "a device number (non-negative integer) in field 2")?;
         let blk = num(field(&mut t, E)?, "a block number (non-negative integer) in field 3")?;
         let n = num(field(&mut t, E)?, "a block count (non-negative integer) in field 4")?;
@@ -243,7 +277,9 @@ impl LineFormat for Mqsim {
         if t.next().is_some() {
             return Err(E.into());
         }
-        let time = ts.checked_mul(self.unit_ns).ok_or(Bad::from("a time that fits 64-bit nanoseconds"))?;
+        let time = ts
+            .checked_mul(self.unit_ns)
+            .ok_or(Bad::from("a time that fits 64-bit nanoseconds"))?;
         Ok(Some(TraceRecord::new(time, devs.num(dev), op, lba, sectors_u32(n)?)))
     }
 }

@@ -21,7 +21,11 @@ pub struct Iolog {
 
 impl Iolog {
     pub fn new(version: u8) -> Self {
-        Iolog { version, header_seen: false, wait_us: 0 }
+        Iolog {
+            version,
+            header_seen: false,
+            wait_us: 0,
+        }
     }
 }
 
@@ -39,9 +43,18 @@ impl LineFormat for Iolog {
     fn parse(&mut self, line: &[u8], devs: &mut Devices) -> Result<Option<TraceRecord>, Bad> {
         if !self.header_seen {
             self.header_seen = true;
-            let want: &[u8] = if self.version == 2 { b"fio version 2 iolog" } else { b"fio version 3 iolog" };
+            let want: &[u8] = if self.version == 2 {
+                b"fio version 2 iolog"
+            } else {
+                b"fio version 3 iolog"
+            };
             if line != want {
-                return Err(if self.version == 2 { "the header \"fio version 2 iolog\"" } else { "the header \"fio version 3 iolog\"" }.into());
+                return Err(if self.version == 2 {
+                    "the header \"fio version 2 iolog\""
+                } else {
+                    "the header \"fio version 3 iolog\""
+                }
+                .into());
             }
             return Ok(None);
         }
@@ -59,7 +72,9 @@ impl LineFormat for Iolog {
             if n == 0 {
                 return Err("a timestamp".into());
             }
-            let ts = u64_dec(f[0]).ok_or(Bad::from("a timestamp in microseconds (non-negative integer) in field 1"))?;
+            let ts = u64_dec(f[0]).ok_or(Bad::from(
+                "a timestamp in microseconds (non-negative integer) in field 1",
+            ))?;
             (Some(ts), &f[1..n])
         } else {
             (None, &f[..n])
@@ -80,9 +95,15 @@ impl LineFormat for Iolog {
                 }
                 let op = io_op(rest[1]).ok_or(Bad::from("an action read, write, trim, sync, datasync or wait"))?;
                 let us = time_us.unwrap_or(self.wait_us);
-                let time = us.checked_mul(1000).ok_or(Bad::from("a timestamp that fits 64-bit nanoseconds"))?;
+                let time = us
+                    .checked_mul(1000)
+                    .ok_or(Bad::from("a timestamp that fits 64-bit nanoseconds"))?;
                 let dev = devs.name(rest[0]);
-                let (sector, sectors) = if op == Op::Flush { (0, 0) } else { bytes_to_sectors(off, len).map_err(Bad::from)? };
+                let (sector, sectors) = if op == Op::Flush {
+                    (0, 0)
+                } else {
+                    bytes_to_sectors(off, len).map_err(Bad::from)?
+                };
                 Ok(Some(TraceRecord::new(time, dev, op, sector, sectors)))
             }
             _ => Err(if self.version == 3 {

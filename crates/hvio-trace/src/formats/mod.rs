@@ -24,7 +24,12 @@ pub(crate) fn source(input: Input, format: Format, opts: &ReadOptions) -> Result
         Format::Tencent => Box::new(TextSource::new(input, columns::Tencent::default())),
         Format::Fiu => Box::new(TextSource::new(input, columns::Fiu)),
         Format::Disksim => Box::new(TextSource::new(input, columns::Disksim)),
-        Format::Mqsim => Box::new(TextSource::new(input, columns::Mqsim { unit_ns: opts.mqsim_time_unit_ns.max(1) })),
+        Format::Mqsim => Box::new(TextSource::new(
+            input,
+            columns::Mqsim {
+                unit_ns: opts.mqsim_time_unit_ns.max(1),
+            },
+        )),
         Format::Vscsi1 => Box::new(vscsi::Vscsi::new(input, 1)),
         Format::Vscsi2 => Box::new(vscsi::Vscsi::new(input, 2)),
     })
@@ -57,7 +62,11 @@ pub(crate) fn detect_text(head: &[u8]) -> Option<Format> {
     if first.contains(&b',') && !blkparse::looks_like_event(first) {
         let f: Vec<&[u8]> = Split::new(first, b',').collect();
         let int = |i: usize| f.get(i).and_then(|t| u64_dec(t)).is_some();
-        if f.len() == 7 && int(0) && !int(1) && (f[3].eq_ignore_ascii_case(b"read") || f[3].eq_ignore_ascii_case(b"write")) {
+        if f.len() == 7
+            && int(0)
+            && !int(1)
+            && (f[3].eq_ignore_ascii_case(b"read") || f[3].eq_ignore_ascii_case(b"write"))
+        {
             return Some(Format::Msr);
         }
         if f.len() == 5 && int(0) && matches!(f[1], b"R" | b"W" | b"r" | b"w") && int(2) && int(3) && int(4) {

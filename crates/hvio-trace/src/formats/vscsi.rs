@@ -64,7 +64,13 @@ impl Vscsi {
                 stem = s.to_string();
             }
         }
-        Vscsi { path: input.path.clone(), input, version, index: 0, dev_name: stem }
+        Vscsi {
+            path: input.path.clone(),
+            input,
+            version,
+            index: 0,
+            dev_name: stem,
+        }
     }
 }
 
@@ -84,29 +90,55 @@ impl Source for Vscsi {
     fn next(&mut self, devs: &mut Devices) -> Result<Option<(TraceRecord, Loc)>, TraceError> {
         let size = if self.version == 1 { V1_RECORD } else { V2_RECORD };
         loop {
-            let loc = Loc::Record { index: self.index, byte: self.input.consumed };
+            let loc = Loc::Record {
+                index: self.index,
+                byte: self.input.consumed,
+            };
             let b = match self.input.exact(size)? {
                 Exact::Eof => return Ok(None),
-                Exact::Partial(got) => return Err(TraceError::Truncated { path: self.path.clone(), loc, got, need: size }),
+                Exact::Partial(got) => {
+                    return Err(TraceError::Truncated {
+                        path: self.path.clone(),
+                        loc,
+                        got,
+                        need: size,
+                    })
+                }
                 Exact::Full(b) => b,
             };
             self.index += 1;
             let (cmd, ver, len, lbn, ts, rt) = if self.version == 1 {
                 (le16(b, 12), le16(b, 14), le32(b, 4), le64(b, 16), le64(b, 24), None)
             } else {
-                (le16(b, 0), le16(b, 2), le32(b, 8), le64(b, 16), le64(b, 24), Some(le64(b, 32)))
+                (
+                    le16(b, 0),
+                    le16(b, 2),
+                    le32(b, 8),
+                    le64(b, 16),
+                    le64(b, 24),
+                    Some(le64(b, 32)),
+                )
             };
             if (ver >> 8) as u8 != self.version {
                 return Err(TraceError::Malformed {
                     path: self.path.clone(),
                     loc,
-                    expected: format!("a vSCSI v{} record (version field {:#06x})", self.version, (self.version as u16) << 8),
+                    expected: format!(
+                        "a vSCSI v{} record (version field {:#06x})",
+                        self.version,
+                        (self.version as u16) << 8
+                    ),
                     found: format!("version field {ver:#06x}"),
                 });
             }
             let Some(op) = scsi_op(cmd) else { continue };
             let Some(time) = ts.checked_mul(1000) else {
-                return Err(TraceError::Malformed { path: self.path.clone(), loc, expected: "a timestamp that fits 64-bit nanoseconds".into(), found: ts.to_string() });
+                return Err(TraceError::Malformed {
+                    path: self.path.clone(),
+                    loc,
+                    expected: "a timestamp that fits 64-bit nanoseconds".into(),
+                    found: ts.to_string(),
+                });
             };
             let dev = devs.name(self.dev_name.as_bytes());
             let sectors = if op == Op::Flush { 0 } else { len.div_ceil(512) };
