@@ -9,6 +9,7 @@
 pub mod cfq;
 pub mod deadline;
 pub mod htbs;
+pub mod ishare;
 pub mod noop;
 pub mod pregather;
 #[cfg(test)]
@@ -37,6 +38,7 @@ pub static SCHEDULERS: &[SchedulerSpec] = &[
     pregather::SPEC,
     cfq::SPEC_CFQ,
     cfq::SPEC_BLKIO,
+    ishare::SPEC,
 ];
 
 /// The spec of a scheduler by name.
