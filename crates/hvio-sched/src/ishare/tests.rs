@@ -2,9 +2,8 @@
 
 use super::dyiso::{TimeWeightedAvg, Weights};
 use super::*;
+use crate::testutil::{self, Client, Pattern};
 use hvio_core::{ms, us, DeviceInfo, Op, ParamValues};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
 
 const W: Weights = Weights::PAPER;
 /// Region of VM `v` starts at `v · REGION` (far apart: `test_disk` full stroke is 15 ms).
@@ -315,77 +314,35 @@ fn disk_state_detection() {
     assert!((counter(&s, "state.underloaded_s") - 0.010).abs() < 1e-12);
 }
 
-/// A closed-loop workload on a fixed-service-time, depth-1 device: each VM
-/// runs `threads[v]` threads that issue a request `think` after the previous
-/// one completes; `service(id)` is request `id`'s service time. Returns per-VM disk time and completions by `horizon`.
+/// Each VM runs `threads[v]` sequential readers on a depth-1 device (the
+/// shared closed-loop driver); returns per-VM disk time and completions.
 fn closed_loop(
     s: &mut dyn Scheduler,
     threads: &[usize],
-    service: impl Fn(u64) -> Nanos,
+    service: &dyn Fn(&Request) -> Nanos,
     think: Nanos,
-    horizon: Nanos,
+    until: Nanos,
 ) -> (Vec<Nanos>, Vec<u64>) {
-    let n = threads.len();
-    let mut arrivals: BinaryHeap<Reverse<(Nanos, u32, u64)>> = BinaryHeap::new();
-    let mut seq = vec![0u64; n];
-    let mut tid = 0u64;
-    for (v, &t) in threads.iter().enumerate() {
-        for _ in 0..t {
-            arrivals.push(Reverse((0, v as u32, tid)));
-            tid += 1;
-        }
-    }
-    let mut owner: HashMap<u64, u64> = HashMap::new();
-    let (mut disk, mut done) = (vec![0; n], vec![0; n]);
-    let mut busy: Option<(Nanos, Request)> = None;
-    let mut wait: Option<Nanos> = None;
-    let mut next_id = 0u64;
-    loop {
-        let t = [arrivals.peek().map(|r| r.0 .0), busy.map(|b| b.0), wait]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap();
-        if t > horizon {
-            break;
-        }
-        if let Some((c, rq)) = busy {
-            if c <= t {
-                s.completed(&rq, t);
-                disk[rq.stream as usize] += service(rq.id);
-                done[rq.stream as usize] += 1;
-                arrivals.push(Reverse((t + think, rq.stream, owner[&rq.id])));
-                busy = None;
-            }
-        }
-        while arrivals.peek().is_some_and(|r| r.0 .0 <= t) {
-            let Reverse((_, v, thread)) = arrivals.pop().unwrap();
-            let off = (seq[v as usize] * 16) % REGION;
-            seq[v as usize] += 1;
-            owner.insert(next_id, thread);
-            s.insert(rq(next_id, v, off, t), t);
-            next_id += 1;
-        }
-        wait = None;
-        if busy.is_none() {
-            match s.dispatch(t) {
-                Dispatch::Request(r) => busy = Some((t + service(r.id), r)),
-                Dispatch::WaitUntil(w) => {
-                    assert!(w > t);
-                    wait = Some(w);
-                }
-                Dispatch::Empty => {}
-            }
-        }
-    }
-    (disk, done)
+    let clients: Vec<Client> = (0..threads.len() as u32)
+        .map(|v| {
+            Client::new(v, Pattern::Sequential, v as u64 * REGION)
+                .outstanding(threads[v as usize])
+                .think(think)
+        })
+        .collect();
+    let out = testutil::run(s, &clients, 1, service, until);
+    let vms = 0..threads.len() as u32;
+    (
+        vms.clone().map(|v| out.busy.get(&v).copied().unwrap_or(0)).collect(),
+        vms.map(|v| out.completed.get(&v).copied().unwrap_or(0)).collect(),
+    )
 }
 
 #[test]
 fn overload_gives_disk_time_two_to_one() {
     let mut s = ishare(&[1000, 500], &[]);
     // Four threads per VM with no think time: both VMs always backlogged.
-    let (disk, _) = closed_loop(&mut s, &[4, 4], |_| ms(1), 0, 6_000 * ms(1));
+    let (disk, _) = closed_loop(&mut s, &[4, 4], &testutil::fixed(ms(1)), 0, 6_000 * ms(1));
     let ratio = disk[0] as f64 / disk[1] as f64;
     assert!((1.8..=2.2).contains(&ratio), "disk time {disk:?}, ratio {ratio}");
     assert_eq!(
@@ -405,11 +362,11 @@ fn underload_dyiso_fills_the_idle_gaps() {
     // blkio the served VM keeps the disk through each 1 ms gap (1.5 ms per
     // request, ≈ 667/s); DyIso interleaves the VMs (up to 2 per 1.5 ms).
     let horizon = 3_000 * ms(1);
-    let jitter = |id: u64| us(300 + (id * 7919) % 401);
+    let jitter = |r: &Request| us(300 + (r.id * 7919) % 401);
     let mut blkio = ishare(&[1000, 500], &[("dyiso", 0.0)]);
-    let (_, b) = closed_loop(&mut blkio, &[1, 1], jitter, ms(1), horizon);
+    let (_, b) = closed_loop(&mut blkio, &[1, 1], &jitter, ms(1), horizon);
     let mut ish = ishare(&[1000, 500], &[]);
-    let (_, i) = closed_loop(&mut ish, &[1, 1], jitter, ms(1), horizon);
+    let (_, i) = closed_loop(&mut ish, &[1, 1], &jitter, ms(1), horizon);
     let (bt, it) = (b.iter().sum::<u64>() as f64, i.iter().sum::<u64>() as f64);
     assert!((bt - 2000.0).abs() < 100.0, "blkio {b:?}");
     assert!(it >= 1.3 * bt, "ishare {i:?} vs blkio {b:?}; {:?}", ish.counters());
