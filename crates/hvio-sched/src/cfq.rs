@@ -35,7 +35,7 @@
 //! from the head position (Linux caches it at insert), time is in ns not
 //! jiffies, and the group hierarchy is flat (one level under the root).
 
-use super::util::{key, wake_at, SeekHistory, SortedFifo, ThinkTime};
+use super::util::{elevator_next, key, wake_at, SeekHistory, SortedFifo, ThinkTime};
 use super::SchedulerSpec;
 use hvio_core::{
     ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, StreamId,
@@ -979,26 +979,17 @@ impl Cfq {
                 }
             }
         }
-        let fwd = cq.rqs.at_or_after((last, 0));
-        let back = cq.rqs.before((last, 0)).filter(|r| r.sector + self.back_max >= last);
-        // Prefer sync, then metadata, as `cfq_choose_req` does.
-        match (fwd, back) {
-            (Some(f), Some(b)) => {
-                if f.sync != b.sync {
-                    return key(if f.sync { f } else { b });
-                }
-                if f.meta != b.meta {
-                    return key(if f.meta { f } else { b });
-                }
-                let df = f.sector - last;
-                let db = (last - b.sector) * self.back_penalty;
-                key(if db < df { b } else { f })
+        let pick = elevator_next(&cq.rqs, last, self.back_max, self.back_penalty, |f, b| {
+            // Prefer sync, then metadata, as `cfq_choose_req` does.
+            if f.sync != b.sync {
+                Some(f.sync)
+            } else if f.meta != b.meta {
+                Some(f.meta)
+            } else {
+                None
             }
-            (Some(f), None) => key(f),
-            (None, Some(b)) => key(b),
-            // Everything lies too far behind: wrap to the lowest sector.
-            (None, None) => key(cq.rqs.first().expect("dispatching from a non-empty queue")),
-        }
+        });
+        key(pick.expect("dispatching from a non-empty queue"))
     }
 
     /// `cfq_should_preempt`: may a request for queue `nq` take over the disk?

@@ -6,6 +6,7 @@
 //! checked parameter overrides. A scheduler serves at the host (streams =
 //! VMs) or in a guest (streams = guest threads) unchanged.
 
+pub mod anticipatory;
 pub mod cfq;
 pub mod deadline;
 pub mod htbs;
@@ -39,6 +40,7 @@ pub static SCHEDULERS: &[SchedulerSpec] = &[
     cfq::SPEC_CFQ,
     cfq::SPEC_BLKIO,
     ishare::SPEC,
+    anticipatory::SPEC,
 ];
 
 /// The spec of a scheduler by name.

@@ -119,7 +119,11 @@ impl ThinkTime {
 
     /// A request arrives at `now`: record the think time since `last_end`.
     pub fn sample(&mut self, now: Nanos, cap: Nanos) {
-        let elapsed = now.saturating_sub(self.last_end).min(cap);
+        self.add(now.saturating_sub(self.last_end).min(cap));
+    }
+
+    /// Fold one think-time sample into the average.
+    pub fn add(&mut self, elapsed: Nanos) {
         self.samples = (7 * self.samples + 256) / 8;
         self.total = (7 * self.total + 256 * elapsed) / 8;
         self.mean = (self.total + 128) / self.samples;
@@ -173,5 +177,32 @@ pub fn wake_at(now: Nanos, t: Option<Nanos>, fallback: Nanos) -> Nanos {
     match t {
         Some(t) if t > now => t,
         _ => now + fallback.max(1),
+    }
+}
+
+/// The one-way elevator with short, penalised backward seeks that AS's and
+/// CFQ's `choose_req` implement: from `last` (where the previous request of
+/// this queue ended), take the nearest request ahead, unless one behind by at
+/// most `back_max` sectors costs less at `penalty`× its distance; when every
+/// request lies further behind, wrap to the lowest sector. `prefer` may
+/// decide between the forward and the backward candidate first
+/// (`Some(true)` = forward), as CFQ prefers sync and metadata requests.
+pub fn elevator_next(
+    q: &SortedFifo,
+    last: Sector,
+    back_max: Sector,
+    penalty: u64,
+    prefer: impl Fn(&Request, &Request) -> Option<bool>,
+) -> Option<&Request> {
+    let fwd = q.at_or_after((last, 0));
+    let back = q.before((last, 0)).filter(|r| r.sector + back_max >= last);
+    match (fwd, back) {
+        (Some(f), Some(b)) => {
+            let forward = prefer(f, b).unwrap_or_else(|| (last - b.sector) * penalty >= f.sector - last);
+            Some(if forward { f } else { b })
+        }
+        (Some(f), None) => Some(f),
+        (None, Some(b)) => Some(b),
+        (None, None) => q.first(),
     }
 }

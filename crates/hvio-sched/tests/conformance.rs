@@ -202,3 +202,104 @@ proptest! {
         }
     }
 }
+
+/// What each scheduler promises about waiting: the longest a lone read,
+/// far behind a stream that keeps the elevator busy with sequential reads
+/// right ahead of the head, may wait (arrival to dispatch) on a device that
+/// serves each request in 1 ms. A scheduler listed in neither table is
+/// skipped with a note (so a new scheduler lands before its promise is
+/// written down); add it to one of them.
+///
+/// - noop: FIFO, so only the 4 requests ahead of it.
+/// - deadline / mq-deadline: `read_expire` (500 ms) plus the batch in
+///   progress (`fifo_batch` = 16 requests).
+/// - anticipatory: the read FIFO is checked at most once per `read_expire`
+///   (125 ms), so an expired read waits at most two intervals.
+/// - cfq / blkio: the other stream's queue keeps its slice (100 ms, sliced
+///   within `target_latency` = 300 ms); the lone read's queue is next.
+const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
+    ("noop", 10_000_000, "FIFO order"),
+    ("deadline", 520_000_000, "read_expire + one fifo_batch"),
+    ("cfq", 300_000_000, "one slice of each busy queue within target_latency"),
+    (
+        "blkio",
+        300_000_000,
+        "one slice of each busy group within target_latency",
+    ),
+    (
+        "anticipatory",
+        260_000_000,
+        "read FIFO checked at least every read_expire: 2 x 125 ms",
+    ),
+];
+
+/// Schedulers that promise nothing the wait-bound test can check, and why.
+const NO_WAIT_BOUND: &[(&str, &str)] = &[];
+
+/// Drive a sequential reader (4 outstanding) on stream 0 and, at 10 ms, one
+/// read on stream 1 far below the head; return the lone read's wait.
+fn lone_read_wait(name: &str) -> Nanos {
+    let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(4)).unwrap();
+    let service: Nanos = 1_000_000;
+    let mut next_sector = CAPACITY / 2;
+    let mut id = 0u64;
+    let mut now: Nanos = 0;
+    let mut busy: Option<(Nanos, Request)> = None;
+    let mut lone_at: Option<Nanos> = None;
+    let mut issue = |s: &mut Box<dyn hvio_core::Scheduler>, now: Nanos, id: &mut u64| {
+        let rq = Request::new(*id, 0, Op::Read, next_sector, 16, now);
+        next_sector += 16;
+        *id += 1;
+        s.insert(rq, now);
+    };
+    for _ in 0..4 {
+        issue(&mut s, 0, &mut id);
+    }
+    while now < 5_000_000_000 {
+        if lone_at.is_none() && now >= 10_000_000 {
+            s.insert(Request::new(u64::MAX, 1, Op::Read, 1024, 16, now), now);
+            lone_at = Some(now);
+        }
+        if busy.is_none() {
+            match s.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    if rq.id == u64::MAX {
+                        return now - lone_at.unwrap();
+                    }
+                    busy = Some((now + service, rq));
+                }
+                Dispatch::WaitUntil(w) => {
+                    now = w;
+                    continue;
+                }
+                Dispatch::Empty => {}
+            }
+        }
+        let (done, rq) = busy.take().expect("the sequential reader keeps the scheduler busy");
+        now = done.max(now);
+        s.completed(&rq, now);
+        issue(&mut s, now, &mut id);
+    }
+    panic!("{name}: the lone read was never dispatched")
+}
+
+#[test]
+fn wait_bounds_are_honoured_where_promised() {
+    for spec in hvio_sched::SCHEDULERS {
+        let Some(&(_, bound, why)) = WAIT_BOUNDS.iter().find(|b| b.0 == spec.name) else {
+            if !NO_WAIT_BOUND.iter().any(|b| b.0 == spec.name) {
+                eprintln!("{}: no wait bound listed in WAIT_BOUNDS or NO_WAIT_BOUND", spec.name);
+            }
+            continue;
+        };
+        let wait = lone_read_wait(spec.name);
+        eprintln!("{}: lone read waited {} us", spec.name, wait / 1000);
+        assert!(
+            wait <= bound,
+            "{}: lone read waited {} ms, promised ≤ {} ms ({why})",
+            spec.name,
+            wait / 1_000_000,
+            bound / 1_000_000
+        );
+    }
+}
