@@ -1,1 +1,106 @@
-//! PyO3 glue.
+//! PyO3 glue for the `hvio` Python package: no logic here. Every function
+//! takes and returns plain strings (TOML/JSON); the Python side turns the
+//! JSON into pandas DataFrames, plots and reports.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    _hvio,
+    HvioError,
+    PyValueError,
+    "An hvio configuration or run error (names the key and value)."
+);
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    HvioError::new_err(e.to_string())
+}
+
+fn parse(text: &str, origin: &str) -> PyResult<hvio_sim::Config> {
+    if origin.ends_with(".json") {
+        hvio_sim::Config::from_json_str(text, origin).map_err(err)
+    } else {
+        hvio_sim::Config::from_toml_str(text, origin).map_err(err)
+    }
+}
+
+/// Simulate a config (TOML text, or JSON when `origin` ends in `.json`); JSON result.
+#[pyfunction]
+fn simulate(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
+    let cfg = parse(text, origin)?;
+    let r = py.allow_threads(|| hvio_sim::run(&cfg)).map_err(err)?;
+    serde_json::to_string(&r).map_err(err)
+}
+
+/// Run a config under each named host scheduler; JSON list of results.
+#[pyfunction]
+fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) -> PyResult<String> {
+    let cfg = parse(text, origin)?;
+    let names: Vec<&str> = schedulers.iter().map(String::as_str).collect();
+    for n in &names {
+        hvio_sched::spec(n).map_err(err)?;
+    }
+    let r = py
+        .allow_threads(|| hvio_sim::compare::compare(&cfg, &names))
+        .map_err(err)?;
+    serde_json::to_string(&r).map_err(err)
+}
+
+/// Run a named experiment; JSON report.
+#[pyfunction]
+#[pyo3(signature = (name, quick=false, seed=1))]
+fn reproduce(py: Python<'_>, name: &str, quick: bool, seed: u64) -> PyResult<String> {
+    let opts = hvio_sim::experiments::ExpOptions { seed, quick };
+    let r = py
+        .allow_threads(|| hvio_sim::experiments::run(name, &opts))
+        .map_err(err)?;
+    serde_json::to_string(&r).map_err(err)
+}
+
+/// Names of the registered experiments.
+#[pyfunction]
+fn experiments() -> Vec<(String, String, String)> {
+    hvio_sim::experiments::EXPERIMENTS
+        .iter()
+        .map(|e| (e.name.to_string(), e.title.to_string(), e.paper.to_string()))
+        .collect()
+}
+
+/// Every scheduler with its parameter table, as JSON.
+#[pyfunction]
+fn schedulers() -> PyResult<String> {
+    let list: Vec<serde_json::Value> = hvio_sched::SCHEDULERS
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "summary": s.summary,
+                "params": s.params.iter().map(|p| serde_json::json!({
+                    "name": p.name, "default": p.default, "unit": p.unit,
+                    "min": p.min, "max": p.max, "doc": p.doc,
+                })).collect::<Vec<_>>(),
+                "stream_attrs": s.stream_attrs.iter().map(|(k, d)| serde_json::json!({"name": k, "doc": d})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::to_string(&list).map_err(err)
+}
+
+/// The embedded default scenario (paper 000's four VMs), as TOML text.
+#[pyfunction]
+fn default_scenario() -> &'static str {
+    hvio_sim::DEFAULT_SCENARIO
+}
+
+#[pymodule]
+fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("HvioError", m.py().get_type::<HvioError>())?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
+    m.add_function(wrap_pyfunction!(experiments, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers, m)?)?;
+    m.add_function(wrap_pyfunction!(default_scenario, m)?)?;
+    Ok(())
+}

@@ -196,6 +196,16 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Parse a config written as JSON (the Python API passes dicts this way).
+    pub fn from_json_str(text: &str, origin: &str) -> Result<Config> {
+        let mut cfg: Config = serde_json::from_str(text).map_err(|e| SimError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(cfg)
+    }
+
     pub fn from_file(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path).map_err(|source| SimError::Io {
             path: path.display().to_string(),

@@ -1,0 +1,38 @@
+"""hvio: disk I/O scheduling for virtualized hosts.
+
+The simulator, the schedulers and the device models are Rust (``hvio._hvio``
+is the compiled glue); this package turns their results into pandas
+DataFrames, figures and reports.
+
+>>> import hvio
+>>> r = hvio.simulate("experiments/paper000-four-vms.toml")
+>>> r.vms[["vm", "mb_per_s"]]
+"""
+
+from __future__ import annotations
+
+from ._hvio import HvioError
+from .api import (
+    Report,
+    Result,
+    compare,
+    default_scenario,
+    experiments,
+    reproduce,
+    scheduler_table,
+    schedulers,
+    simulate,
+)
+
+__all__ = [
+    "HvioError",
+    "Report",
+    "Result",
+    "compare",
+    "default_scenario",
+    "experiments",
+    "reproduce",
+    "scheduler_table",
+    "schedulers",
+    "simulate",
+]

@@ -1,0 +1,178 @@
+"""The Python API: run simulations and experiments, get DataFrames back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any, Union
+
+import pandas as pd
+
+from . import _hvio
+
+ConfigLike = Union[str, PathLike, dict]
+
+
+def _config_text(config: ConfigLike) -> tuple[str, str]:
+    """(text, origin) for a path, a TOML string or a dict."""
+    if isinstance(config, dict):
+        return json.dumps(config), "<dict>.json"
+    if isinstance(config, PathLike) or (isinstance(config, str) and "\n" not in config and "=" not in config):
+        path = Path(config)
+        return path.read_text(), str(path)
+    return str(config), "<string>"
+
+
+def _flatten_latency(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        r = dict(r)
+        for k, v in r.pop("latency", {}).items():
+            r[f"latency_{k}"] = v
+        out.append(r)
+    return out
+
+
+@dataclass
+class Result:
+    """One simulation run: per-VM, per-job and time-series DataFrames plus host metrics."""
+
+    raw: dict[str, Any]
+    vms: pd.DataFrame = field(init=False)
+    jobs: pd.DataFrame = field(init=False)
+    series: pd.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.vms = pd.DataFrame(_flatten_latency(self.raw["vms"]))
+        self.jobs = pd.DataFrame(_flatten_latency(self.raw["jobs"]))
+        s = self.raw["series"]
+        frames = []
+        for name, iops, mbps in zip(s["vms"], s["iops"], s["mb_per_s"]):
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "vm": name,
+                        "time_s": [i * s["interval_s"] for i in range(len(iops))],
+                        "iops": iops,
+                        "mb_per_s": mbps,
+                    }
+                )
+            )
+        self.series = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @property
+    def scheduler(self) -> str:
+        return self.raw["scheduler"]
+
+    @property
+    def host(self) -> dict[str, Any]:
+        return self.raw["host"]
+
+    @property
+    def total_mb_per_s(self) -> float:
+        return self.raw["total_mb_per_s"]
+
+    def seek_table(self) -> pd.DataFrame:
+        """Paper 000 Table 4's seek-distance buckets, as fractions."""
+        s = self.host["seek"]
+        return pd.DataFrame(
+            {
+                "bucket": ["0", "within ±image", "beyond image"],
+                "fraction": [s["zero_frac"], s["within_image_frac"], s["beyond_image_frac"]],
+            }
+        )
+
+
+def simulate(config: ConfigLike, *, scheduler: str | None = None, seed: int | None = None) -> Result:
+    """Simulate a config (a path, a TOML string or a dict) and return a :class:`Result`.
+
+    ``scheduler`` and ``seed`` override the config's. Bad input raises
+    :class:`hvio.HvioError` naming the key and the value.
+    """
+    text, origin = _config_text(config)
+    if scheduler is not None or seed is not None:
+        cfg = json.loads(text) if origin.endswith(".json") else _toml_to_dict(text)
+        if scheduler is not None:
+            host = cfg.setdefault("host", {})
+            if host.get("scheduler") != scheduler:
+                host.pop("params", None)
+            host["scheduler"] = scheduler
+        if seed is not None:
+            cfg["seed"] = seed
+        text, origin = json.dumps(cfg), origin + ".json"
+    return Result(json.loads(_hvio.simulate(text, origin)))
+
+
+def _toml_to_dict(text: str) -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads(text)
+
+
+def compare(config: ConfigLike | None = None, schedulers: list[str] | None = None) -> list[Result]:
+    """Run a config (default: paper 000's four VMs) under several host schedulers (default: all)."""
+    text, origin = (
+        _config_text(config) if config is not None else (default_scenario(), "paper000-four-vms.toml")
+    )
+    names = schedulers if schedulers is not None else [s["name"] for s in schedulers_list()]
+    return [Result(r) for r in json.loads(_hvio.compare(text, origin, names))]
+
+
+def schedulers_list() -> list[dict]:
+    return json.loads(_hvio.schedulers())
+
+
+def schedulers() -> list[str]:
+    """Names of every registered scheduler."""
+    return [s["name"] for s in schedulers_list()]
+
+
+def scheduler_table() -> pd.DataFrame:
+    """Every scheduler's parameters: name, default, unit, range, meaning."""
+    rows = []
+    for s in schedulers_list():
+        for p in s["params"]:
+            rows.append({"scheduler": s["name"], **p})
+    return pd.DataFrame(rows)
+
+
+def default_scenario() -> str:
+    """The embedded default scenario (TOML text)."""
+    return _hvio.default_scenario()
+
+
+@dataclass
+class Report:
+    """A reproduced experiment: its tables as DataFrames, notes and raw data."""
+
+    raw: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.raw["name"]
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {t["title"]: pd.DataFrame(t["rows"], columns=t["columns"]) for t in self.raw["tables"]}
+
+    @property
+    def notes(self) -> list[str]:
+        return self.raw["notes"]
+
+    @property
+    def data(self) -> Any:
+        return self.raw["data"]
+
+
+def experiments() -> pd.DataFrame:
+    """The experiments ``reproduce`` knows."""
+    return pd.DataFrame(_hvio.experiments(), columns=["name", "title", "paper"])
+
+
+def reproduce(name: str, *, quick: bool = False, seed: int = 1) -> Report:
+    """Run a paper's experiment by name (``hvio.experiments()`` lists them)."""
+    return Report(json.loads(_hvio.reproduce(name, quick, seed)))
