@@ -4,6 +4,7 @@
 mod bench;
 mod common;
 mod sim;
+mod trace;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +33,8 @@ enum Command {
     Reproduce(sim::ReproduceArgs),
     /// Benchmarks that print figures and ratios.
     Bench(bench::BenchArgs),
+    /// Block traces: statistics and conversion (see docs/traces.md).
+    Trace(trace::TraceArgs),
 }
 
 fn main() {
@@ -43,6 +46,7 @@ fn main() {
         Command::Presets => sim::presets(),
         Command::Reproduce(a) => sim::reproduce(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Trace(a) => trace::trace(a),
     };
     if let Err(e) = result {
         eprintln!("hvio: error: {e}");

@@ -13,7 +13,10 @@ pub mod input;
 pub mod parse;
 pub mod reader;
 pub mod record;
+pub mod stats;
+pub mod write;
 
 pub use error::{Loc, TraceError};
 pub use reader::{BlkAction, Format, ReadOptions, TraceReader};
 pub use record::{RecFlags, TraceRecord};
+pub use stats::{trace_stats, TraceStats};

@@ -1,0 +1,139 @@
+//! `hvio trace stats|convert`: look at and convert block traces.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use hvio_trace::write::{BlkparseWriter, IologWriter};
+use hvio_trace::{trace_stats, BlkAction, Format, ReadOptions, TraceReader};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Requests, read fraction, sizes, inter-arrival times, devices, sequentiality, duration.
+    Stats(StatsArgs),
+    /// Rewrite a trace as blkparse-style text or a fio iolog v3.
+    Convert(ConvertArgs),
+}
+
+/// How to read a trace (shared by `trace` and `replay`).
+#[derive(Args, Clone)]
+pub struct ReadArgs {
+    /// The format (default: detected). One of: blkparse, blktrace, iolog2, iolog3,
+    /// msr, spc, alibaba, tencent, fiu, disksim, mqsim, vscsi1, vscsi2.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Count and skip malformed records instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// Accept records whose time goes backwards.
+    #[arg(long)]
+    pub allow_unsorted: bool,
+    /// blktrace/blkparse: the event that is the request: Q (queue), D (issue) or C (complete).
+    #[arg(long, default_value = "Q")]
+    pub action: String,
+    /// blkparse: the -f format (or `A,format` for -F) the text was printed with.
+    #[arg(long)]
+    pub blkparse_format: Option<String>,
+    /// MQSim: nanoseconds per trace time unit.
+    #[arg(long, default_value_t = 1)]
+    pub mqsim_time_unit_ns: u64,
+}
+
+impl ReadArgs {
+    pub fn options(&self) -> Result<ReadOptions> {
+        Ok(ReadOptions {
+            format: self.format.as_deref().map(str::parse::<Format>).transpose()?,
+            skip_bad: self.skip_bad,
+            allow_unsorted: self.allow_unsorted,
+            blk_action: self.action.parse::<BlkAction>()?,
+            blkparse_format: self.blkparse_format.clone(),
+            mqsim_time_unit_ns: self.mqsim_time_unit_ns,
+        })
+    }
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    /// The trace file (gzip or not; for blktrace, one per-CPU file or the device name).
+    file: PathBuf,
+    #[command(flatten)]
+    read: ReadArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ConvertArgs {
+    file: PathBuf,
+    #[command(flatten)]
+    read: ReadArgs,
+    /// Output format: blkparse or iolog3.
+    #[arg(long)]
+    to: String,
+    /// Output file (default: standard output).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+pub fn trace(a: TraceArgs) -> Result<()> {
+    match a.command {
+        TraceCommand::Stats(s) => stats(s),
+        TraceCommand::Convert(c) => convert(c),
+    }
+}
+
+fn stats(a: StatsArgs) -> Result<()> {
+    let mut r = TraceReader::open(&a.file, &a.read.options()?)?;
+    let s = trace_stats(&mut r)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{s}");
+    }
+    if a.read.skip_bad && s.skipped_bad > 0 {
+        eprintln!("hvio: skipped {} bad records", s.skipped_bad);
+    }
+    Ok(())
+}
+
+fn convert(a: ConvertArgs) -> Result<()> {
+    let mut r = TraceReader::open(&a.file, &a.read.options()?)?;
+    let out: Box<dyn Write> = match &a.output {
+        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let out = BufWriter::new(out);
+    // Device names are known as they appear: collect them lazily per record.
+    match a.to.as_str() {
+        "blkparse" => {
+            let mut w = BlkparseWriter::new(out, &[]);
+            while let Some(rec) = r.next() {
+                let rec = rec?;
+                w.set_devices(r.devices());
+                w.write(&rec)?;
+            }
+            w.finish()?;
+        }
+        "iolog3" | "iolog" => {
+            let mut w = IologWriter::new(out, &[])?;
+            while let Some(rec) = r.next() {
+                let rec = rec?;
+                w.set_devices(r.devices());
+                w.write(&rec)?;
+            }
+            w.finish()?;
+        }
+        other => bail!("unknown output format {other:?}; use blkparse or iolog3"),
+    }
+    if r.skipped() > 0 {
+        eprintln!("hvio: skipped {} bad records", r.skipped());
+    }
+    Ok(())
+}
