@@ -11,6 +11,7 @@ pub mod cfq;
 pub mod deadline;
 pub mod htbs;
 pub mod ishare;
+pub mod mq_deadline;
 pub mod noop;
 pub mod pregather;
 #[cfg(test)]
@@ -41,6 +42,7 @@ pub static SCHEDULERS: &[SchedulerSpec] = &[
     cfq::SPEC_BLKIO,
     ishare::SPEC,
     anticipatory::SPEC,
+    mq_deadline::SPEC,
 ];
 
 /// The spec of a scheduler by name.

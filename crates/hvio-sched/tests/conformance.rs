@@ -220,6 +220,7 @@ proptest! {
 const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
     ("noop", 10_000_000, "FIFO order"),
     ("deadline", 520_000_000, "read_expire + one fifo_batch"),
+    ("mq-deadline", 520_000_000, "read_expire + one fifo_batch"),
     ("cfq", 300_000_000, "one slice of each busy queue within target_latency"),
     (
         "blkio",
