@@ -209,13 +209,16 @@ impl MqDeadline {
             };
             let next = pp.next_request(dir);
             let (dl, head) = pp.fifo_head(dir).expect("direction has requests");
-            let k = if dl <= now || next.is_none() {
-                if dl <= now {
-                    self.stats.fifo_expired += 1;
+            // An expired FIFO head, or nothing ahead of the last position:
+            // start from the FIFO head; else continue the sweep.
+            let k = match next {
+                Some(n) if dl > now => n,
+                _ => {
+                    if dl <= now {
+                        self.stats.fifo_expired += 1;
+                    }
+                    head
                 }
-                head
-            } else {
-                next.expect("checked")
             };
             self.last_dir = dir;
             self.batching = 0;
