@@ -1,0 +1,38 @@
+//! `hvio serve`: command-line arguments and entry point.
+
+use crate::config::Config;
+use std::path::PathBuf;
+
+/// Serve each VM's disk over NBD and/or FUSE through an hvio scheduler.
+///
+/// Runs in the foreground until SIGINT or SIGTERM, then drains in-flight
+/// requests, flushes the store and closes the exports. See docs/serve.md
+/// and examples/host.toml for the configuration.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The host configuration (TOML): store, scheduler, VMs, exports.
+    pub config: PathBuf,
+    /// Log level: error, warn, info, debug, trace (default: [log] level; RUST_LOG overrides).
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Check the configuration and exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Run `hvio serve` with `args`; errors are returned with their whole chain.
+pub fn serve(args: &ServeArgs) -> Result<(), crate::ServeError> {
+    let cfg = Config::load(&args.config)?;
+    let level = args.log_level.clone().unwrap_or_else(|| cfg.log.level.clone());
+    crate::daemon::init_logging(&level);
+    if args.check {
+        println!(
+            "{}: configuration is valid ({} VMs, scheduler {})",
+            args.config.display(),
+            cfg.vms.len(),
+            cfg.scheduler.name
+        );
+        return Ok(());
+    }
+    crate::daemon::run(&cfg)
+}

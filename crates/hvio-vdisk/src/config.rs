@@ -1,0 +1,587 @@
+//! `host.toml`: the daemon's configuration.
+//!
+//! Every table denies unknown keys; every error names the file, the key and
+//! the value. Sizes are integers (bytes) or strings with a unit
+//! (`"4GiB"`, `"512MiB"`, `"1M"` = MiB, `"10GB"` = 10⁹ bytes).
+
+use hvio_core::{ConfigError, ParamValues};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Why a configuration could not be used.
+#[derive(Debug, Error)]
+pub enum ConfError {
+    #[error("{origin}: cannot read: {source}")]
+    Read { origin: String, source: std::io::Error },
+    #[error("{origin}: {message}")]
+    Toml { origin: String, message: String },
+    #[error("{origin}: {source}")]
+    Invalid { origin: String, source: ConfigError },
+}
+
+/// A size in bytes, written as an integer or a string with a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(v) if v >= 0 => Ok(Size(v as u64)),
+            Raw::Int(v) => Err(serde::de::Error::custom(format!("size {v} is negative"))),
+            Raw::Str(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parse `"4GiB"`, `"512M"`, `"1000"`, `"10GB"`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => {
+            return Err(format!(
+                "size `{text}`: unknown unit `{unit}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("size `{text}` is not a number with a unit"))?;
+    let bytes = v * mult;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > 2f64.powi(62) {
+        return Err(format!("size `{text}` is out of range"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!("size `{text}` is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Which kind of backend serves the requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// Real I/O on a file or block device.
+    #[default]
+    File,
+    /// Data in a file, each request completed when the HDD/SSD model says.
+    Emulator,
+}
+
+/// How real I/O is issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// A pool of threads doing pread/pwrite.
+    #[default]
+    Threads,
+    /// One io_uring ring.
+    IoUring,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    #[serde(default)]
+    pub kind: StoreKind,
+    /// The shared backing file or block device; VMs without `image` are regions of it.
+    pub path: Option<PathBuf>,
+    /// Create missing backing files and extend them to fit (regular files only).
+    #[serde(default = "yes")]
+    pub create: bool,
+    /// Open with O_DIRECT where the file system allows it.
+    #[serde(default = "yes")]
+    pub direct: bool,
+    #[serde(default)]
+    pub engine: Engine,
+    /// Worker threads of the `threads` engine.
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    /// Requests in flight at the backend at once (the device queue depth the
+    /// scheduler dispatches up to). Emulator: at most the model's depth.
+    #[serde(default = "default_depth")]
+    pub depth: usize,
+    /// What the scheduler is told about seeks. Default: detected from sysfs
+    /// for the file backend, from the model for the emulator.
+    pub rotational: Option<bool>,
+    /// Emulator only: the device model, as the simulator's `[disk]` table.
+    pub device: Option<toml::Table>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_threads() -> usize {
+    4
+}
+fn default_depth() -> usize {
+    32
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerConfig {
+    #[serde(default = "default_sched")]
+    pub name: String,
+    #[serde(default)]
+    pub params: ParamValues,
+}
+
+fn default_sched() -> String {
+    "noop".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NbdConfig {
+    /// Unix socket path.
+    pub unix: Option<PathBuf>,
+    /// Loopback TCP address (e.g. `127.0.0.1:10809`).
+    pub tcp: Option<SocketAddr>,
+    /// Requests in flight per connection before the server stops reading.
+    #[serde(default = "default_conn_inflight")]
+    pub max_inflight: usize,
+}
+
+fn default_conn_inflight() -> usize {
+    128
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FuseConfig {
+    /// Directory where every VM's disk appears as a file named after the VM.
+    pub mountpoint: PathBuf,
+    /// Let users other than root open the files.
+    #[serde(default)]
+    pub allow_other: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    /// Loopback HTTP address of the control API and `/metrics`.
+    pub http: Option<SocketAddr>,
+    /// Unix socket path of the same HTTP API.
+    pub unix: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug`, `trace` (overridden by `RUST_LOG`).
+    #[serde(default = "default_level")]
+    pub level: String,
+    /// Write every request to this file as a fio iolog v3 (replayable).
+    pub requests: Option<PathBuf>,
+}
+
+fn default_level() -> String {
+    "info".into()
+}
+
+/// Where a VM's disk is exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportKind {
+    Nbd,
+    Fuse,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmConfig {
+    pub name: String,
+    pub size: Size,
+    /// Start of the VM's region in the shared backing store (default: after
+    /// the previous VM's region, 1 MiB aligned).
+    pub offset: Option<Size>,
+    /// The VM's own image file instead of a region of `store.path`.
+    pub image: Option<PathBuf>,
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Scheduler attributes (`rate_iops`, ...): see `hvio schedulers`.
+    #[serde(default)]
+    pub attrs: BTreeMap<String, f64>,
+    /// Exports of this disk (default: every export configured).
+    pub exports: Option<Vec<ExportKind>>,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+fn default_weight() -> u32 {
+    500
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub scheduler: SchedulerConfig,
+    #[serde(default)]
+    pub nbd: NbdConfig,
+    pub fuse: Option<FuseConfig>,
+    #[serde(default)]
+    pub control: ControlConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(rename = "vm")]
+    pub vms: Vec<VmConfig>,
+}
+
+/// Where a VM's bytes live once the configuration is resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Index into [`Config::backing_files`].
+    pub file: usize,
+    /// Byte offset of the VM's first byte in that file.
+    pub base: u64,
+}
+
+const REGION_ALIGN: u64 = 1 << 20;
+
+impl Config {
+    /// Read and check `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfError::Read {
+            origin: origin.clone(),
+            source,
+        })?;
+        Config::from_toml_str(&text, &origin)
+    }
+
+    /// Parse and check a configuration; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfError::Toml {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.check().map_err(|source| ConfError::Invalid {
+            origin: origin.to_string(),
+            source,
+        })?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.vms.is_empty() {
+            return Err(ConfigError::Other(
+                "no [[vm]] configured: at least one disk is needed".into(),
+            ));
+        }
+        if self.store.threads == 0 || self.store.threads > 256 {
+            return Err(ConfigError::invalid(
+                "[store]",
+                "threads",
+                self.store.threads,
+                "must be between 1 and 256",
+            ));
+        }
+        if self.store.depth == 0 || self.store.depth > 4096 {
+            return Err(ConfigError::invalid(
+                "[store]",
+                "depth",
+                self.store.depth,
+                "must be between 1 and 4096",
+            ));
+        }
+        if self.store.kind == StoreKind::File && self.store.device.is_some() {
+            return Err(ConfigError::invalid(
+                "[store]",
+                "device",
+                "(table)",
+                "only used with kind = \"emulator\"",
+            ));
+        }
+        if self.nbd.max_inflight == 0 || self.nbd.max_inflight > 65536 {
+            return Err(ConfigError::invalid(
+                "[nbd]",
+                "max_inflight",
+                self.nbd.max_inflight,
+                "must be between 1 and 65536",
+            ));
+        }
+        for (table, addr) in [("[nbd]", self.nbd.tcp), ("[control]", self.control.http)] {
+            if let Some(a) = addr {
+                if !a.ip().is_loopback() {
+                    return Err(ConfigError::invalid(
+                        table,
+                        "tcp",
+                        a,
+                        "only loopback addresses are served (127.0.0.0/8, ::1)",
+                    ));
+                }
+            }
+        }
+        // The scheduler and its parameters.
+        let spec = hvio_sched::spec(&self.scheduler.name)?;
+        hvio_core::Params::resolve(
+            &format!("[scheduler] params of `{}`", spec.name),
+            spec.params,
+            &self.scheduler.params,
+        )?;
+        let mut names = std::collections::BTreeSet::new();
+        for (i, vm) in self.vms.iter().enumerate() {
+            let ctx = format!("[[vm]] #{} `{}`", i + 1, vm.name);
+            if vm.name.is_empty()
+                || vm.name.len() > 255
+                || !vm.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                || vm.name.starts_with('.')
+            {
+                return Err(ConfigError::invalid(
+                    &ctx,
+                    "name",
+                    &vm.name,
+                    "use 1-255 characters of A-Z a-z 0-9 - _ . (not starting with .)",
+                ));
+            }
+            if !names.insert(vm.name.as_str()) {
+                return Err(ConfigError::invalid(&ctx, "name", &vm.name, "is used by two VMs"));
+            }
+            if vm.size.0 == 0 || vm.size.0 % 512 != 0 {
+                return Err(ConfigError::invalid(
+                    &ctx,
+                    "size",
+                    vm.size.0,
+                    "must be a positive multiple of 512 bytes",
+                ));
+            }
+            if !(1..=10_000).contains(&vm.weight) {
+                return Err(ConfigError::invalid(
+                    &ctx,
+                    "weight",
+                    vm.weight,
+                    "must be between 1 and 10000",
+                ));
+            }
+            for (k, v) in &vm.attrs {
+                if !v.is_finite() {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        format!("attrs.{k}"),
+                        v,
+                        "must be a finite number",
+                    ));
+                }
+            }
+            if let Some(o) = vm.offset {
+                if vm.image.is_some() {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        "offset",
+                        o.0,
+                        "has no meaning for a VM with its own `image`",
+                    ));
+                }
+                if o.0 % 4096 != 0 {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        "offset",
+                        o.0,
+                        "must be a multiple of 4096 bytes",
+                    ));
+                }
+            }
+            if vm.image.is_none() && self.store.path.is_none() {
+                return Err(ConfigError::invalid(
+                    &ctx,
+                    "image",
+                    "(missing)",
+                    "needed when [store] has no `path`",
+                ));
+            }
+            if let Some(ex) = &vm.exports {
+                for e in ex {
+                    if *e == ExportKind::Fuse && self.fuse.is_none() {
+                        return Err(ConfigError::invalid(
+                            &ctx,
+                            "exports",
+                            "fuse",
+                            "no [fuse] mountpoint configured",
+                        ));
+                    }
+                    if *e == ExportKind::Nbd && self.nbd.unix.is_none() && self.nbd.tcp.is_none() {
+                        return Err(ConfigError::invalid(
+                            &ctx,
+                            "exports",
+                            "nbd",
+                            "no [nbd] unix or tcp listener configured",
+                        ));
+                    }
+                }
+            }
+        }
+        // Regions of the shared store must not overlap.
+        let place = self.placements();
+        let mut regions: Vec<(u64, u64, &str)> = self
+            .vms
+            .iter()
+            .zip(&place)
+            .filter(|(vm, _)| vm.image.is_none())
+            .map(|(vm, p)| (p.base, p.base + vm.size.0, vm.name.as_str()))
+            .collect();
+        regions.sort();
+        for w in regions.windows(2) {
+            if w[1].0 < w[0].1 {
+                return Err(ConfigError::Other(format!(
+                    "[[vm]] `{}` (bytes {}..{}) overlaps `{}` (bytes {}..{}) in the shared store",
+                    w[1].2, w[1].0, w[1].1, w[0].2, w[0].0, w[0].1
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The files that back the VMs: the shared store first (if any), then
+    /// each VM's own image.
+    pub fn backing_files(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        if let Some(p) = &self.store.path {
+            files.push(p.clone());
+        }
+        for vm in &self.vms {
+            if let Some(img) = &vm.image {
+                files.push(img.clone());
+            }
+        }
+        files
+    }
+
+    /// Where each VM lives (same order as `vms`).
+    pub fn placements(&self) -> Vec<Placement> {
+        let shared = usize::from(self.store.path.is_some());
+        let mut next_image = shared;
+        let mut cursor = 0u64;
+        self.vms
+            .iter()
+            .map(|vm| {
+                if vm.image.is_some() {
+                    let p = Placement {
+                        file: next_image,
+                        base: 0,
+                    };
+                    next_image += 1;
+                    p
+                } else {
+                    let base = vm.offset.map(|o| o.0).unwrap_or(cursor);
+                    cursor = (base + vm.size.0).div_ceil(REGION_ALIGN) * REGION_ALIGN;
+                    Placement { file: 0, base }
+                }
+            })
+            .collect()
+    }
+
+    /// Whether `vm` is served by export `kind`.
+    pub fn exported(&self, vm: &VmConfig, kind: ExportKind) -> bool {
+        match &vm.exports {
+            Some(list) => list.contains(&kind),
+            None => match kind {
+                ExportKind::Nbd => self.nbd.unix.is_some() || self.nbd.tcp.is_some(),
+                ExportKind::Fuse => self.fuse.is_some(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[store]
+path = "/tmp/x.img"
+[scheduler]
+name = "deadline"
+params = { fifo_batch = 8 }
+[nbd]
+unix = "/tmp/x.sock"
+[[vm]]
+name = "vm1"
+size = "1GiB"
+weight = 1000
+[[vm]]
+name = "vm2"
+size = 1048576
+"#;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("10GB").unwrap(), 10_000_000_000);
+        assert_eq!(parse_size("0.5KiB").unwrap(), 512);
+        assert!(parse_size("4 parsecs").unwrap_err().contains("parsecs"));
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn parses_and_places_regions() {
+        let c = Config::from_toml_str(GOOD, "host.toml").unwrap();
+        assert_eq!(c.scheduler.name, "deadline");
+        let p = c.placements();
+        assert_eq!(p[0], Placement { file: 0, base: 0 });
+        assert_eq!(p[1], Placement { file: 0, base: 1 << 30 });
+        assert!(c.exported(&c.vms[0], ExportKind::Nbd));
+        assert!(!c.exported(&c.vms[0], ExportKind::Fuse));
+    }
+
+    #[test]
+    fn errors_name_key_and_value() {
+        let e = Config::from_toml_str(&GOOD.replace("weight = 1000", "wieght = 1000"), "host.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("host.toml") && e.contains("wieght"), "{e}");
+        let e = Config::from_toml_str(&GOOD.replace("\"deadline\"", "\"dedline\""), "h.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dedline"), "{e}");
+        let e = Config::from_toml_str(&GOOD.replace("fifo_batch = 8", "fifo_batch = 0"), "h.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fifo_batch") && e.contains('0'), "{e}");
+        let e = Config::from_toml_str(&GOOD.replace("\"1GiB\"", "\"1GiX\""), "h.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1GiX"), "{e}");
+        let e = Config::from_toml_str(
+            &GOOD.replace("unix = \"/tmp/x.sock\"", "tcp = \"10.0.0.1:10809\""),
+            "h.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("10.0.0.1") && e.contains("loopback"), "{e}");
+        let e = Config::from_toml_str(
+            &GOOD.replace("size = 1048576", "size = 1048576\noffset = \"512MiB\""),
+            "h.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("overlaps"), "{e}");
+        let e = Config::from_toml_str(&GOOD.replace("name = \"vm2\"", "name = \"vm1\""), "h.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two VMs"), "{e}");
+    }
+}

@@ -1,0 +1,225 @@
+//! The control API: HTTP/1.1 on a loopback TCP port and/or a unix socket.
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /vms` | every VM with its weight, attributes and statistics (JSON) |
+//! | `GET /status` | the scheduler, its parameters and counters, and the VMs (JSON) |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /schedulers` | the schedulers that can be switched to |
+//! | `PUT /scheduler` | `{"name": "cfq", "params": {"slice_idle": 0}}`: drain, swap, resume |
+//! | `PUT /vms/NAME` | `{"weight": 250, "attrs": {"rate_iops": 100}}`: `Scheduler::set_stream` |
+
+use crate::config::ControlConfig;
+use crate::daemon::ServeError;
+use crate::engine::{Control, EngineHandle};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::sync::{oneshot, watch};
+
+type Resp = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Resp {
+    Response::builder()
+        .status(status)
+        .header("content-type", ctype)
+        .body(Full::new(body.into()))
+        .expect("static response parts are valid")
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Resp {
+    match serde_json::to_vec_pretty(v) {
+        Ok(b) => reply(StatusCode::OK, "application/json", b),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+fn error(status: StatusCode, msg: &str) -> Resp {
+    let body = serde_json::json!({ "error": msg });
+    reply(status, "application/json", body.to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchBody {
+    name: String,
+    #[serde(default)]
+    params: BTreeMap<String, f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamBody {
+    weight: Option<u32>,
+    #[serde(default)]
+    attrs: BTreeMap<String, f64>,
+}
+
+async fn ask<T>(engine: &EngineHandle, make: impl FnOnce(oneshot::Sender<T>) -> Control) -> Option<T> {
+    let (tx, rx) = oneshot::channel();
+    if !engine.control(make(tx)) {
+        return None;
+    }
+    rx.await.ok()
+}
+
+async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, std::convert::Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let gone = || error(StatusCode::SERVICE_UNAVAILABLE, "the scheduler is stopping");
+    let resp = match (&method, path.as_str()) {
+        (&Method::GET, "/metrics") => match ask(&engine, Control::Metrics).await {
+            Some(text) => reply(StatusCode::OK, "text/plain; version=0.0.4", text),
+            None => gone(),
+        },
+        (&Method::GET, "/status") => match ask(&engine, Control::Status).await {
+            Some(s) => json(&s),
+            None => gone(),
+        },
+        (&Method::GET, "/vms") => match ask(&engine, Control::Status).await {
+            Some(s) => json(&s.vms),
+            None => gone(),
+        },
+        (&Method::GET, "/schedulers") => {
+            let list: Vec<_> = hvio_sched::SCHEDULERS
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "name": s.name,
+                        "summary": s.summary,
+                        "params": s.params.iter().map(|p| serde_json::json!({"name": p.name, "default": p.default, "unit": p.unit, "doc": p.doc})).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json(&list)
+        }
+        (&Method::PUT, "/scheduler") | (&Method::POST, "/scheduler") => {
+            let body = match req.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e.to_string())),
+            };
+            match serde_json::from_slice::<SwitchBody>(&body) {
+                Err(e) => error(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+                Ok(b) => match ask(&engine, |reply| Control::Switch {
+                    name: b.name.clone(),
+                    params: b.params,
+                    reply,
+                })
+                .await
+                {
+                    Some(Ok(())) => json(&serde_json::json!({ "scheduler": b.name })),
+                    Some(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
+                    None => gone(),
+                },
+            }
+        }
+        (&Method::PUT, p) | (&Method::POST, p) if p.starts_with("/vms/") => {
+            let vm = p["/vms/".len()..].to_string();
+            let body = match req.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e.to_string())),
+            };
+            match serde_json::from_slice::<StreamBody>(&body) {
+                Err(e) => error(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+                Ok(b) => match ask(&engine, |reply| Control::SetStream {
+                    vm: vm.clone(),
+                    weight: b.weight,
+                    attrs: b.attrs,
+                    reply,
+                })
+                .await
+                {
+                    Some(Ok(())) => json(&serde_json::json!({ "vm": vm })),
+                    Some(Err(e)) if e.starts_with("unknown VM") => error(StatusCode::NOT_FOUND, &e),
+                    Some(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
+                    None => gone(),
+                },
+            }
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "no route {method} {path}: try GET /vms, /status, /metrics, /schedulers; PUT /scheduler, /vms/NAME"
+            ),
+        ),
+    };
+    Ok(resp)
+}
+
+fn serve_conn<S>(stream: S, engine: EngineHandle)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let svc = hyper::service::service_fn(move |req| handle(req, engine.clone()));
+        if let Err(e) = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), svc)
+            .await
+        {
+            tracing::debug!(error = %e, "control: connection error");
+        }
+    });
+}
+
+/// Start the listeners; returns the bound TCP address and the socket files to remove at exit.
+pub async fn start(
+    cfg: &ControlConfig,
+    engine: EngineHandle,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(Option<SocketAddr>, Vec<PathBuf>), ServeError> {
+    let mut addr = None;
+    let mut sockets = Vec::new();
+    if let Some(a) = cfg.http {
+        let l = tokio::net::TcpListener::bind(a)
+            .await
+            .map_err(|source| ServeError::Io {
+                what: "bind control API",
+                path: a.to_string(),
+                source,
+            })?;
+        let local = l.local_addr().ok();
+        addr = local;
+        tracing::info!(addr = ?local, "control API listening (http)");
+        let engine = engine.clone();
+        let mut stop = shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    r = l.accept() => if let Ok((s, _)) = r { serve_conn(s, engine.clone()) },
+                    _ = stop.changed() => return,
+                }
+            }
+        });
+    }
+    if let Some(p) = &cfg.unix {
+        if p.exists() {
+            std::fs::remove_file(p).map_err(|source| ServeError::Io {
+                what: "remove old control socket",
+                path: p.display().to_string(),
+                source,
+            })?;
+        }
+        let l = tokio::net::UnixListener::bind(p).map_err(|source| ServeError::Io {
+            what: "bind control socket",
+            path: p.display().to_string(),
+            source,
+        })?;
+        sockets.push(p.clone());
+        tracing::info!(path = %p.display(), "control API listening (unix)");
+        let mut stop = shutdown;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    r = l.accept() => if let Ok((s, _)) = r { serve_conn(s, engine.clone()) },
+                    _ = stop.changed() => return,
+                }
+            }
+        });
+    }
+    Ok((addr, sockets))
+}

@@ -1,0 +1,314 @@
+//! Wiring: store → backend → scheduling core → exports, and an orderly stop.
+
+use crate::backend::{ThreadPool, Uring};
+use crate::config::{Config, Engine as EngineKind, ExportKind, StoreKind};
+use crate::engine::{self, Backend, EngineHandle, EngineSetup};
+use crate::iolog::IoLog;
+use crate::nbd::{NbdExport, NbdServer};
+use crate::store::{Store, StoreError};
+use hvio_core::{DeviceInfo, LinearSeek, StreamInfo, SECTOR_BYTES};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::{mpsc, watch};
+
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+fn io_err(what: &'static str, path: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> ServeError {
+    let path = path.to_string();
+    move |source| ServeError::Io { what, path, source }
+}
+
+/// A running daemon (exports open, scheduler running).
+pub struct Running {
+    pub engine: EngineHandle,
+    pub store: Arc<Store>,
+    shutdown: watch::Sender<bool>,
+    alive: Option<mpsc::Sender<()>>,
+    alive_rx: mpsc::Receiver<()>,
+    engine_thread: Option<std::thread::JoinHandle<()>>,
+    sockets: Vec<PathBuf>,
+    /// Where the control API listens, if configured (the bound address).
+    pub control_addr: Option<std::net::SocketAddr>,
+    pub nbd_addr: Option<std::net::SocketAddr>,
+    extras: Vec<Box<dyn FnOnce() + Send>>,
+}
+
+/// Start everything `cfg` describes. Must be called inside a tokio runtime.
+pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
+    let store = Arc::new(Store::open(cfg)?);
+    let depth = cfg.store.depth;
+    let (tx, rx) = engine::channel();
+    let (backend, device): (Box<dyn Backend>, DeviceInfo) = match cfg.store.kind {
+        StoreKind::File => {
+            let rotational = cfg
+                .store
+                .rotational
+                .or_else(|| store.detect_rotational())
+                .unwrap_or(false);
+            let capacity = store.capacity() / SECTOR_BYTES;
+            let device = DeviceInfo {
+                capacity,
+                rotational,
+                queue_depth: depth,
+                seek: Arc::new(if rotational {
+                    LinearSeek {
+                        ns_per_sector: 8.0e6 / capacity.max(1) as f64,
+                        max: 8_000_000,
+                        revolution: 8_333_333,
+                    }
+                } else {
+                    LinearSeek {
+                        ns_per_sector: 0.0,
+                        max: 0,
+                        revolution: 0,
+                    }
+                }),
+            };
+            let b: Box<dyn Backend> = match cfg.store.engine {
+                EngineKind::Threads => Box::new(
+                    ThreadPool::new(store.clone(), cfg.store.threads, tx.clone())
+                        .map_err(io_err("start I/O threads for", "the store"))?,
+                ),
+                EngineKind::IoUring => Box::new(
+                    Uring::new(store.clone(), depth, tx.clone()).map_err(io_err("set up io_uring for", "the store"))?,
+                ),
+            };
+            (b, device)
+        }
+        StoreKind::Emulator => {
+            return Err(ServeError::Other(
+                "[store] kind = \"emulator\" needs hvio_device's models, which this build does not have yet".into(),
+            ))
+        }
+    };
+    let depth = if cfg.store.kind == StoreKind::Emulator {
+        depth.min(device.queue_depth.max(1))
+    } else {
+        depth
+    };
+    let streams: Vec<StreamInfo> = cfg
+        .vms
+        .iter()
+        .zip(&store.disks)
+        .enumerate()
+        .map(|(i, (vm, d))| {
+            let mut s = StreamInfo::new(i as u32, vm.name.clone())
+                .with_weight(vm.weight)
+                .with_region(d.phys_base / SECTOR_BYTES, d.size / SECTOR_BYTES);
+            s.attrs = vm.attrs.clone();
+            s
+        })
+        .collect();
+    let iolog = match &cfg.log.requests {
+        Some(p) => {
+            let names: Vec<String> = cfg.vms.iter().map(|v| v.name.clone()).collect();
+            Some(IoLog::create(p, &names).map_err(io_err("create request log", p.display()))?)
+        }
+        None => None,
+    };
+    let rotational = device.rotational;
+    let (engine, engine_thread) = engine::spawn(
+        EngineSetup {
+            store: store.clone(),
+            scheduler: cfg.scheduler.name.clone(),
+            params: cfg.scheduler.params.clone(),
+            streams,
+            device,
+            depth,
+            iolog,
+        },
+        tx,
+        rx,
+        backend,
+    )
+    .map_err(ServeError::Other)?;
+    tracing::info!(scheduler = %cfg.scheduler.name, depth, rotational, vms = cfg.vms.len(), "scheduler running");
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (alive, alive_rx) = mpsc::channel(1);
+    let mut running = Running {
+        engine: engine.clone(),
+        store: store.clone(),
+        shutdown,
+        alive: Some(alive.clone()),
+        alive_rx,
+        engine_thread: Some(engine_thread),
+        sockets: Vec::new(),
+        control_addr: None,
+        nbd_addr: None,
+        extras: Vec::new(),
+    };
+
+    // NBD.
+    let exports: Vec<NbdExport> = cfg
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(_, vm)| cfg.exported(vm, ExportKind::Nbd))
+        .map(|(i, vm)| NbdExport {
+            name: vm.name.clone(),
+            vm: i,
+            size: vm.size.0,
+            read_only: vm.read_only,
+        })
+        .collect();
+    if !exports.is_empty() {
+        let server = Arc::new(NbdServer {
+            exports,
+            engine: engine.clone(),
+            max_inflight: cfg.nbd.max_inflight,
+            rotational,
+            shutdown: shutdown_rx.clone(),
+            alive: alive.clone(),
+        });
+        if let Some(path) = &cfg.nbd.unix {
+            remove_stale_socket(path)?;
+            let l = tokio::net::UnixListener::bind(path).map_err(io_err("bind NBD unix socket", path.display()))?;
+            running.sockets.push(path.clone());
+            tracing::info!(path = %path.display(), "NBD export listening (unix)");
+            tokio::spawn(server.clone().serve_unix(l));
+        }
+        if let Some(addr) = cfg.nbd.tcp {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(io_err("bind NBD TCP", addr))?;
+            let local = l.local_addr().map_err(io_err("bind NBD TCP", addr))?;
+            running.nbd_addr = Some(local);
+            tracing::info!(addr = %local, "NBD export listening (tcp)");
+            tokio::spawn(server.clone().serve_tcp(l));
+        }
+    }
+
+    // FUSE.
+    if let Some(fc) = &cfg.fuse {
+        let disks: Vec<usize> = (0..cfg.vms.len())
+            .filter(|&i| cfg.exported(&cfg.vms[i], ExportKind::Fuse))
+            .collect();
+        if !disks.is_empty() {
+            let unmount = crate::fuse::mount(fc, &store, &disks, engine.clone())?;
+            running.extras.push(unmount);
+        }
+    }
+
+    // Control API.
+    if cfg.control.http.is_some() || cfg.control.unix.is_some() {
+        let (addr, sockets) = crate::control::start(&cfg.control, engine.clone(), shutdown_rx.clone()).await?;
+        running.control_addr = addr;
+        running.sockets.extend(sockets);
+    }
+    Ok(running)
+}
+
+fn remove_stale_socket(path: &std::path::Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_socket() {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ServeError::Other(format!(
+                    "{}: another server is listening on this socket",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path).map_err(io_err("remove stale socket", path.display()))?;
+        } else {
+            return Err(ServeError::Other(format!(
+                "{}: exists and is not a socket",
+                path.display()
+            )));
+        }
+    }
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(io_err("create directory", dir.display()))?;
+        }
+    }
+    Ok(())
+}
+
+impl Running {
+    /// Stop taking requests, answer every request already read, flush the
+    /// store, close the exports.
+    pub async fn stop(mut self) -> Result<(), ServeError> {
+        tracing::info!("shutting down: draining in-flight requests");
+        let _ = self.shutdown.send(true);
+        self.alive = None;
+        // Connections finish their in-flight requests, then close.
+        if tokio::time::timeout(Duration::from_secs(60), self.alive_rx.recv())
+            .await
+            .is_err()
+        {
+            tracing::warn!("connections still open after 60 s; closing anyway");
+        }
+        for f in self.extras.drain(..) {
+            tokio::task::spawn_blocking(f).await.ok();
+        }
+        let engine = self.engine.clone();
+        let r = tokio::task::spawn_blocking(move || engine.shutdown())
+            .await
+            .unwrap_or(Ok(()));
+        if let Some(t) = self.engine_thread.take() {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        for s in &self.sockets {
+            let _ = std::fs::remove_file(s);
+        }
+        match r {
+            Ok(()) => {
+                tracing::info!("store flushed; stopped");
+                Ok(())
+            }
+            Err(e) => Err(ServeError::Other(format!(
+                "final flush of the store failed: {}",
+                std::io::Error::from_raw_os_error(e)
+            ))),
+        }
+    }
+}
+
+/// Run in the foreground until SIGINT or SIGTERM.
+pub fn run(cfg: &Config) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("hvio-net")
+        .build()
+        .map_err(io_err("start", "the async runtime"))?;
+    rt.block_on(async {
+        let running = start(cfg).await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(io_err("install handler for", "SIGTERM"))?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+            _ = term.recv() => tracing::info!("SIGTERM"),
+        }
+        running.stop().await
+    })
+}
+
+/// Set up levelled logging to stderr (`RUST_LOG` overrides `level`).
+pub fn init_logging(level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,497 @@
+//! The scheduling core: one host scheduler for every export, driven by the
+//! monotonic clock.
+//!
+//! A single thread owns the scheduler. Exports send it jobs tagged with their
+//! VM (the scheduler's stream); it inserts them, dispatches up to the device
+//! depth to the backend, serves `WaitUntil` with a timer (the channel's
+//! receive deadline), and feeds completions back through `completed`.
+//! Switching the scheduler at run time drains the old one (new arrivals are
+//! held), swaps, and resumes.
+
+use crate::io::{IoJob, IoKind, IoResult};
+use crate::iolog::IoLog;
+use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
+use crate::store::Store;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use hvio_core::{
+    DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo, SECTOR_BYTES,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// A request the scheduler released to the backend.
+pub struct Dispatched {
+    pub id: u64,
+    pub rq: Request,
+    pub job: IoJob,
+}
+
+/// Where dispatched requests go. A backend completes each job (calling its
+/// `done`) and then sends [`Msg::Done`] through the notifier it was built with.
+pub trait Backend: Send {
+    fn submit(&mut self, d: Dispatched);
+    /// Stop worker threads (called once nothing is in flight).
+    fn stop(&mut self);
+}
+
+/// Control requests (from the HTTP API or tests).
+pub enum Control {
+    /// Drain the current scheduler, build `name` with `params`, resume.
+    Switch {
+        name: String,
+        params: ParamValues,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Change a VM's weight and/or attributes (`Scheduler::set_stream`).
+    SetStream {
+        vm: String,
+        weight: Option<u32>,
+        attrs: BTreeMap<String, f64>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Status(oneshot::Sender<Status>),
+    Metrics(oneshot::Sender<String>),
+}
+
+pub enum Msg {
+    Submit(IoJob),
+    Done {
+        id: u64,
+        result: IoResult,
+    },
+    Control(Control),
+    /// Finish everything queued and in flight, sync the store, stop.
+    Shutdown(oneshot::Sender<IoResult>),
+}
+
+/// A cheap, cloneable handle to the engine thread.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: Sender<Msg>,
+}
+
+impl EngineHandle {
+    /// Queue `job`; its `done` is called once it completes (or fails).
+    pub fn submit(&self, job: IoJob) {
+        if let Err(e) = self.tx.send(Msg::Submit(job)) {
+            if let Msg::Submit(job) = e.0 {
+                job.finish(Err(libc::ESHUTDOWN));
+            }
+        }
+    }
+
+    pub fn control(&self, c: Control) -> bool {
+        self.tx.send(Msg::Control(c)).is_ok()
+    }
+
+    pub fn sender(&self) -> Sender<Msg> {
+        self.tx.clone()
+    }
+
+    /// Drain, sync and stop the engine; waits for it.
+    pub fn shutdown(&self) -> IoResult {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Msg::Shutdown(tx)).is_err() {
+            return Ok(());
+        }
+        rx.blocking_recv().unwrap_or(Ok(()))
+    }
+}
+
+/// Everything the engine needs to start.
+pub struct EngineSetup {
+    pub store: Arc<Store>,
+    pub scheduler: String,
+    pub params: ParamValues,
+    pub streams: Vec<StreamInfo>,
+    pub device: DeviceInfo,
+    pub depth: usize,
+    pub iolog: Option<IoLog>,
+}
+
+struct Inflight {
+    rq: Request,
+    vm: usize,
+    kind: IoKind,
+    len: u64,
+}
+
+struct Engine {
+    store: Arc<Store>,
+    sched: Box<dyn Scheduler>,
+    sched_name: String,
+    params: ParamValues,
+    ctx: SchedContext,
+    backend: Box<dyn Backend>,
+    depth: usize,
+    epoch: Instant,
+    next_id: u64,
+    /// Jobs inserted into the scheduler and not yet dispatched.
+    waiting: HashMap<u64, IoJob>,
+    inflight: HashMap<u64, Inflight>,
+    /// Arrivals held while a scheduler switch drains the old one.
+    held: VecDeque<(IoJob, Nanos)>,
+    switching: Option<(
+        Box<dyn Scheduler>,
+        String,
+        ParamValues,
+        oneshot::Sender<Result<(), String>>,
+    )>,
+    shutdown: Option<oneshot::Sender<IoResult>>,
+    wake: Option<Nanos>,
+    stats: Vec<VmStats>,
+    dispatched: u64,
+    backend_errors: u64,
+    switches: u64,
+    iolog: Option<IoLog>,
+}
+
+/// Start the engine thread with `backend` (built with the notifier that
+/// [`channel`] returned).
+pub fn spawn(
+    setup: EngineSetup,
+    tx: Sender<Msg>,
+    rx: Receiver<Msg>,
+    backend: Box<dyn Backend>,
+) -> Result<(EngineHandle, std::thread::JoinHandle<()>), String> {
+    let ctx = SchedContext {
+        streams: setup.streams,
+        device: setup.device,
+    };
+    let sched = hvio_sched::build(&setup.scheduler, &setup.params, &ctx).map_err(|e| e.to_string())?;
+    let n = ctx.streams.len();
+    let mut engine = Engine {
+        store: setup.store,
+        sched,
+        sched_name: setup.scheduler,
+        params: setup.params,
+        ctx,
+        backend,
+        depth: setup.depth.max(1),
+        epoch: Instant::now(),
+        next_id: 1,
+        waiting: HashMap::new(),
+        inflight: HashMap::new(),
+        held: VecDeque::new(),
+        switching: None,
+        shutdown: None,
+        wake: None,
+        stats: (0..n).map(|_| VmStats::new()).collect(),
+        dispatched: 0,
+        backend_errors: 0,
+        switches: 0,
+        iolog: setup.iolog,
+    };
+    let handle = std::thread::Builder::new()
+        .name("hvio-sched".into())
+        .spawn(move || engine.run(rx))
+        .map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
+    Ok((EngineHandle { tx }, handle))
+}
+
+/// The engine's message channel: hand the sender to the backend as its notifier.
+pub fn channel() -> (Sender<Msg>, Receiver<Msg>) {
+    crossbeam_channel::unbounded()
+}
+
+impl Engine {
+    fn now(&self) -> Nanos {
+        self.epoch.elapsed().as_nanos() as Nanos + 1
+    }
+
+    fn run(&mut self, rx: Receiver<Msg>) {
+        loop {
+            let msg = match self.wake {
+                Some(t) => {
+                    let at = self.epoch + Duration::from_nanos(t.saturating_sub(1));
+                    match rx.recv_deadline(at) {
+                        Ok(m) => Some(m),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                None => match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => break,
+                },
+            };
+            if let Some(m) = msg {
+                self.handle(m);
+                // Take whatever else is already waiting before dispatching.
+                for _ in 0..256 {
+                    match rx.try_recv() {
+                        Ok(m) => self.handle(m),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.pump();
+            if self.shutdown.is_some() && self.idle() {
+                let r = self.store.sync_all();
+                self.backend.stop();
+                if let Some(log) = self.iolog.take() {
+                    let us = self.now() / 1000;
+                    if let Err(e) = log.finish(us) {
+                        tracing::error!(error = %e, "request log: final write failed");
+                    }
+                }
+                if let Some(tx) = self.shutdown.take() {
+                    let _ = tx.send(r);
+                }
+                tracing::info!(dispatched = self.dispatched, "scheduler stopped");
+                return;
+            }
+        }
+        self.backend.stop();
+    }
+
+    fn idle(&self) -> bool {
+        self.waiting.is_empty() && self.inflight.is_empty() && self.held.is_empty() && self.switching.is_none()
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Submit(job) => {
+                let now = self.now();
+                if let Some(log) = &mut self.iolog {
+                    log.record(now / 1000, job.vm, job.kind, job.offset, job.len);
+                }
+                if self.switching.is_some() {
+                    self.held.push_back((job, now));
+                } else {
+                    self.insert(job, now);
+                }
+            }
+            Msg::Done { id, result } => self.done(id, result),
+            Msg::Control(c) => self.control(c),
+            Msg::Shutdown(tx) => self.shutdown = Some(tx),
+        }
+    }
+
+    fn insert(&mut self, job: IoJob, arrival: Nanos) {
+        let vm = job.vm;
+        if vm >= self.store.disks.len() {
+            job.finish(Err(libc::EINVAL));
+            return;
+        }
+        let disk = &self.store.disks[vm];
+        let id = self.next_id;
+        self.next_id += 1;
+        let op = match job.kind {
+            IoKind::Read => Op::Read,
+            IoKind::Write => Op::Write,
+            IoKind::Flush => Op::Flush,
+            IoKind::Trim | IoKind::WriteZeroes { .. } => Op::Discard,
+        };
+        let (sector, sectors) = if job.kind == IoKind::Flush {
+            (disk.phys_base / SECTOR_BYTES, 0)
+        } else {
+            let start = disk.phys_base + job.offset;
+            let first = start / SECTOR_BYTES;
+            let end = (start + job.len).div_ceil(SECTOR_BYTES);
+            (first, (end - first).min(u32::MAX as u64) as u32)
+        };
+        let mut rq = Request::new(id, vm as u32, op, sector, sectors, arrival);
+        // A VM's direct I/O is synchronous from the host's point of view.
+        rq.sync = true;
+        rq.fua = job.fua;
+        self.stats[vm].queued += 1;
+        self.waiting.insert(id, job);
+        self.sched.insert(rq, arrival);
+    }
+
+    fn pump(&mut self) {
+        self.wake = None;
+        if self.switching.is_some() && !self.sched.has_work() && self.inflight.is_empty() {
+            self.finish_switch();
+        }
+        while self.inflight.len() < self.depth {
+            let now = self.now();
+            match self.sched.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    let Some(job) = self.waiting.remove(&rq.id) else {
+                        tracing::error!(id = rq.id, scheduler = %self.sched_name, "scheduler dispatched an unknown request");
+                        continue;
+                    };
+                    let vm = job.vm;
+                    self.stats[vm].queued = self.stats[vm].queued.saturating_sub(1);
+                    self.stats[vm].inflight += 1;
+                    self.inflight.insert(
+                        rq.id,
+                        Inflight {
+                            rq,
+                            vm,
+                            kind: job.kind,
+                            len: job.len,
+                        },
+                    );
+                    self.dispatched += 1;
+                    self.backend.submit(Dispatched { id: rq.id, rq, job });
+                }
+                Dispatch::WaitUntil(t) => {
+                    self.wake = Some(t.max(now + 1_000));
+                    break;
+                }
+                Dispatch::Empty => break,
+            }
+        }
+        if self.switching.is_some() && !self.sched.has_work() && self.inflight.is_empty() {
+            self.finish_switch();
+            // The held requests are in the new scheduler now.
+            self.pump();
+        }
+    }
+
+    fn done(&mut self, id: u64, result: IoResult) {
+        let Some(f) = self.inflight.remove(&id) else {
+            tracing::error!(id, "completion for a request not in flight");
+            return;
+        };
+        let now = self.now();
+        self.sched.completed(&f.rq, now);
+        let s = &mut self.stats[f.vm];
+        s.inflight = s.inflight.saturating_sub(1);
+        s.complete(f.kind, f.len, now.saturating_sub(f.rq.arrival), result.is_ok(), now);
+        if let Err(e) = result {
+            self.backend_errors += 1;
+            let vm = &self.store.disks[f.vm].name;
+            let err = std::io::Error::from_raw_os_error(e);
+            match e {
+                libc::EINVAL | libc::EPERM => {
+                    tracing::debug!(vm = %vm, op = f.kind.name(), sector = f.rq.sector, error = %err, "request failed")
+                }
+                _ => tracing::warn!(vm = %vm, op = f.kind.name(), sector = f.rq.sector, error = %err, "backend error"),
+            }
+        }
+    }
+
+    fn finish_switch(&mut self) {
+        let Some((new, name, params, reply)) = self.switching.take() else {
+            return;
+        };
+        let old = std::mem::replace(&mut self.sched, new);
+        tracing::info!(from = old.name(), to = %name, held = self.held.len(), "scheduler switched");
+        self.sched_name = name;
+        self.params = params;
+        self.switches += 1;
+        for (job, arrival) in std::mem::take(&mut self.held) {
+            self.insert(job, arrival);
+        }
+        let _ = reply.send(Ok(()));
+    }
+
+    fn control(&mut self, c: Control) {
+        match c {
+            Control::Switch { name, params, reply } => {
+                if self.switching.is_some() {
+                    let _ = reply.send(Err("a scheduler switch is already in progress".into()));
+                    return;
+                }
+                // Build first: a bad name or parameter leaves the old scheduler running.
+                match hvio_sched::build(&name, &params, &self.ctx) {
+                    Ok(new) => {
+                        tracing::info!(to = %name, queued = self.sched.queued(), inflight = self.inflight.len(), "draining for a scheduler switch");
+                        self.switching = Some((new, name, params, reply));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e.to_string()));
+                    }
+                }
+            }
+            Control::SetStream {
+                vm,
+                weight,
+                attrs,
+                reply,
+            } => {
+                let Some(i) = self.ctx.streams.iter().position(|s| s.name == vm) else {
+                    let _ = reply.send(Err(format!("unknown VM `{vm}`")));
+                    return;
+                };
+                if let Some(w) = weight {
+                    if !(1..=10_000).contains(&w) {
+                        let _ = reply.send(Err(format!("weight {w} for VM `{vm}`: must be between 1 and 10000")));
+                        return;
+                    }
+                }
+                if let Some((k, v)) = attrs.iter().find(|(_, v)| !v.is_finite()) {
+                    let _ = reply.send(Err(format!("attribute `{k}` = {v} for VM `{vm}`: must be finite")));
+                    return;
+                }
+                let s = &mut self.ctx.streams[i];
+                if let Some(w) = weight {
+                    s.weight = w;
+                }
+                s.attrs.extend(attrs);
+                let info = s.clone();
+                self.sched.set_stream(&info);
+                if let Some((new, ..)) = &mut self.switching {
+                    new.set_stream(&info);
+                }
+                tracing::info!(vm = %vm, weight = info.weight, "stream changed");
+                let _ = reply.send(Ok(()));
+            }
+            Control::Status(tx) => {
+                let _ = tx.send(self.status());
+            }
+            Control::Metrics(tx) => {
+                let st = self.status();
+                let _ = tx.send(render_prometheus(
+                    &st,
+                    &self.stats,
+                    self.dispatched,
+                    self.backend_errors,
+                ));
+            }
+        }
+    }
+
+    fn status(&mut self) -> Status {
+        let now = self.now();
+        let vms = self
+            .stats
+            .iter_mut()
+            .zip(&self.ctx.streams)
+            .zip(&self.store.disks)
+            .map(|((st, si), d)| {
+                st.refresh(now);
+                let r = &st.ops[0];
+                let w = &st.ops[1];
+                VmStatus {
+                    name: d.name.clone(),
+                    size: d.size,
+                    weight: si.weight,
+                    attrs: si.attrs.clone(),
+                    reads: r.count,
+                    writes: w.count,
+                    flushes: st.ops[2].count,
+                    discards: st.ops[3].count,
+                    errors: st.ops.iter().map(|o| o.errors).sum(),
+                    bytes_read: r.bytes,
+                    bytes_written: w.bytes,
+                    iops: st.iops,
+                    mb_per_s: st.bytes_per_s / 1e6,
+                    queued: st.queued,
+                    inflight: st.inflight,
+                    read_p50_us: r.lat_us.value_at_quantile(0.5),
+                    read_p99_us: r.lat_us.value_at_quantile(0.99),
+                    write_p50_us: w.lat_us.value_at_quantile(0.5),
+                    write_p99_us: w.lat_us.value_at_quantile(0.99),
+                }
+            })
+            .collect();
+        Status {
+            scheduler: self.sched_name.clone(),
+            params: self.params.clone(),
+            depth: self.depth,
+            inflight: self.inflight.len(),
+            queued: self.sched.queued(),
+            switches: self.switches,
+            uptime_s: now as f64 / 1e9,
+            counters: self.sched.counters(),
+            vms,
+        }
+    }
+}

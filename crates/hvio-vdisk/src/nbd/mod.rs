@@ -1,0 +1,400 @@
+//! The NBD export: fixed newstyle handshake, simple replies, many requests in
+//! flight per connection, several connections per export.
+//!
+//! Every request owns its buffer and its reply path: a client that
+//! disconnects mid-request only makes its replies go nowhere; the requests
+//! still complete at the backend and their buffers are freed. A FLUSH is an
+//! `fdatasync` of the VM's backing file, which covers every write any
+//! connection has completed (hence `CAN_MULTI_CONN`).
+
+pub mod proto;
+
+use crate::buf::AlignedBuf;
+use crate::engine::EngineHandle;
+use crate::io::{DoneFn, IoJob, IoKind};
+use proto::*;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+/// One VM's disk as an NBD export.
+#[derive(Debug, Clone)]
+pub struct NbdExport {
+    pub name: String,
+    pub vm: usize,
+    pub size: u64,
+    pub read_only: bool,
+}
+
+/// What every connection shares.
+pub struct NbdServer {
+    pub exports: Vec<NbdExport>,
+    pub engine: EngineHandle,
+    pub max_inflight: usize,
+    pub rotational: bool,
+    pub shutdown: watch::Receiver<bool>,
+    /// Held by every connection task; the daemon waits for all clones to drop.
+    pub alive: mpsc::Sender<()>,
+}
+
+struct Reply {
+    cookie: u64,
+    error: u32,
+    data: Option<AlignedBuf>,
+}
+
+const OPT_DATA_MAX: u32 = 64 * 1024;
+
+impl NbdServer {
+    fn find(&self, name: &str) -> Option<&NbdExport> {
+        if name.is_empty() {
+            return self.exports.first();
+        }
+        self.exports.iter().find(|e| e.name == name)
+    }
+
+    fn flags(&self, e: &NbdExport) -> u16 {
+        let mut f =
+            TF_HAS_FLAGS | TF_SEND_FLUSH | TF_SEND_FUA | TF_SEND_TRIM | TF_SEND_WRITE_ZEROES | TF_CAN_MULTI_CONN;
+        if e.read_only {
+            f |= TF_READ_ONLY;
+        }
+        if self.rotational {
+            f |= TF_ROTATIONAL;
+        }
+        f
+    }
+
+    /// Accept connections on a unix socket until shutdown.
+    pub async fn serve_unix(self: Arc<Self>, listener: tokio::net::UnixListener) {
+        let mut stop = self.shutdown.clone();
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => {
+                        let (rd, wr) = s.into_split();
+                        tokio::spawn(self.clone().connection(rd, wr, "unix".to_string()));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "nbd: accept failed"),
+                },
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Accept connections on a loopback TCP socket until shutdown.
+    pub async fn serve_tcp(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        let mut stop = self.shutdown.clone();
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, peer)) => {
+                        let _ = s.set_nodelay(true);
+                        let (rd, wr) = s.into_split();
+                        tokio::spawn(self.clone().connection(rd, wr, peer.to_string()));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "nbd: accept failed"),
+                },
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    async fn connection<R, W>(self: Arc<Self>, rd: R, wr: W, peer: String)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let _alive = self.alive.clone();
+        let mut rd = BufReader::with_capacity(256 * 1024, rd);
+        let mut wr = BufWriter::with_capacity(256 * 1024, wr);
+        let mut stop = self.shutdown.clone();
+        if *stop.borrow() {
+            return;
+        }
+        let hs = tokio::select! {
+            r = self.handshake(&mut rd, &mut wr) => r,
+            _ = stop.changed() => return,
+        };
+        match hs {
+            Ok(Some((export, enforce))) => {
+                tracing::debug!(peer = %peer, export = %export.name, "nbd: transmission");
+                if let Err(e) = self.transmission(rd, wr, export, enforce).await {
+                    tracing::debug!(peer = %peer, error = %e, "nbd: connection ended");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(peer = %peer, error = %e, "nbd: handshake ended"),
+        }
+    }
+
+    /// Option haggling. `Ok(Some)` = enter transmission with this export
+    /// (and whether the client agreed to block-size constraints).
+    async fn handshake<R, W>(&self, rd: &mut R, wr: &mut W) -> std::io::Result<Option<(NbdExport, bool)>>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        wr.write_all(&NBDMAGIC.to_be_bytes()).await?;
+        wr.write_all(&IHAVEOPT.to_be_bytes()).await?;
+        wr.write_all(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes())
+            .await?;
+        wr.flush().await?;
+        let cflags = rd.read_u32().await?;
+        if cflags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+            tracing::debug!(cflags, "nbd: unknown client flags; closing");
+            return Ok(None);
+        }
+        let no_zeroes = cflags & FLAG_C_NO_ZEROES != 0;
+        loop {
+            let magic = rd.read_u64().await?;
+            if magic != IHAVEOPT {
+                tracing::debug!(magic, "nbd: bad option magic; closing");
+                return Ok(None);
+            }
+            let opt = rd.read_u32().await?;
+            let len = rd.read_u32().await?;
+            if len > OPT_DATA_MAX {
+                tokio::io::copy(&mut rd.take(len as u64), &mut tokio::io::sink()).await?;
+                if opt == OPT_EXPORT_NAME {
+                    return Ok(None);
+                }
+                opt_reply(wr, opt, REP_ERR_INVALID, b"option data too long").await?;
+                continue;
+            }
+            let mut data = vec![0u8; len as usize];
+            rd.read_exact(&mut data).await?;
+            match opt {
+                OPT_EXPORT_NAME => {
+                    let name = String::from_utf8_lossy(&data);
+                    let Some(e) = self.find(&name) else {
+                        tracing::info!(export = %name, "nbd: unknown export (EXPORT_NAME); closing");
+                        return Ok(None);
+                    };
+                    wr.write_all(&e.size.to_be_bytes()).await?;
+                    wr.write_all(&self.flags(e).to_be_bytes()).await?;
+                    if !no_zeroes {
+                        wr.write_all(&[0u8; 124]).await?;
+                    }
+                    wr.flush().await?;
+                    return Ok(Some((e.clone(), false)));
+                }
+                OPT_ABORT => {
+                    let _ = opt_reply(wr, opt, REP_ACK, &[]).await;
+                    return Ok(None);
+                }
+                OPT_LIST => {
+                    if !data.is_empty() {
+                        opt_reply(wr, opt, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data").await?;
+                        continue;
+                    }
+                    for e in &self.exports {
+                        let mut d = Vec::with_capacity(4 + e.name.len());
+                        d.extend_from_slice(&(e.name.len() as u32).to_be_bytes());
+                        d.extend_from_slice(e.name.as_bytes());
+                        opt_reply(wr, opt, REP_SERVER, &d).await?;
+                    }
+                    opt_reply(wr, opt, REP_ACK, &[]).await?;
+                }
+                OPT_INFO | OPT_GO => {
+                    if *self.shutdown.borrow() {
+                        opt_reply(wr, opt, REP_ERR_SHUTDOWN, b"server is shutting down").await?;
+                        continue;
+                    }
+                    let Some(go) = parse_go(&data) else {
+                        opt_reply(wr, opt, REP_ERR_INVALID, b"malformed NBD_OPT_INFO/GO data").await?;
+                        continue;
+                    };
+                    let Some(e) = self.find(&go.name) else {
+                        let msg = format!("no export named `{}`", go.name);
+                        opt_reply(wr, opt, REP_ERR_UNKNOWN, msg.as_bytes()).await?;
+                        continue;
+                    };
+                    let mut info = Vec::with_capacity(12);
+                    info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
+                    info.extend_from_slice(&e.size.to_be_bytes());
+                    info.extend_from_slice(&self.flags(e).to_be_bytes());
+                    opt_reply(wr, opt, REP_INFO, &info).await?;
+                    let mut bs = Vec::with_capacity(14);
+                    bs.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+                    for v in [MIN_BLOCK, PREFERRED_BLOCK, MAX_PAYLOAD] {
+                        bs.extend_from_slice(&v.to_be_bytes());
+                    }
+                    opt_reply(wr, opt, REP_INFO, &bs).await?;
+                    if go.infos.contains(&INFO_NAME) {
+                        let mut d = INFO_NAME.to_be_bytes().to_vec();
+                        d.extend_from_slice(e.name.as_bytes());
+                        opt_reply(wr, opt, REP_INFO, &d).await?;
+                    }
+                    if go.infos.contains(&INFO_DESCRIPTION) {
+                        let mut d = INFO_DESCRIPTION.to_be_bytes().to_vec();
+                        d.extend_from_slice(format!("hvio disk of VM {}", e.name).as_bytes());
+                        opt_reply(wr, opt, REP_INFO, &d).await?;
+                    }
+                    opt_reply(wr, opt, REP_ACK, &[]).await?;
+                    if opt == OPT_GO {
+                        return Ok(Some((e.clone(), go.infos.contains(&INFO_BLOCK_SIZE))));
+                    }
+                }
+                OPT_STARTTLS => {
+                    opt_reply(
+                        wr,
+                        opt,
+                        REP_ERR_POLICY,
+                        b"TLS is not offered: loopback and unix sockets only",
+                    )
+                    .await?
+                }
+                _ => opt_reply(wr, opt, REP_ERR_UNSUP, &[]).await?,
+            }
+        }
+    }
+
+    async fn transmission<R, W>(&self, mut rd: R, wr: W, export: NbdExport, enforce: bool) -> std::io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+        let writer = tokio::spawn(write_replies(wr, rx));
+        let sem = Arc::new(Semaphore::new(self.max_inflight));
+        let lim = Limits {
+            size: export.size,
+            read_only: export.read_only,
+            enforce_alignment: enforce,
+        };
+        let mut stop = self.shutdown.clone();
+        let mut result = Ok(());
+        loop {
+            let mut hdr = [0u8; REQUEST_LEN];
+            let r = tokio::select! {
+                r = rd.read_exact(&mut hdr) => r,
+                _ = stop.changed() => break,
+            };
+            if let Err(e) = r {
+                if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                    result = Err(e);
+                }
+                break;
+            }
+            let Some(raw) = parse_header(&hdr) else {
+                tracing::warn!(export = %export.name, "nbd: bad request magic; disconnecting");
+                break;
+            };
+            let cmd = match check(&raw, &lim) {
+                Ok(c) => c,
+                Err(rej) => {
+                    tracing::debug!(export = %export.name, typ = raw.typ, offset = raw.offset, length = raw.length, error = rej.error, "nbd: request rejected");
+                    if rej.skip > 0 {
+                        tokio::io::copy(&mut (&mut rd).take(rej.skip as u64), &mut tokio::io::sink()).await?;
+                    }
+                    let _ = tx.send(Reply {
+                        cookie: raw.cookie,
+                        error: rej.error,
+                        data: None,
+                    });
+                    continue;
+                }
+            };
+            let (kind, offset, length, fua) = match cmd {
+                Command::Disc => break,
+                Command::Read { offset, length } => (IoKind::Read, offset, length, false),
+                Command::Write { offset, length, fua } => (IoKind::Write, offset, length, fua),
+                Command::Flush => (IoKind::Flush, 0, 0, false),
+                Command::Trim { offset, length, fua } => (IoKind::Trim, offset, length, fua),
+                Command::WriteZeroes {
+                    offset,
+                    length,
+                    fua,
+                    no_hole,
+                } => (IoKind::WriteZeroes { punch: !no_hole }, offset, length, fua),
+            };
+            let Ok(permit) = sem.clone().acquire_owned().await else {
+                break;
+            };
+            let mut buf = match kind {
+                IoKind::Read | IoKind::Write => AlignedBuf::zeroed(length as usize),
+                _ => AlignedBuf::empty(),
+            };
+            if kind == IoKind::Write {
+                rd.read_exact(buf.as_mut_slice()).await?;
+            }
+            if length == 0 && matches!(kind, IoKind::Read | IoKind::Write) {
+                let _ = tx.send(Reply {
+                    cookie: raw.cookie,
+                    error: 0,
+                    data: None,
+                });
+                continue;
+            }
+            let tx = tx.clone();
+            let cookie = raw.cookie;
+            let done: DoneFn = Box::new(move |res, buf| {
+                let reply = match res {
+                    Ok(()) => Reply {
+                        cookie,
+                        error: 0,
+                        data: (kind == IoKind::Read).then_some(buf),
+                    },
+                    Err(e) => Reply {
+                        cookie,
+                        error: nbd_error(e),
+                        data: None,
+                    },
+                };
+                let _ = tx.send(reply);
+                drop(permit);
+            });
+            self.engine.submit(IoJob {
+                vm: export.vm,
+                kind,
+                offset,
+                len: length as u64,
+                fua,
+                buf,
+                done,
+            });
+        }
+        // Every request already read is answered before the connection closes.
+        drop(tx);
+        let _ = writer.await;
+        result
+    }
+}
+
+async fn opt_reply<W: AsyncWrite + Unpin>(wr: &mut W, opt: u32, typ: u32, data: &[u8]) -> std::io::Result<()> {
+    let mut h = [0u8; 20];
+    h[0..8].copy_from_slice(&OPT_REPLY_MAGIC.to_be_bytes());
+    h[8..12].copy_from_slice(&opt.to_be_bytes());
+    h[12..16].copy_from_slice(&typ.to_be_bytes());
+    h[16..20].copy_from_slice(&(data.len() as u32).to_be_bytes());
+    wr.write_all(&h).await?;
+    wr.write_all(data).await?;
+    wr.flush().await
+}
+
+async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Reply>) {
+    let mut wr = wr;
+    let mut ok = true;
+    while let Some(r) = rx.recv().await {
+        let mut next = Some(r);
+        while let Some(r) = next {
+            if ok {
+                ok = write_one(&mut wr, &r).await.is_ok();
+            }
+            next = rx.try_recv().ok();
+        }
+        if ok {
+            ok = wr.flush().await.is_ok();
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+async fn write_one<W: AsyncWrite + Unpin>(wr: &mut W, r: &Reply) -> std::io::Result<()> {
+    wr.write_all(&simple_reply(r.cookie, r.error)).await?;
+    if let Some(d) = &r.data {
+        wr.write_all(d.as_slice()).await?;
+    }
+    Ok(())
+}

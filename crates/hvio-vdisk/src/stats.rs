@@ -1,0 +1,331 @@
+//! Per-VM statistics kept by the scheduling core, rendered as Prometheus
+//! text (`/metrics`) and as JSON (`/vms`).
+
+use crate::io::IoKind;
+use hdrhistogram::Histogram;
+use hvio_core::{Nanos, NS_PER_S};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Operation classes counted separately.
+pub const OPS: [&str; 4] = ["read", "write", "flush", "discard"];
+
+fn op_index(kind: IoKind) -> usize {
+    match kind {
+        IoKind::Read => 0,
+        IoKind::Write => 1,
+        IoKind::Flush => 2,
+        IoKind::Trim | IoKind::WriteZeroes { .. } => 3,
+    }
+}
+
+/// Latency bucket bounds of the Prometheus histograms, in seconds.
+const BUCKETS_S: [f64; 16] = [
+    25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5,
+];
+
+pub struct OpStats {
+    pub count: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub lat_sum_ns: u64,
+    /// Latency (arrival to completion) in microseconds.
+    pub lat_us: Histogram<u64>,
+}
+
+impl OpStats {
+    fn new() -> OpStats {
+        OpStats {
+            count: 0,
+            bytes: 0,
+            errors: 0,
+            lat_sum_ns: 0,
+            lat_us: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid histogram bounds"),
+        }
+    }
+}
+
+/// One VM's counters.
+pub struct VmStats {
+    pub ops: [OpStats; 4],
+    /// Requests waiting in the scheduler.
+    pub queued: u64,
+    /// Requests at the backend.
+    pub inflight: u64,
+    window_start: Nanos,
+    window_count: u64,
+    window_bytes: u64,
+    /// Completions and bytes per second over the last whole second.
+    pub iops: f64,
+    pub bytes_per_s: f64,
+}
+
+impl VmStats {
+    pub fn new() -> VmStats {
+        VmStats {
+            ops: [OpStats::new(), OpStats::new(), OpStats::new(), OpStats::new()],
+            queued: 0,
+            inflight: 0,
+            window_start: 0,
+            window_count: 0,
+            window_bytes: 0,
+            iops: 0.0,
+            bytes_per_s: 0.0,
+        }
+    }
+
+    fn roll(&mut self, now: Nanos) {
+        if now >= self.window_start + NS_PER_S {
+            let secs = (now - self.window_start) / NS_PER_S;
+            // Counts of the last whole second; an idle gap of more than one second reads as 0.
+            if secs == 1 {
+                self.iops = self.window_count as f64;
+                self.bytes_per_s = self.window_bytes as f64;
+            } else {
+                self.iops = 0.0;
+                self.bytes_per_s = 0.0;
+            }
+            self.window_start += secs * NS_PER_S;
+            self.window_count = 0;
+            self.window_bytes = 0;
+        }
+    }
+
+    /// A request of `kind` and `bytes` finished at `now` after `latency`.
+    pub fn complete(&mut self, kind: IoKind, bytes: u64, latency: Nanos, ok: bool, now: Nanos) {
+        self.roll(now);
+        let o = &mut self.ops[op_index(kind)];
+        if !ok {
+            o.errors += 1;
+            return;
+        }
+        o.count += 1;
+        let b = if matches!(kind, IoKind::Read | IoKind::Write) {
+            bytes
+        } else {
+            0
+        };
+        o.bytes += b;
+        o.lat_sum_ns += latency;
+        o.lat_us.saturating_record((latency / 1000).max(1));
+        self.window_count += 1;
+        self.window_bytes += b;
+    }
+
+    pub fn refresh(&mut self, now: Nanos) {
+        self.roll(now);
+    }
+}
+
+impl Default for VmStats {
+    fn default() -> Self {
+        VmStats::new()
+    }
+}
+
+/// JSON view of one VM.
+#[derive(Debug, Serialize)]
+pub struct VmStatus {
+    pub name: String,
+    pub size: u64,
+    pub weight: u32,
+    pub attrs: std::collections::BTreeMap<String, f64>,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub errors: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub queued: u64,
+    pub inflight: u64,
+    pub read_p50_us: u64,
+    pub read_p99_us: u64,
+    pub write_p50_us: u64,
+    pub write_p99_us: u64,
+}
+
+/// JSON view of the daemon.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub scheduler: String,
+    pub params: std::collections::BTreeMap<String, f64>,
+    pub depth: usize,
+    pub inflight: usize,
+    pub queued: usize,
+    pub switches: u64,
+    pub uptime_s: f64,
+    pub counters: Vec<(String, f64)>,
+    pub vms: Vec<VmStatus>,
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Prometheus text exposition of `status` plus the histograms in `vms`.
+pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, backend_errors: u64) -> String {
+    let mut o = String::with_capacity(8192);
+    let _ = writeln!(
+        o,
+        "# HELP hvio_requests_total Requests completed successfully, by VM and operation."
+    );
+    let _ = writeln!(o, "# TYPE hvio_requests_total counter");
+    for (v, s) in status.vms.iter().zip(vms) {
+        for (i, op) in OPS.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "hvio_requests_total{{vm=\"{}\",op=\"{op}\"}} {}",
+                esc(&v.name),
+                s.ops[i].count
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP hvio_bytes_total Bytes read and written, by VM and operation."
+    );
+    let _ = writeln!(o, "# TYPE hvio_bytes_total counter");
+    for (v, s) in status.vms.iter().zip(vms) {
+        for (i, op) in OPS.iter().enumerate().take(2) {
+            let _ = writeln!(
+                o,
+                "hvio_bytes_total{{vm=\"{}\",op=\"{op}\"}} {}",
+                esc(&v.name),
+                s.ops[i].bytes
+            );
+        }
+    }
+    let _ = writeln!(o, "# HELP hvio_errors_total Requests that failed, by VM and operation.");
+    let _ = writeln!(o, "# TYPE hvio_errors_total counter");
+    for (v, s) in status.vms.iter().zip(vms) {
+        for (i, op) in OPS.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "hvio_errors_total{{vm=\"{}\",op=\"{op}\"}} {}",
+                esc(&v.name),
+                s.ops[i].errors
+            );
+        }
+    }
+    for (name, help, f) in [
+        (
+            "hvio_iops",
+            "Requests completed in the last whole second.",
+            (|v: &VmStatus| v.iops) as fn(&VmStatus) -> f64,
+        ),
+        (
+            "hvio_throughput_bytes_per_second",
+            "Bytes moved in the last whole second.",
+            |v| v.mb_per_s * 1e6,
+        ),
+        ("hvio_queued_requests", "Requests waiting in the host scheduler.", |v| {
+            v.queued as f64
+        }),
+        ("hvio_inflight_requests", "Requests at the backend.", |v| {
+            v.inflight as f64
+        }),
+        ("hvio_weight", "The VM's scheduling weight.", |v| v.weight as f64),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} gauge");
+        for v in &status.vms {
+            let _ = writeln!(o, "{name}{{vm=\"{}\"}} {}", esc(&v.name), f(v));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP hvio_request_latency_seconds Arrival-to-completion latency, by VM and operation."
+    );
+    let _ = writeln!(o, "# TYPE hvio_request_latency_seconds histogram");
+    for (v, s) in status.vms.iter().zip(vms) {
+        for (i, op) in OPS.iter().enumerate() {
+            let st = &s.ops[i];
+            for b in BUCKETS_S {
+                let us = (b * 1e6) as u64;
+                let c = st.lat_us.count_between(0, us);
+                let _ = writeln!(
+                    o,
+                    "hvio_request_latency_seconds_bucket{{vm=\"{}\",op=\"{op}\",le=\"{b}\"}} {c}",
+                    esc(&v.name)
+                );
+            }
+            let _ = writeln!(
+                o,
+                "hvio_request_latency_seconds_bucket{{vm=\"{}\",op=\"{op}\",le=\"+Inf\"}} {}",
+                esc(&v.name),
+                st.count
+            );
+            let _ = writeln!(
+                o,
+                "hvio_request_latency_seconds_sum{{vm=\"{}\",op=\"{op}\"}} {}",
+                esc(&v.name),
+                st.lat_sum_ns as f64 / 1e9
+            );
+            let _ = writeln!(
+                o,
+                "hvio_request_latency_seconds_count{{vm=\"{}\",op=\"{op}\"}} {}",
+                esc(&v.name),
+                st.count
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP hvio_device_queue_depth Requests in flight at the backend (all VMs)."
+    );
+    let _ = writeln!(o, "# TYPE hvio_device_queue_depth gauge");
+    let _ = writeln!(o, "hvio_device_queue_depth {}", status.inflight);
+    let _ = writeln!(o, "# HELP hvio_device_queue_limit Configured device depth.");
+    let _ = writeln!(o, "# TYPE hvio_device_queue_limit gauge");
+    let _ = writeln!(o, "hvio_device_queue_limit {}", status.depth);
+    let _ = writeln!(o, "# HELP hvio_dispatched_total Requests dispatched to the backend.");
+    let _ = writeln!(o, "# TYPE hvio_dispatched_total counter");
+    let _ = writeln!(o, "hvio_dispatched_total {dispatched}");
+    let _ = writeln!(
+        o,
+        "# HELP hvio_backend_errors_total Requests the backend failed (EIO, ENOSPC, ...)."
+    );
+    let _ = writeln!(o, "# TYPE hvio_backend_errors_total counter");
+    let _ = writeln!(o, "hvio_backend_errors_total {backend_errors}");
+    let _ = writeln!(o, "# HELP hvio_scheduler_switches_total Run-time scheduler switches.");
+    let _ = writeln!(o, "# TYPE hvio_scheduler_switches_total counter");
+    let _ = writeln!(o, "hvio_scheduler_switches_total {}", status.switches);
+    let _ = writeln!(o, "# HELP hvio_scheduler_info The active host scheduler.");
+    let _ = writeln!(o, "# TYPE hvio_scheduler_info gauge");
+    let _ = writeln!(o, "hvio_scheduler_info{{scheduler=\"{}\"}} 1", esc(&status.scheduler));
+    let _ = writeln!(o, "# HELP hvio_scheduler_counter The active scheduler's own counters.");
+    let _ = writeln!(o, "# TYPE hvio_scheduler_counter gauge");
+    for (k, v) in &status.counters {
+        let _ = writeln!(
+            o,
+            "hvio_scheduler_counter{{scheduler=\"{}\",name=\"{}\"}} {v}",
+            esc(&status.scheduler),
+            esc(k)
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iops_window_and_histogram() {
+        let mut s = VmStats::new();
+        for i in 0..10 {
+            s.complete(IoKind::Read, 4096, 100_000, true, i * 50_000_000);
+        }
+        s.complete(IoKind::Write, 4096, 2_000_000, false, 600_000_000);
+        s.refresh(1_100_000_000);
+        assert_eq!(s.iops, 10.0);
+        assert_eq!(s.ops[0].count, 10);
+        assert_eq!(s.ops[1].errors, 1);
+        assert_eq!(s.ops[0].lat_us.count_between(0, 100), 10);
+        s.refresh(5_000_000_000);
+        assert_eq!(s.iops, 0.0);
+    }
+}

@@ -1,0 +1,506 @@
+//! The backing store: files or block devices, each VM a region of one.
+//!
+//! Each backing file is opened twice: buffered (always) and with O_DIRECT
+//! (where the file system allows it). Aligned requests use the O_DIRECT
+//! descriptor; unaligned ones, and any that O_DIRECT refuses with EINVAL, use
+//! the buffered one. Linux keeps the two coherent (direct I/O writes back and
+//! invalidates the cached range first).
+
+use crate::buf::AlignedBuf;
+use crate::config::Config;
+use crate::io::{IoKind, IoResult};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("backing store {path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("backing store {path}: is {have} bytes, VM `{vm}` needs {need} bytes (create = false or a block device)")]
+    TooSmall {
+        path: PathBuf,
+        vm: String,
+        have: u64,
+        need: u64,
+    },
+}
+
+/// One backing file or block device.
+pub struct BackingFile {
+    pub path: PathBuf,
+    pub buffered: File,
+    pub direct: Option<File>,
+    /// O_DIRECT alignment (logical block size).
+    pub align: u64,
+    pub size: u64,
+    pub block_device: bool,
+    /// Requests that fell back from O_DIRECT to buffered I/O after EINVAL.
+    pub direct_fallbacks: AtomicU64,
+}
+
+/// A VM's disk: a byte range of one backing file.
+#[derive(Debug, Clone)]
+pub struct Disk {
+    pub name: String,
+    pub file: usize,
+    pub base: u64,
+    pub size: u64,
+    pub read_only: bool,
+    /// Position of the disk's first byte in the address space the scheduler
+    /// sees (backing files laid end to end).
+    pub phys_base: u64,
+}
+
+pub struct Store {
+    pub files: Vec<BackingFile>,
+    pub disks: Vec<Disk>,
+}
+
+fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        what,
+        source,
+    }
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+fn block_device_size(f: &File) -> std::io::Result<u64> {
+    let mut size: u64 = 0;
+    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    // SAFETY: the ioctl writes one u64 to `size`.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+fn pread_full(f: &File, buf: &mut [u8], mut off: u64) -> IoResult {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // SAFETY: rest is a valid writable slice.
+        let n = unsafe {
+            libc::pread(
+                f.as_raw_fd(),
+                rest.as_mut_ptr() as *mut _,
+                rest.len(),
+                off as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(errno(&e));
+        }
+        if n == 0 {
+            // Past the end of the file: a sparse tail reads as zeros.
+            rest.fill(0);
+            return Ok(());
+        }
+        done += n as usize;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+fn pwrite_full(f: &File, buf: &[u8], mut off: u64, dsync: bool) -> IoResult {
+    let mut done = 0usize;
+    let mut dsync_ok = dsync;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        let iov = libc::iovec {
+            iov_base: rest.as_ptr() as *mut _,
+            iov_len: rest.len(),
+        };
+        let flags = if dsync_ok { libc::RWF_DSYNC } else { 0 };
+        // SAFETY: one valid iovec over `rest`.
+        let n = unsafe { libc::pwritev2(f.as_raw_fd(), &iov, 1, off as libc::off_t, flags) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) if dsync_ok => {
+                    dsync_ok = false;
+                    continue;
+                }
+                _ => return Err(errno(&e)),
+            }
+        }
+        done += n as usize;
+        off += n as u64;
+    }
+    if dsync && !dsync_ok {
+        datasync(f)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn datasync(f: &File) -> IoResult {
+    // SAFETY: plain syscall on an owned descriptor.
+    if unsafe { libc::fdatasync(f.as_raw_fd()) } < 0 {
+        return Err(errno(&std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn fallocate(f: &File, mode: i32, off: u64, len: u64) -> IoResult {
+    loop {
+        // SAFETY: plain syscall on an owned descriptor.
+        let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, off as libc::off_t, len as libc::off_t) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(errno(&e));
+        }
+    }
+}
+
+impl BackingFile {
+    fn open(path: &Path, need: u64, create: bool, want_direct: bool) -> Result<BackingFile, StoreError> {
+        let meta = std::fs::metadata(path);
+        let block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
+        let buffered = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create && !block_device)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err(path, "open"))?;
+        let mut size = if block_device {
+            block_device_size(&buffered).map_err(io_err(path, "BLKGETSIZE64"))?
+        } else {
+            buffered.metadata().map_err(io_err(path, "stat"))?.len()
+        };
+        if size < need && create && !block_device {
+            buffered.set_len(need).map_err(io_err(path, "extend"))?;
+            size = need;
+        }
+        let direct = if want_direct {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+                .ok()
+        } else {
+            None
+        };
+        let mut bf = BackingFile {
+            path: path.to_path_buf(),
+            buffered,
+            direct,
+            align: 512,
+            size,
+            block_device,
+            direct_fallbacks: AtomicU64::new(0),
+        };
+        bf.probe_direct();
+        Ok(bf)
+    }
+
+    /// Find the O_DIRECT alignment by trying 512 then 4096; drop O_DIRECT if neither works.
+    fn probe_direct(&mut self) {
+        let Some(d) = &self.direct else { return };
+        if self.size < 8192 {
+            self.direct = None;
+            return;
+        }
+        for align in [512u64, 4096] {
+            let mut b = AlignedBuf::zeroed(align as usize);
+            if pread_full(d, b.as_mut_slice(), align).is_ok() {
+                self.align = align;
+                return;
+            }
+        }
+        tracing::warn!(path = %self.path.display(), "O_DIRECT reads fail here: using buffered I/O");
+        self.direct = None;
+    }
+
+    /// The descriptor for a request at `off` of `len` bytes: O_DIRECT when aligned.
+    fn fd_for(&self, off: u64, len: u64) -> (&File, bool) {
+        match &self.direct {
+            Some(d) if off % self.align == 0 && len % self.align == 0 => (d, true),
+            _ => (&self.buffered, false),
+        }
+    }
+
+    /// Raw descriptor for a request (O_DIRECT when aligned) and whether it is O_DIRECT.
+    pub fn raw_fd_for(&self, off: u64, len: u64) -> (i32, bool) {
+        let (f, direct) = self.fd_for(off, len);
+        (f.as_raw_fd(), direct)
+    }
+
+    pub fn raw_buffered_fd(&self) -> i32 {
+        self.buffered.as_raw_fd()
+    }
+
+    fn read(&self, buf: &mut [u8], off: u64) -> IoResult {
+        let (f, direct) = self.fd_for(off, buf.len() as u64);
+        match pread_full(f, buf, off) {
+            Err(libc::EINVAL) if direct => {
+                self.direct_fallbacks.fetch_add(1, Ordering::Relaxed);
+                pread_full(&self.buffered, buf, off)
+            }
+            r => r,
+        }
+    }
+
+    fn write(&self, buf: &[u8], off: u64, fua: bool) -> IoResult {
+        let (f, direct) = self.fd_for(off, buf.len() as u64);
+        match pwrite_full(f, buf, off, fua) {
+            Err(libc::EINVAL) if direct => {
+                self.direct_fallbacks.fetch_add(1, Ordering::Relaxed);
+                pwrite_full(&self.buffered, buf, off, fua)
+            }
+            r => r,
+        }
+    }
+
+    /// Zero a range: deallocate it if allowed, else zero-range, else write zeros.
+    fn zero(&self, off: u64, len: u64, punch: bool) -> IoResult {
+        if punch
+            && fallocate(
+                &self.buffered,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+            .is_ok()
+        {
+            return Ok(());
+        }
+        if fallocate(
+            &self.buffered,
+            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        )
+        .is_ok()
+        {
+            return Ok(());
+        }
+        const CHUNK: u64 = 1 << 20;
+        let zeros = AlignedBuf::zeroed(CHUNK.min(len) as usize);
+        let mut pos = off;
+        while pos < off + len {
+            let n = CHUNK.min(off + len - pos);
+            self.write(&zeros.as_slice()[..n as usize], pos, false)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    fn trim(&self, off: u64, len: u64) -> IoResult {
+        match fallocate(
+            &self.buffered,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        ) {
+            // A trim is advisory: a store that cannot discard ignores it.
+            Err(libc::EOPNOTSUPP) | Err(libc::ENOSYS) | Err(libc::EINVAL) => Ok(()),
+            r => r,
+        }
+    }
+
+    pub fn sync(&self) -> IoResult {
+        datasync(&self.buffered)
+    }
+}
+
+impl Store {
+    /// Open (and where allowed create) every backing file of `cfg`.
+    pub fn open(cfg: &Config) -> Result<Store, StoreError> {
+        let paths = cfg.backing_files();
+        let places = cfg.placements();
+        let mut need = vec![0u64; paths.len()];
+        for (vm, p) in cfg.vms.iter().zip(&places) {
+            need[p.file] = need[p.file].max(p.base + vm.size.0);
+        }
+        let mut files = Vec::with_capacity(paths.len());
+        for (path, &n) in paths.iter().zip(&need) {
+            files.push(BackingFile::open(path, n, cfg.store.create, cfg.store.direct)?);
+        }
+        let mut file_phys = Vec::with_capacity(files.len());
+        let mut acc = 0u64;
+        for f in &files {
+            file_phys.push(acc);
+            acc += f.size.div_ceil(4096) * 4096;
+        }
+        let mut disks = Vec::new();
+        for (vm, p) in cfg.vms.iter().zip(&places) {
+            let f = &files[p.file];
+            if f.size < p.base + vm.size.0 {
+                return Err(StoreError::TooSmall {
+                    path: f.path.clone(),
+                    vm: vm.name.clone(),
+                    have: f.size,
+                    need: p.base + vm.size.0,
+                });
+            }
+            disks.push(Disk {
+                name: vm.name.clone(),
+                file: p.file,
+                base: p.base,
+                size: vm.size.0,
+                read_only: vm.read_only,
+                phys_base: file_phys[p.file] + p.base,
+            });
+        }
+        for f in &files {
+            tracing::info!(
+                path = %f.path.display(),
+                size = f.size,
+                direct = f.direct.is_some(),
+                align = f.align,
+                block_device = f.block_device,
+                "backing store opened"
+            );
+        }
+        Ok(Store { files, disks })
+    }
+
+    /// Bytes of the scheduler's address space (all backing files end to end).
+    pub fn capacity(&self) -> u64 {
+        self.files.iter().map(|f| f.size.div_ceil(4096) * 4096).sum()
+    }
+
+    /// Whether the first backing store is rotational, from sysfs.
+    pub fn detect_rotational(&self) -> Option<bool> {
+        let f = self.files.first()?;
+        let meta = f.buffered.metadata().ok()?;
+        use std::os::unix::fs::MetadataExt;
+        let dev = if f.block_device { meta.rdev() } else { meta.dev() };
+        let (maj, min) = (libc::major(dev), libc::minor(dev));
+        for p in [
+            format!("/sys/dev/block/{maj}:{min}/queue/rotational"),
+            format!("/sys/dev/block/{maj}:{min}/../queue/rotational"),
+        ] {
+            if let Ok(s) = std::fs::read_to_string(&p) {
+                return Some(s.trim() == "1");
+            }
+        }
+        None
+    }
+
+    /// Carry out one request on VM `vm`'s disk. Bounds were checked by the export.
+    pub fn execute(&self, vm: usize, kind: IoKind, offset: u64, len: u64, fua: bool, buf: &mut AlignedBuf) -> IoResult {
+        let d = &self.disks[vm];
+        if kind.writes() && d.read_only {
+            return Err(libc::EPERM);
+        }
+        if kind != IoKind::Flush && offset.checked_add(len).is_none_or(|end| end > d.size) {
+            return Err(libc::EINVAL);
+        }
+        let f = &self.files[d.file];
+        let off = d.base + offset;
+        let r = match kind {
+            IoKind::Read => f.read(buf.as_mut_slice(), off),
+            IoKind::Write => f.write(buf.as_slice(), off, fua),
+            IoKind::Flush => f.sync(),
+            IoKind::Trim => f.trim(off, len),
+            IoKind::WriteZeroes { punch } => f.zero(off, len, punch),
+        };
+        r?;
+        if fua && matches!(kind, IoKind::Trim | IoKind::WriteZeroes { .. }) {
+            f.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Make everything written so far durable (shutdown).
+    pub fn sync_all(&self) -> IoResult {
+        for f in &self.files {
+            f.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Requests that fell back from O_DIRECT to buffered I/O.
+    pub fn direct_fallbacks(&self) -> u64 {
+        self.files
+            .iter()
+            .map(|f| f.direct_fallbacks.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(dir: &Path) -> Config {
+        Config::from_toml_str(
+            &format!(
+                "[store]\npath = \"{}/disk.img\"\n[[vm]]\nname = \"a\"\nsize = \"1MiB\"\n[[vm]]\nname = \"b\"\nsize = \"1MiB\"\n[[vm]]\nname = \"c\"\nsize = \"64KiB\"\nimage = \"{}/c.img\"\n",
+                dir.display(),
+                dir.display()
+            ),
+            "test",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn regions_are_separate_and_ops_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&cfg(dir.path())).unwrap();
+        assert_eq!(s.disks[1].base, 1 << 20);
+        assert_eq!(s.disks[2].file, 1);
+        let mut w = AlignedBuf::from_slice(&[0xab; 4096]);
+        s.execute(1, IoKind::Write, 8192, 4096, true, &mut w).unwrap();
+        // Unaligned write through the buffered path.
+        let mut w2 = AlignedBuf::from_slice(&[0xcd; 100]);
+        s.execute(1, IoKind::Write, 8193, 100, false, &mut w2).unwrap();
+        let mut r = AlignedBuf::zeroed(4096);
+        s.execute(1, IoKind::Read, 8192, 4096, false, &mut r).unwrap();
+        assert_eq!(r.as_slice()[0], 0xab);
+        assert_eq!(r.as_slice()[1], 0xcd);
+        assert_eq!(r.as_slice()[101], 0xab);
+        assert_eq!(r.as_slice()[102], 0xab);
+        let mut r0 = AlignedBuf::zeroed(4096);
+        s.execute(0, IoKind::Read, 8192, 4096, false, &mut r0).unwrap();
+        assert!(r0.as_slice().iter().all(|&b| b == 0), "VM a sees VM b's data");
+        for punch in [true, false] {
+            let mut w = AlignedBuf::from_slice(&[0x11; 8192]);
+            s.execute(2, IoKind::Write, 0, 8192, false, &mut w).unwrap();
+            s.execute(
+                2,
+                IoKind::WriteZeroes { punch },
+                0,
+                8192,
+                false,
+                &mut AlignedBuf::empty(),
+            )
+            .unwrap();
+            let mut r = AlignedBuf::zeroed(8192);
+            s.execute(2, IoKind::Read, 0, 8192, false, &mut r).unwrap();
+            assert!(r.as_slice().iter().all(|&b| b == 0));
+        }
+        s.execute(2, IoKind::Flush, 0, 0, false, &mut AlignedBuf::empty())
+            .unwrap();
+        let mut big = AlignedBuf::zeroed(4096);
+        assert_eq!(
+            s.execute(2, IoKind::Read, 64 * 1024 - 512, 4096, false, &mut big),
+            Err(libc::EINVAL)
+        );
+    }
+}
