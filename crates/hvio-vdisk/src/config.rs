@@ -138,7 +138,7 @@ fn default_depth() -> usize {
     32
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerConfig {
     #[serde(default = "default_sched")]
@@ -151,7 +151,35 @@ fn default_sched() -> String {
     "noop".into()
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            name: default_sched(),
+            params: ParamValues::new(),
+        }
+    }
+}
+
+impl Default for NbdConfig {
+    fn default() -> Self {
+        NbdConfig {
+            unix: None,
+            tcp: None,
+            max_inflight: default_conn_inflight(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: default_level(),
+            requests: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NbdConfig {
     /// Unix socket path.
@@ -186,7 +214,7 @@ pub struct ControlConfig {
     pub unix: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// `error`, `warn`, `info`, `debug`, `trace` (overridden by `RUST_LOG`).

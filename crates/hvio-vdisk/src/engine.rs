@@ -111,6 +111,14 @@ pub struct EngineSetup {
     pub iolog: Option<IoLog>,
 }
 
+/// A switch waiting for the old scheduler to drain: the new one, its name and parameters, who to tell.
+type PendingSwitch = (
+    Box<dyn Scheduler>,
+    String,
+    ParamValues,
+    oneshot::Sender<Result<(), String>>,
+);
+
 struct Inflight {
     rq: Request,
     vm: usize,
@@ -133,12 +141,7 @@ struct Engine {
     inflight: HashMap<u64, Inflight>,
     /// Arrivals held while a scheduler switch drains the old one.
     held: VecDeque<(IoJob, Nanos)>,
-    switching: Option<(
-        Box<dyn Scheduler>,
-        String,
-        ParamValues,
-        oneshot::Sender<Result<(), String>>,
-    )>,
+    switching: Option<PendingSwitch>,
     shutdown: Option<oneshot::Sender<IoResult>>,
     wake: Option<Nanos>,
     stats: Vec<VmStats>,

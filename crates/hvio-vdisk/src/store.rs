@@ -237,7 +237,7 @@ impl BackingFile {
     /// The descriptor for a request at `off` of `len` bytes: O_DIRECT when aligned.
     fn fd_for(&self, off: u64, len: u64) -> (&File, bool) {
         match &self.direct {
-            Some(d) if off % self.align == 0 && len % self.align == 0 => (d, true),
+            Some(d) if off.is_multiple_of(self.align) && len.is_multiple_of(self.align) => (d, true),
             _ => (&self.buffered, false),
         }
     }

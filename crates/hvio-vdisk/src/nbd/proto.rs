@@ -155,7 +155,7 @@ fn in_bounds(offset: u64, length: u32, size: u64) -> bool {
 }
 
 fn aligned(offset: u64, length: u32) -> bool {
-    offset % MIN_BLOCK as u64 == 0 && length % MIN_BLOCK == 0
+    offset.is_multiple_of(MIN_BLOCK as u64) && length.is_multiple_of(MIN_BLOCK)
 }
 
 /// Check a request against the export: the spec's error for each fault.

@@ -1,0 +1,225 @@
+//! Shared helpers: an in-process daemon, a minimal NBD client, tool checks.
+#![allow(dead_code)]
+
+use hvio_vdisk::nbd::proto::*;
+use hvio_vdisk::{Config, Running};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether `tool` can be run; if not, say so loudly (the test then skips).
+pub fn have(tool: &str) -> bool {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("\n!!!!!!!! SKIPPED: `{tool}` is not installed (run scripts/deps.sh) !!!!!!!!\n");
+    }
+    ok
+}
+
+/// A daemon running in this process, with its own runtime and directory.
+pub struct Daemon {
+    pub rt: tokio::runtime::Runtime,
+    pub running: Option<Running>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Start from a TOML text in which `@DIR@` stands for a fresh temporary directory.
+    pub fn start(toml: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let text = toml.replace("@DIR@", dir.path().to_str().unwrap());
+        let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let running = rt.block_on(hvio_vdisk::start(&cfg)).unwrap();
+        Daemon {
+            rt,
+            running: Some(running),
+            dir,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn sock(&self) -> PathBuf {
+        self.path("nbd.sock")
+    }
+
+    /// `nbd+unix:///NAME?socket=...` for qemu tools.
+    pub fn uri(&self, export: &str) -> String {
+        format!("nbd+unix:///{export}?socket={}", self.sock().display())
+    }
+
+    pub fn engine(&self) -> hvio_vdisk::engine::EngineHandle {
+        self.running.as_ref().unwrap().engine.clone()
+    }
+
+    pub fn control_addr(&self) -> std::net::SocketAddr {
+        self.running.as_ref().unwrap().control_addr.unwrap()
+    }
+
+    /// Stop the daemon; the directory lives on in the returned guard.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        let r = self.running.take().unwrap();
+        self.rt.block_on(r.stop()).unwrap();
+        self.dir
+    }
+}
+
+/// Run a command, fail the test with its output if it fails; returns stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A synchronous NBD client speaking just enough of the protocol for tests.
+pub struct Client {
+    pub s: UnixStream,
+    pub size: u64,
+    pub flags: u16,
+}
+
+pub fn opt(s: &mut UnixStream, option: u32, data: &[u8]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    b.extend_from_slice(&option.to_be_bytes());
+    b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    b.extend_from_slice(data);
+    s.write_all(&b).unwrap();
+}
+
+/// Read one option reply: (option, type, data).
+pub fn opt_reply(s: &mut UnixStream) -> (u32, u32, Vec<u8>) {
+    let mut h = [0u8; 20];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u64::from_be_bytes(h[0..8].try_into().unwrap()), OPT_REPLY_MAGIC);
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    let mut d = vec![0u8; len];
+    s.read_exact(&mut d).unwrap();
+    (
+        u32::from_be_bytes(h[8..12].try_into().unwrap()),
+        u32::from_be_bytes(h[12..16].try_into().unwrap()),
+        d,
+    )
+}
+
+pub fn go_data(name: &str, infos: &[u16]) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+    for i in infos {
+        d.extend_from_slice(&i.to_be_bytes());
+    }
+    d
+}
+
+impl Client {
+    /// Connect and do the fixed newstyle greeting; options are up to the caller.
+    pub fn greet(sock: &Path) -> UnixStream {
+        let mut s = UnixStream::connect(sock).unwrap();
+        let mut g = [0u8; 18];
+        s.read_exact(&mut g).unwrap();
+        assert_eq!(u64::from_be_bytes(g[0..8].try_into().unwrap()), NBDMAGIC);
+        assert_eq!(u64::from_be_bytes(g[8..16].try_into().unwrap()), IHAVEOPT);
+        s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
+            .unwrap();
+        s
+    }
+
+    /// Connect with NBD_OPT_GO (asking for block sizes).
+    pub fn connect(sock: &Path, export: &str) -> Client {
+        let mut s = Client::greet(sock);
+        opt(&mut s, OPT_GO, &go_data(export, &[INFO_BLOCK_SIZE]));
+        let (mut size, mut flags) = (0, 0);
+        loop {
+            let (_, typ, d) = opt_reply(&mut s);
+            match typ {
+                REP_INFO if u16::from_be_bytes([d[0], d[1]]) == INFO_EXPORT => {
+                    size = u64::from_be_bytes(d[2..10].try_into().unwrap());
+                    flags = u16::from_be_bytes([d[10], d[11]]);
+                }
+                REP_INFO => {}
+                REP_ACK => break,
+                other => panic!("OPT_GO {export}: reply {other:#x} {}", String::from_utf8_lossy(&d)),
+            }
+        }
+        Client { s, size, flags }
+    }
+
+    pub fn send(&mut self, flags: u16, typ: u16, cookie: u64, offset: u64, length: u32, payload: &[u8]) {
+        let mut b = Vec::with_capacity(28 + payload.len());
+        b.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
+        b.extend_from_slice(&flags.to_be_bytes());
+        b.extend_from_slice(&typ.to_be_bytes());
+        b.extend_from_slice(&cookie.to_be_bytes());
+        b.extend_from_slice(&offset.to_be_bytes());
+        b.extend_from_slice(&length.to_be_bytes());
+        b.extend_from_slice(payload);
+        self.s.write_all(&b).unwrap();
+    }
+
+    /// Read one simple reply header: (cookie, error).
+    pub fn reply(&mut self) -> (u64, u32) {
+        let mut h = [0u8; 16];
+        self.s.read_exact(&mut h).unwrap();
+        assert_eq!(u32::from_be_bytes(h[0..4].try_into().unwrap()), SIMPLE_REPLY_MAGIC);
+        (
+            u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            u32::from_be_bytes(h[4..8].try_into().unwrap()),
+        )
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
+        self.send(0, CMD_WRITE, 1, offset, data.len() as u32, data);
+        self.reply().1
+    }
+
+    pub fn read(&mut self, offset: u64, len: u32) -> Result<Vec<u8>, u32> {
+        self.send(0, CMD_READ, 2, offset, len, &[]);
+        let (_, err) = self.reply();
+        if err != 0 {
+            return Err(err);
+        }
+        let mut d = vec![0u8; len as usize];
+        self.s.read_exact(&mut d).unwrap();
+        Ok(d)
+    }
+
+    pub fn flush(&mut self) -> u32 {
+        self.send(0, CMD_FLUSH, 3, 0, 0, &[]);
+        self.reply().1
+    }
+
+    pub fn disc(mut self) {
+        self.send(0, CMD_DISC, 0, 0, 0, &[]);
+    }
+}
+
+/// A recognisable 4 KiB block for (tag, block number).
+pub fn pattern(tag: u64, block: u64) -> Vec<u8> {
+    let mut v = vec![0u8; 4096];
+    for (i, c) in v.chunks_mut(16).enumerate() {
+        c[0..8].copy_from_slice(&tag.to_le_bytes());
+        c[8..16].copy_from_slice(&(block * 256 + i as u64).to_le_bytes());
+    }
+    v
+}

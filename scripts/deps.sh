@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the Debian packages hvio's tests use (idempotent: installs only
+# what is missing). Run as root; without root it only reports what is missing.
+set -euo pipefail
+
+# package:command-that-proves-it-is-installed
+NEEDED=(
+  "qemu-utils:qemu-io"      # hvio-vdisk NBD tests: qemu-io, qemu-img
+  "fio:fio"                 # hvio-vdisk NBD and FUSE tests: fio --ioengine=nbd, --verify=crc32c
+  "e2fsprogs:mkfs.ext4"     # hvio-vdisk FUSE test: mkfs.ext4, e2fsck
+  "util-linux:losetup"      # hvio-vdisk FUSE test: losetup --direct-io=on, fallocate
+)
+
+missing=()
+for entry in "${NEEDED[@]}"; do
+  pkg=${entry%%:*}
+  cmd=${entry#*:}
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all test packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: missing ${missing[*]} (run as root to install); tests that need them will skip" >&2
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}"
