@@ -40,7 +40,7 @@ fn workload(sock: &std::path::Path, export: &str, tag: u64, n: u64, window: u64)
     while acked < n {
         while sent < n && sent - acked < window {
             c.send(
-                if sent % 7 == 0 { CMD_FLAG_FUA } else { 0 },
+                if sent.is_multiple_of(7) { CMD_FLAG_FUA } else { 0 },
                 CMD_WRITE,
                 sent,
                 sent * 4096,
