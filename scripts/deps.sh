@@ -6,7 +6,7 @@ set -euo pipefail
 # package:command-that-proves-it-is-installed
 NEEDED=(
   "qemu-utils:qemu-io"      # hvio-vdisk NBD tests: qemu-io, qemu-img
-  "fio:fio"                 # hvio-vdisk NBD and FUSE tests: fio --ioengine=nbd, --verify=crc32c
+  "fio:fio"                 # hvio-vdisk NBD and FUSE tests: fio --ioengine=nbd, --verify=crc32c; hvio-trace: fio is the job-file parser oracle
   "e2fsprogs:mkfs.ext4"     # hvio-vdisk FUSE test: mkfs.ext4, e2fsck
   "util-linux:losetup"      # hvio-vdisk FUSE test: losetup --direct-io=on, fallocate
 )

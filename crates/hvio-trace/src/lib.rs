@@ -8,6 +8,7 @@
 //! - [`stats`]: trace statistics.
 
 pub mod error;
+pub mod fio;
 pub mod formats;
 pub mod input;
 pub mod parse;
