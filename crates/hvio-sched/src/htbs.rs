@@ -37,7 +37,8 @@
 //!   previous.end`), whose most frequent value (paper 004 step 5, "the
 //!   request from the user's log with maximum frequency of occurrences") is
 //!   taken when it holds at least `predict_share` of the log and occurs at
-//!   least twice. It idles the disk (`Dispatch::WaitUntil`, counted in
+//!   least twice (a stream with fewer than two logged offsets is taken to be
+//!   sequential, as the authors' module starts every queue). It idles the disk (`Dispatch::WaitUntil`, counted in
 //!   `waits`) for at most `twait` when the predicted access is within
 //!   `near_sectors` of the head, nearer than the request the tags would
 //!   dispatch instead (paper 004 §4: "if the incoming future request is
@@ -339,9 +340,15 @@ impl Stream {
         (count >= 2 && count as f64 >= share * self.log.len() as f64).then_some(delta)
     }
 
-    /// Paper 004 §3: the predicted start of this stream's next request.
+    /// Paper 004 §3: the predicted start of this stream's next request. With
+    /// fewer than two logged offsets the stream is taken to be sequential
+    /// (offset 0), as the authors' module starts every queue "sequential".
     fn predict(&self, share: f64) -> Option<Sector> {
-        let delta = self.most_frequent_offset(share)?;
+        let delta = if self.log.len() < 2 {
+            0
+        } else {
+            self.most_frequent_offset(share)?
+        };
         let end = self.last_arrival_end?;
         Some(end.saturating_add_signed(delta))
     }
@@ -577,7 +584,11 @@ impl Htbs {
         }
         let alternative = self.tag_choice(now).and_then(|id| self.streams[&id].oldest());
         if let Some((alt, _)) = alternative {
-            if self.cost(predicted) >= self.cost(alt) {
+            // Nearer by the seek estimate; on a tie (a model that rounds short
+            // seeks to the same cost) nearer in sectors.
+            let near_pred = (self.cost(predicted), predicted.abs_diff(head));
+            let near_alt = (self.cost(alt), alt.abs_diff(head));
+            if near_pred.partial_cmp(&near_alt) != Some(std::cmp::Ordering::Less) {
                 return Turn::End;
             }
         }

@@ -203,6 +203,22 @@ fn twait_counts_from_the_last_completion_of_the_awaited_stream() {
 }
 
 #[test]
+fn equal_seek_estimates_fall_back_to_sector_distance() {
+    // The test disk rounds seeks under ~140 sectors to 0 ns: the other
+    // stream's request 100 sectors away costs as little as the predicted one
+    // at the head, but it is farther, so HTBS still waits.
+    let mut h = htbs(vec![], &[]);
+    for i in 0..3 {
+        h.insert(rq(i, 0, i * 8, 0), 0);
+    }
+    h.insert(rq(100, 1, 124, 0), 0);
+    for t in 0..3 {
+        take(&mut h, t);
+    }
+    assert_eq!(h.dispatch(3), Dispatch::WaitUntil(3 + ms(10)));
+}
+
+#[test]
 fn no_wait_when_the_pending_request_is_nearer_or_the_stream_is_slow() {
     // The other stream's request sits right at the head: no reason to idle.
     let mut h = htbs(vec![], &[]);

@@ -3,6 +3,9 @@
 //! builds its configs, runs them and returns a [`Report`]: titled tables
 //! with the paper's numbers beside hvio's, notes, and raw data for plots.
 
+mod htbs_paper004;
+mod htbs_rates;
+
 use crate::error::{Result, SimError};
 use crate::report::Table;
 use serde::Serialize;
@@ -58,7 +61,7 @@ pub struct Experiment {
 }
 
 /// Every experiment, by name.
-pub static EXPERIMENTS: &[Experiment] = &[];
+pub static EXPERIMENTS: &[Experiment] = &[htbs_paper004::EXPERIMENT, htbs_rates::EXPERIMENT];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
