@@ -219,6 +219,11 @@ proptest! {
 ///   within `target_latency` = 300 ms); the lone read's queue is next.
 const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
     ("noop", 10_000_000, "FIFO order"),
+    (
+        "htbs",
+        22_000_000,
+        "older start tag served after bmax (20) requests of 1 ms",
+    ),
     ("deadline", 520_000_000, "read_expire + one fifo_batch"),
     ("mq-deadline", 520_000_000, "read_expire + one fifo_batch"),
     ("cfq", 300_000_000, "one slice of each busy queue within target_latency"),
