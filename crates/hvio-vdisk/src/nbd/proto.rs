@@ -378,4 +378,35 @@ mod tests {
         assert_eq!(parse_go(&long), None);
         assert_eq!(parse_go(&[]), None);
     }
+
+    proptest::proptest! {
+        /// The fuzz target's invariants, on random headers: no panic, every
+        /// accepted request inside the export, payload skipped on rejection.
+        #[test]
+        fn random_requests_never_escape_the_export(
+            flags in proptest::prelude::any::<u16>(),
+            typ in 0u16..10,
+            offset in proptest::prelude::any::<u64>(),
+            length in proptest::prelude::any::<u32>(),
+            size in 0u64..(1 << 40),
+            ro in proptest::prelude::any::<bool>(),
+            enforce in proptest::prelude::any::<bool>(),
+        ) {
+            let raw = parse_header(&hdr(flags, typ, offset, length)).unwrap();
+            let lim = Limits { size, read_only: ro, enforce_alignment: enforce };
+            match check(&raw, &lim) {
+                Ok(Command::Read { offset, length }) | Ok(Command::Write { offset, length, .. }) => {
+                    proptest::prop_assert!(length <= MAX_PAYLOAD);
+                    proptest::prop_assert!(offset + length as u64 <= size);
+                }
+                Ok(Command::Trim { offset, length, .. }) | Ok(Command::WriteZeroes { offset, length, .. }) => {
+                    proptest::prop_assert!(!ro && offset + length as u64 <= size);
+                }
+                Ok(_) => {}
+                Err(rej) => {
+                    proptest::prop_assert_eq!(rej.skip, if typ == CMD_WRITE { length } else { 0 });
+                }
+            }
+        }
+    }
 }
