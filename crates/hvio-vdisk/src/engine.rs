@@ -235,8 +235,7 @@ impl Engine {
                 let r = self.store.sync_all();
                 self.backend.stop();
                 if let Some(log) = self.iolog.take() {
-                    let us = self.now() / 1000;
-                    if let Err(e) = log.finish(us) {
+                    if let Err(e) = log.finish() {
                         tracing::error!(error = %e, "request log: final write failed");
                     }
                 }
@@ -259,7 +258,7 @@ impl Engine {
             Msg::Submit(job) => {
                 let now = self.now();
                 if let Some(log) = &mut self.iolog {
-                    log.record(now / 1000, job.vm, job.kind, job.offset, job.len);
+                    log.record(now, job.vm, job.kind, job.offset, job.len, job.fua);
                 }
                 if self.switching.is_some() {
                     self.held.push_back((job, now));

@@ -1,70 +1,59 @@
-//! The request log: one line per request in fio's iolog v3 format, so a real
-//! run can be replayed by fio (`--read_iolog`) or by hvio's simulator under
-//! other schedulers.
+//! The request log: one record per request at its arrival, written as a fio
+//! iolog v3 by `hvio_trace`'s writer, so a real run can be replayed by fio
+//! (`--read_iolog`) or by hvio's simulator under other schedulers.
 //!
-//! ```text
-//! fio version 3 iolog
-//! 0 vm1 add
-//! 0 vm1 open
-//! 1520 vm1 write 4096 4096
-//! ```
-//! Timestamps are microseconds since the log started (as fio's
-//! `write_iolog` writes them); the file name is the VM's name; offsets are
-//! bytes within that VM's disk.
+//! Each VM is a file named after it; offsets are bytes within the VM's disk
+//! (rounded to 512-byte sectors); timestamps are microseconds since the first
+//! request. Write-zeroes are logged as writes, trims as `trim`, flushes as
+//! `sync`.
 
 use crate::io::IoKind;
+use hvio_core::{Nanos, Op, SECTOR_BYTES};
+use hvio_trace::record::{RecFlags, TraceRecord};
+use hvio_trace::write::IologWriter;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::Path;
 
 pub struct IoLog {
-    out: BufWriter<File>,
-    names: Vec<String>,
+    out: IologWriter<BufWriter<File>>,
     failed: bool,
 }
 
 impl IoLog {
-    /// Create `path` and write the header and one `add`/`open` pair per VM.
+    /// Create `path` and write the header; `names` are the VMs in stream order.
     pub fn create(path: &Path, names: &[String]) -> std::io::Result<IoLog> {
-        let mut out = BufWriter::with_capacity(1 << 16, File::create(path)?);
-        writeln!(out, "fio version 3 iolog")?;
-        for n in names {
-            writeln!(out, "0 {n} add")?;
-        }
-        for n in names {
-            writeln!(out, "0 {n} open")?;
-        }
-        Ok(IoLog {
-            out,
-            names: names.to_vec(),
-            failed: false,
-        })
+        let out = IologWriter::new(BufWriter::with_capacity(1 << 16, File::create(path)?), names)?;
+        Ok(IoLog { out, failed: false })
     }
 
-    /// Record one request arriving `us` microseconds after the log started.
-    pub fn record(&mut self, us: u64, vm: usize, kind: IoKind, offset: u64, len: u64) {
+    /// Record one request of VM `vm` arriving at `now`.
+    pub fn record(&mut self, now: Nanos, vm: usize, kind: IoKind, offset: u64, len: u64, fua: bool) {
         if self.failed {
             return;
         }
-        let action = match kind {
-            IoKind::Read => "read",
-            IoKind::Write | IoKind::WriteZeroes { .. } => "write",
-            IoKind::Flush => "sync",
-            IoKind::Trim => "trim",
+        let op = match kind {
+            IoKind::Read => Op::Read,
+            IoKind::Write | IoKind::WriteZeroes { .. } => Op::Write,
+            IoKind::Flush => Op::Flush,
+            IoKind::Trim => Op::Discard,
         };
-        let (offset, len) = if kind == IoKind::Flush { (0, 0) } else { (offset, len) };
-        if let Err(e) = writeln!(self.out, "{us} {} {action} {offset} {len}", self.names[vm]) {
+        let first = offset / SECTOR_BYTES;
+        let sectors = (offset + len).div_ceil(SECTOR_BYTES) - first;
+        let mut r = TraceRecord::new(now, vm as u32, op, first, sectors.min(u32::MAX as u64) as u32);
+        r.flags.set(RecFlags::SYNC);
+        if fua {
+            r.flags.set(RecFlags::FUA);
+        }
+        if let Err(e) = self.out.write(&r) {
             tracing::error!(error = %e, "request log: write failed; logging stops");
             self.failed = true;
         }
     }
 
     /// Write the `close` lines and flush.
-    pub fn finish(mut self, us: u64) -> std::io::Result<()> {
-        for n in &self.names {
-            writeln!(self.out, "{us} {n} close")?;
-        }
-        self.out.flush()
+    pub fn finish(self) -> std::io::Result<()> {
+        self.out.finish().map(|_| ())
     }
 }
 
@@ -77,13 +66,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("log");
         let mut l = IoLog::create(&p, &["a".into(), "b".into()]).unwrap();
-        l.record(15, 1, IoKind::Write, 4096, 512);
-        l.record(20, 0, IoKind::Flush, 0, 0);
-        l.finish(30).unwrap();
+        l.record(1_000_000, 1, IoKind::Write, 4096, 512, false);
+        l.record(1_015_000, 1, IoKind::Read, 4096, 4096, false);
+        l.record(1_020_000, 0, IoKind::Flush, 0, 0, false);
+        l.finish().unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(
             text,
-            "fio version 3 iolog\n0 a add\n0 b add\n0 a open\n0 b open\n15 b write 4096 512\n20 a sync 0 0\n30 a close\n30 b close\n"
+            "fio version 3 iolog\n0 b add\n0 b open\n0 b write 4096 512\n15 b read 4096 4096\n20 a add\n20 a open\n20 a sync 0 0\n20 a close\n20 b close\n"
         );
     }
 }

@@ -227,7 +227,7 @@ fn control_api_metrics_and_request_log() {
     let text = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "fio version 3 iolog");
-    assert!(lines.contains(&"0 vm1 add") && lines.contains(&"0 vm2 open"));
+    assert!(lines.contains(&"0 vm1 add") && lines.contains(&"0 vm1 open"));
     let writes = lines
         .iter()
         .filter(|l| l.ends_with(" 4096") && l.contains(" vm1 write "))
@@ -235,7 +235,7 @@ fn control_api_metrics_and_request_log() {
     let reads = lines.iter().filter(|l| l.contains(" vm1 read ")).count();
     let syncs = lines.iter().filter(|l| l.contains(" vm1 sync 0 0")).count();
     assert_eq!((writes, reads, syncs), (50, 50, 1));
-    assert!(lines.last().unwrap().ends_with("vm2 close"));
+    assert!(lines.last().unwrap().ends_with("vm1 close"));
     let mut last = 0u64;
     for l in &lines[1..] {
         let t: u64 = l.split(' ').next().unwrap().parse().unwrap();
