@@ -56,7 +56,7 @@ fn client(sock: std::path::PathBuf, id: u64, go: Arc<AtomicBool>) -> Seen {
             }
             next += 1;
             inflight += 1;
-            if next % 64 == 0 && flush_at.is_none() {
+            if next.is_multiple_of(64) && flush_at.is_none() {
                 let mut f = Vec::new();
                 f.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
                 f.extend_from_slice(&0u16.to_be_bytes());
