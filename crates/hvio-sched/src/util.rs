@@ -3,19 +3,23 @@
 //! deadline, CFQ and AS).
 
 use hvio_core::{Nanos, Request, RequestId, Sector};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, VecDeque};
 
 /// Key of a request in sector order; ties broken by id (arrival order).
 pub type SortKey = (Sector, RequestId);
 
 /// Requests kept both in sector order and in FIFO (deadline) order.
-/// Every operation is O(log n).
+///
+/// The sector tree is a B-tree (O(log n)). The FIFO is a deque sorted by
+/// deadline: deadlines are almost always inserted in order (arrival time plus
+/// a fixed expiry), so insertion is an O(1) push; removal is lazy — a removed
+/// request's FIFO entry is dropped when it reaches the front, and the front is
+/// always a queued request.
 #[derive(Debug, Default, Clone)]
 pub struct SortedFifo {
     by_sector: BTreeMap<SortKey, Request>,
-    /// (deadline, id) → sort key.
-    by_deadline: BTreeMap<(Nanos, RequestId), SortKey>,
-    deadline_of: HashMap<RequestId, Nanos>,
+    /// (deadline, sort key), ascending; may hold removed requests behind the front.
+    fifo: VecDeque<(Nanos, SortKey)>,
 }
 
 impl SortedFifo {
@@ -35,27 +39,30 @@ impl SortedFifo {
     pub fn insert(&mut self, rq: Request, deadline: Nanos) {
         let key = (rq.sector, rq.id);
         self.by_sector.insert(key, rq);
-        self.by_deadline.insert((deadline, rq.id), key);
-        self.deadline_of.insert(rq.id, deadline);
+        let entry = (deadline, key);
+        if self.fifo.back().is_none_or(|b| (b.0, b.1 .1) <= (deadline, rq.id)) {
+            self.fifo.push_back(entry);
+        } else {
+            let at = self.fifo.partition_point(|e| (e.0, e.1 .1) <= (deadline, rq.id));
+            self.fifo.insert(at, entry);
+        }
     }
 
     /// Remove the request with sort key `key`.
     pub fn remove(&mut self, key: SortKey) -> Option<Request> {
         let rq = self.by_sector.remove(&key)?;
-        let dl = self
-            .deadline_of
-            .remove(&rq.id)
-            .expect("deadline kept for every request");
-        self.by_deadline.remove(&(dl, rq.id));
+        while let Some(&(_, k)) = self.fifo.front() {
+            if self.by_sector.contains_key(&k) {
+                break;
+            }
+            self.fifo.pop_front();
+        }
         Some(rq)
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
     pub fn fifo_head(&self) -> Option<(Nanos, &Request)> {
-        self.by_deadline
-            .iter()
-            .next()
-            .map(|(&(dl, _), key)| (dl, &self.by_sector[key]))
+        self.fifo.front().map(|&(dl, k)| (dl, &self.by_sector[&k]))
     }
 
     /// The first request at or after `key` in sector order.
@@ -204,5 +211,32 @@ pub fn elevator_next(
         (Some(f), None) => Some(f),
         (None, Some(b)) => Some(b),
         (None, None) => q.first(),
+    }
+}
+
+#[cfg(test)]
+mod sorted_fifo_tests {
+    use super::*;
+    use hvio_core::Op;
+
+    #[test]
+    fn fifo_front_skips_removed_requests_and_keeps_deadline_order() {
+        let mut q = SortedFifo::new();
+        for (id, sector, dl) in [(1u64, 300u64, 10u64), (2, 100, 20), (3, 200, 30)] {
+            q.insert(Request::new(id, 0, Op::Read, sector, 8, 0), dl);
+        }
+        // Out of order deadline goes to its place.
+        q.insert(Request::new(4, 0, Op::Read, 50, 8, 0), 15);
+        assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((10, 1)));
+        q.remove((100, 2)).unwrap();
+        assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((10, 1)));
+        q.remove((300, 1)).unwrap();
+        assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((15, 4)));
+        q.remove((50, 4)).unwrap();
+        // Request 2's stale entry was dropped on the way.
+        assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((30, 3)));
+        assert_eq!(q.first().map(|r| r.id), Some(3));
+        q.remove((200, 3)).unwrap();
+        assert!(q.fifo_head().is_none() && q.is_empty());
     }
 }

@@ -18,7 +18,7 @@ use crate::records::RecordWriter;
 use crate::workload::{Job, Sharing};
 use hvio_core::*;
 use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand_xoshiro::Xoshiro256PlusPlus as JobRng;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -137,7 +137,7 @@ impl Area {
 
 struct JobState {
     job: Job,
-    rng: ChaCha8Rng,
+    rng: JobRng,
     areas: Vec<Area>,
     issued: u64,
     issued_bytes: u64,
@@ -190,7 +190,7 @@ struct Vm {
     journal_cursor: u64,
     commit_every: Nanos,
     dirty: bool,
-    rng: ChaCha8Rng,
+    rng: JobRng,
     counts: IoCount,
     host_requests: u64,
     host_bytes: u64,
@@ -328,7 +328,7 @@ impl Engine {
                 }
                 jobs.push(JobState {
                     job: job.clone(),
-                    rng: ChaCha8Rng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
+                    rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
                     areas,
                     issued: 0,
                     issued_bytes: 0,
@@ -370,7 +370,7 @@ impl Engine {
                 journal_cursor: 0,
                 commit_every: (vc.journal_commit_s * 1e9).round() as Nanos,
                 dirty: false,
-                rng: ChaCha8Rng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
+                rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
                 counts: IoCount::default(),
                 host_requests: 0,
                 host_bytes: 0,
