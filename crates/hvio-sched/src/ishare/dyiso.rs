@@ -27,23 +27,15 @@
 //! §4.1 explains Alg. 1 line 12 (`VM_n.await ≥ VM_j.await`) as "the service
 //! time of pending requests from other VMs is smaller than the sum of the
 //! arrival time interval and service time of the next request from the
-//! current served VM" — Eq. 1's condition for switching to pay. hvio makes
-//! both sides say that:
-//!
-//! - `await` estimates service time: the Eq. 2 interval of a request that was
-//!   dispatched when its VM had nothing else at the disk runs from its
-//!   dispatch, not from the previous completion (for a VM that keeps the
-//!   disk busy the two are the same). Otherwise `await` of a VM with one
-//!   request at a time is its think time plus service time, and the first
-//!   completion after waiting out another VM's slice adds the whole slice.
-//! - The served VM's side is `thinkt + await` (`served_gap_us` below;
-//!   tunable `dyiso_gap`, on by default). With the printed comparison of two
-//!   like estimates, two VMs running the same workload toss a coin at every
-//!   decision and the VM whose average happens to be lower keeps the disk
-//!   through its own idle gaps (the scheduler test
-//!   `underload_dyiso_fills_the_idle_gaps` measures 2001 vs 14 requests that
-//!   way); with the gap the disk is handed over whenever the other VM's
-//!   request fits in the served VM's expected pause.
+//! current served VM" — Eq. 1's condition for switching to pay. This module
+//! takes both sides as numbers: [`decide`] and [`await_wins`] add
+//! `served_gap_us` (the scheduler passes the served VM's `thinkt`, or 0 for
+//! the printed form) to the served VM's `await`, and the scheduler passes as
+//! each peer's `await` its estimated service time when switched to (see the
+//! `ishare` module). With the printed comparison of two like estimates, two
+//! VMs running the same workload toss a coin at every decision and the VM
+//! whose average happens to be lower keeps the disk through its own idle
+//! gaps.
 //!
 //! Intervals are measured in microseconds, so `c` = 1024 adds
 //! `c·(1−a)/b` = 4 µs in steady state (32 µs after the first sample): a small

@@ -35,15 +35,25 @@
 //!   slice is kept and the disk idles as under blkio. While idling, iShare
 //!   wakes at the moment `slice_rest` falls to `thinkt`.
 //!
-//!   Two readings the paper leaves open, both documented in [`dyiso`] and
-//!   tested: the Eq. 2 interval of a request dispatched when the VM had
-//!   nothing at the disk runs from its dispatch, not from the VM's previous
-//!   completion (so `await` estimates service time, as §4.1 says it should,
-//!   instead of absorbing the VM's think time or its wait for a slice); and
-//!   the served VM's side of line 12 is `thinkt + await` — "the sum of the
-//!   arrival time interval and service time of the next request from the
-//!   current served VM", as §4.1 explains the line — rather than the printed
-//!   `await` alone (`dyiso_gap = 0` restores the printed comparison).
+//!   Where the paper leaves room, hvio reads it as follows (each choice is
+//!   tested, and the three flags restore the printed form):
+//!   1. Eq. 2's interval for a request dispatched when its VM had nothing
+//!      at the disk runs from its dispatch, and Eq. 3's from the VM's last
+//!      completion when that came after its previous arrival: `await` then
+//!      estimates service time and `thinkt` the pause before the VM's next
+//!      request, as §4.1 says they should, instead of absorbing the time a
+//!      VM waited for other VMs' slices (which, fed back, starves it: its
+//!      `thinkt` exceeds every `slice_rest`).
+//!   2. The served VM's side of line 12 is `thinkt + await`, "the sum of
+//!      the arrival time interval and service time of the next request from
+//!      the current served VM", as §4.1 explains the line (`dyiso_gap`).
+//!   3. The other VM's side is its service time when the disk switches to
+//!      it, Eq. 1's `Tservice(R_j)`: the Eq. 2 average over its requests that
+//!      followed another VM's at the disk, or, before there is one, `await`
+//!      plus the device's seek estimate to its nearest request and half a
+//!      revolution (`switch_cost`). A plain `await` of sequential reads says
+//!      nothing of the seek between two images that every switch costs, and
+//!      switching on it collapses sequential throughput.
 //! - **The next VM** (§4.2): after a DyIso decision, a backlogged VM whose
 //!   `await` is not above the served VM's (and below `max_seektime`), not yet
 //!   served this round, closest to the head; if every such VM was served this
@@ -132,6 +142,11 @@ static PARAMS: &[ParamSpec] = &[
         true,
         "Alg. 1 line 12 compares VM_j.await with VM_n.thinkt + VM_n.await (the served VM's arrival interval plus service time, as §4.1 explains the line) instead of VM_n.await alone",
     ),
+    ParamSpec::flag(
+        "switch_cost",
+        true,
+        "Alg. 1 judges VM_j by its service time when switched to (Eq. 2 over its requests that followed another VM's at the disk; before any, await + the device's seek estimate + half a revolution) instead of its plain await",
+    ),
     ParamSpec::real(
         "dyiso_a",
         0.875,
@@ -215,6 +230,9 @@ struct Vm {
     await_: TimeWeightedAvg,
     /// Eq. 3, updated at each arrival.
     thinkt: TimeWeightedAvg,
+    /// Eq. 2 over the VM's requests that followed another VM's at the disk:
+    /// its service time when the disk switches to it.
+    switch_await: TimeWeightedAvg,
     last_arrival: Option<Nanos>,
     last_completion: Option<Nanos>,
     /// The round in which the VM last got a slice.
@@ -233,6 +251,7 @@ impl Vm {
             in_flight: 0,
             await_: TimeWeightedAvg::default(),
             thinkt: TimeWeightedAvg::default(),
+            switch_await: TimeWeightedAvg::default(),
             last_arrival: None,
             last_completion: None,
             served_round: None,
@@ -269,12 +288,20 @@ pub struct IShare {
     dyiso: bool,
     /// Add the served VM's `thinkt` to its side of Alg. 1 line 12.
     dyiso_gap: bool,
+    /// Judge VM_j by the cost of switching to it (see `cost_us`).
+    switch_cost: bool,
     w: Weights,
+    /// Half a revolution: the expected rotational wait after a seek.
+    half_rev_us: f64,
+    device: hvio_core::DeviceInfo,
     max_seek_us: f64,
     vms: Vec<Vm>,
     index: HashMap<StreamId, usize>,
-    /// Dispatch time of each request at the disk.
-    dispatched_at: HashMap<u64, Nanos>,
+    /// Dispatch time of each request at the disk, and whether the request
+    /// before it at the disk was another VM's (a switch's positioning).
+    dispatched_at: HashMap<u64, (Nanos, bool)>,
+    /// The VM whose request went to the disk last.
+    last_vm: Option<usize>,
     active: Option<Active>,
     round: u64,
     head: Sector,
@@ -295,6 +322,9 @@ impl IShare {
             quantum: p.u64("quantum") as usize,
             dyiso: p.flag("dyiso"),
             dyiso_gap: p.flag("dyiso_gap"),
+            switch_cost: p.flag("switch_cost"),
+            half_rev_us: ctx.device.seek.revolution() as f64 / 2.0 / NS_PER_US as f64,
+            device: ctx.device.clone(),
             w: Weights {
                 a: p.get("dyiso_a"),
                 b: p.get("dyiso_b"),
@@ -304,6 +334,7 @@ impl IShare {
             vms: Vec::new(),
             index: HashMap::new(),
             dispatched_at: HashMap::new(),
+            last_vm: None,
             active: None,
             round: 0,
             head: 0,
@@ -402,12 +433,36 @@ impl IShare {
         (slice as Nanos).max(1)
     }
 
+    /// The VM's pending request nearest the head, and its distance.
+    fn nearest(&self, i: usize) -> Option<(Sector, Sector)> {
+        let q = &self.vms[i].queue;
+        let after = q.at_or_after((self.head, 0)).map(|r| (r.sector - self.head, r.sector));
+        let before = q.before((self.head, 0)).map(|r| (self.head - r.sector, r.sector));
+        after.into_iter().chain(before).min()
+    }
+
     /// Distance from the head to the VM's nearest pending request.
     fn distance(&self, i: usize) -> Sector {
-        let q = &self.vms[i].queue;
-        let after = q.at_or_after((self.head, 0)).map(|r| r.sector - self.head);
-        let before = q.before((self.head, 0)).map(|r| self.head - r.sector);
-        after.into_iter().chain(before).min().unwrap_or(Sector::MAX)
+        self.nearest(i).map_or(Sector::MAX, |n| n.0)
+    }
+
+    /// What Alg. 1 reads as `VM_j.await` for a VM that could take over: with
+    /// `switch_cost`, its service time when the disk switches to it (Eq. 1's
+    /// `Tservice(R_j)` from the current head); before it has been switched to,
+    /// its `await` plus the device's estimate of the positioning (seek to its
+    /// nearest request and half a revolution). Without, its `await`.
+    fn cost_us(&self, j: usize) -> Option<f64> {
+        let a = self.await_us(j)?;
+        if !self.switch_cost {
+            return Some(a);
+        }
+        if let Some(c) = self.vms[j].switch_await.mean(&self.w) {
+            return Some(c);
+        }
+        Some(match self.nearest(j) {
+            Some((0, _)) | None => a,
+            Some((_, to)) => a + self.device.seek.seek_time(self.head, to) as f64 / NS_PER_US as f64 + self.half_rev_us,
+        })
     }
 
     fn unserved(&self, i: usize) -> bool {
@@ -436,7 +491,7 @@ impl IShare {
         let gap = self.gap_us(served);
         let cands: Vec<usize> = (0..self.vms.len())
             .filter(|&j| {
-                j != served && self.vms[j].backlogged() && await_wins(n_await, gap, self.await_us(j), self.max_seek_us)
+                j != served && self.vms[j].backlogged() && await_wins(n_await, gap, self.cost_us(j), self.max_seek_us)
             })
             .collect();
         let closest = |s: &Self, fresh_only: bool| {
@@ -492,7 +547,9 @@ impl IShare {
         if let Some(a) = self.active.as_mut() {
             a.start.get_or_insert(now);
         }
-        self.dispatched_at.insert(rq.id, now);
+        let crossed = self.last_vm.is_some_and(|v| v != i);
+        self.last_vm = Some(i);
+        self.dispatched_at.insert(rq.id, (now, crossed));
         rq
     }
 
@@ -500,7 +557,7 @@ impl IShare {
     fn run_dyiso(&self, i: usize, rest: Nanos) -> Decision {
         let peers = (0..self.vms.len()).filter(|&j| j != i).map(|j| Peer {
             pending: self.vms[j].queue.len(),
-            await_us: self.await_us(j),
+            await_us: self.cost_us(j),
         });
         decide(
             self.vms[i].queue.len(),
@@ -522,10 +579,12 @@ impl Scheduler for IShare {
     fn insert(&mut self, rq: Request, now: Nanos) {
         let i = self.vm_index(rq.stream);
         let vm = &mut self.vms[i];
-        if let Some(prev) = vm.last_arrival {
-            // Eq. 3.
+        // Eq. 3: the interval since the VM's previous arrival, or since its
+        // last completion when that came later (until then the VM was
+        // waiting for its own requests, not thinking).
+        if let Some(from) = vm.last_arrival.max(vm.last_completion) {
             vm.thinkt
-                .update(now.saturating_sub(prev) as f64 / NS_PER_US as f64, &self.w);
+                .update(now.saturating_sub(from) as f64 / NS_PER_US as f64, &self.w);
         }
         vm.last_arrival = Some(now);
         let expire = self.fifo_expire[if rq.sync { 0 } else { 1 }];
@@ -614,9 +673,13 @@ impl Scheduler for IShare {
         vm.in_flight = vm.in_flight.saturating_sub(1);
         // Eq. 2: the interval since the VM's previous completion, or since
         // this request's dispatch when the VM had nothing at the disk before.
-        if let Some(from) = vm.last_completion.max(dispatched) {
-            vm.await_
-                .update(now.saturating_sub(from) as f64 / NS_PER_US as f64, &self.w);
+        if let Some(from) = vm.last_completion.max(dispatched.map(|d| d.0)) {
+            let interval = now.saturating_sub(from) as f64 / NS_PER_US as f64;
+            vm.await_.update(interval, &self.w);
+            if dispatched.is_some_and(|d| d.1) {
+                // The same average over requests that followed another VM's.
+                vm.switch_await.update(interval, &self.w);
+            }
         }
         vm.last_completion = Some(now);
         self.note_state(now);

@@ -98,6 +98,18 @@ fn thinkt_is_eq3_at_each_arrival() {
 }
 
 #[test]
+fn thinkt_counts_from_the_last_completion_when_it_came_later() {
+    let mut s = ishare(&[1000, 500], &[]);
+    s.insert(rq(0, 0, 0, 0), 0);
+    let a = take(&mut s, 0);
+    s.completed(&a, ms(5));
+    // Next arrival at 7 ms: the VM thought for 2 ms (it waited 5 ms for its
+    // own request before that): (32·2000 + 1024)/32.
+    s.insert(rq(1, 0, 16, ms(7)), ms(7));
+    assert!((s.vms[0].thinkt.mean(&W).unwrap() - 2032.0).abs() < 1e-9);
+}
+
+#[test]
 fn await_is_eq2_at_each_completion() {
     let mut s = ishare(&[1000, 500], &[]);
     for i in 0..3 {
@@ -158,7 +170,7 @@ fn dry_served_vm(thinkt0: f64, await0: f64, await1: f64, over: &[(&str, f64)]) -
 }
 
 /// Alg. 1 line 12 as printed: `VM_n.await ≥ VM_j.await`.
-const PRINTED: &[(&str, f64)] = &[("dyiso_gap", 0.0)];
+const PRINTED: &[(&str, f64)] = &[("dyiso_gap", 0.0), ("switch_cost", 0.0)];
 
 #[test]
 fn dyiso_thinkt_at_least_slice_rest_ends_the_slice() {
@@ -175,7 +187,12 @@ fn dyiso_thinkt_at_least_slice_rest_ends_the_slice() {
 #[test]
 fn dyiso_idle_wait_wakes_when_thinkt_reaches_slice_rest() {
     // thinkt 150 ms, slice ends at 200 ms, group_idle 1 s: wake at 50 ms, then end by thinkt.
-    let mut s = dry_served_vm(150_000.0, 100.0, 5000.0, &[("group_idle", 1000.0), ("dyiso_gap", 0.0)]);
+    let mut s = dry_served_vm(
+        150_000.0,
+        100.0,
+        5000.0,
+        &[("group_idle", 1000.0), ("dyiso_gap", 0.0), ("switch_cost", 0.0)],
+    );
     assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(50)));
     assert_eq!(take(&mut s, ms(50)).stream, 1);
     assert_eq!(s.switches(SwitchReason::DyIsoThinkt), 1);
@@ -221,14 +238,48 @@ fn dyiso_await_at_or_above_max_seektime_keeps_the_slice() {
     assert_eq!(take(&mut s, ms(1)).stream, 1);
 }
 
+/// hvio's line 12 side (`thinkt + await`) without the switch-cost estimate.
+const NO_COST: &[(&str, f64)] = &[("switch_cost", 0.0)];
+
+#[test]
+fn switch_cost_prices_the_positioning_of_a_vm_never_switched_to() {
+    // VM1's request is 2^28 sectors from the head: test_disk seeks
+    // 15 ms · 2^28 / 2^31 = 1.875 ms, plus half a revolution (8.333/2 ms):
+    // VM1 costs 100 + 1875 + 4166.67 µs.
+    let cost = 100.0 + 1875.0 + 8_333.333 / 2.0;
+    let s = dry_served_vm(300.0, 100.0, 100.0, &[]);
+    assert!((s.cost_us(1).unwrap() - cost).abs() < 1.0, "{:?}", s.cost_us(1));
+    // Served VM: thinkt 300 + await 100 µs ≪ cost: the slice is kept.
+    let mut s = dry_served_vm(300.0, 100.0, 100.0, &[]);
+    assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(9)));
+    // A pause of 6.1 ms covers it: switch.
+    let mut s = dry_served_vm(6100.0, 100.0, 100.0, &[]);
+    assert_eq!(take(&mut s, ms(1)).stream, 1);
+    assert_eq!(s.switches(SwitchReason::DyIsoAwait), 1);
+}
+
+#[test]
+fn switch_cost_is_learnt_from_requests_that_followed_another_vm() {
+    let mut s = dry_served_vm(300.0, 100.0, 100.0, &[]);
+    s.vms[1].switch_await = TimeWeightedAvg::fixed(350.0, &W);
+    assert_eq!(s.cost_us(1), Some(350.0));
+    assert_eq!(take(&mut s, ms(1)).stream, 1, "350 ≤ 300 + 100");
+    // Completing it (dispatched right after VM0's request) is a switch sample:
+    // 2 ms from dispatch → (7/8·(350·32 − 1024) + 32·2000 + 1024)/60.
+    let r = Request::new(1, 1, Op::Read, REGION, 16, 0);
+    s.completed(&r, ms(3));
+    let want = (0.875 * (350.0 * 32.0 - 1024.0) + 64_000.0 + 1024.0) / 60.0;
+    assert!((s.vms[1].switch_await.mean(&W).unwrap() - want).abs() < 1e-9);
+}
+
 #[test]
 fn dyiso_gap_adds_the_served_vms_thinkt_to_line_12() {
     // Served VM: thinkt 300 µs, await 100 µs; a peer with await 400 µs wins.
-    let mut s = dry_served_vm(300.0, 100.0, 400.0, &[]);
+    let mut s = dry_served_vm(300.0, 100.0, 400.0, NO_COST);
     assert_eq!(take(&mut s, ms(1)).stream, 1);
     assert_eq!(s.switches(SwitchReason::DyIsoAwait), 1);
     // 401 µs does not.
-    let mut s = dry_served_vm(300.0, 100.0, 401.0, &[]);
+    let mut s = dry_served_vm(300.0, 100.0, 401.0, NO_COST);
     assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(9)));
     // As printed (no gap), 100 µs is the bar.
     let mut s = dry_served_vm(300.0, 100.0, 101.0, PRINTED);
@@ -243,7 +294,7 @@ fn without_dyiso_the_slice_is_kept_like_blkio() {
 
 #[test]
 fn next_vm_is_unserved_and_closest_to_the_head() {
-    let mut s = ishare(&[1000, 500, 500], &[]);
+    let mut s = ishare(&[1000, 500, 500], PRINTED);
     s.insert(rq(0, 0, 0, 0), 0);
     // VM1's request is far from VM0's region, VM2's... is farther still, but
     // put VM1's request beyond VM2's start to make VM2 the closer one.
@@ -258,7 +309,7 @@ fn next_vm_is_unserved_and_closest_to_the_head() {
     assert_eq!(s.switches(SwitchReason::DyIsoAwait), 1);
 
     // Same, but VM2 already had a slice this round: VM1 goes first.
-    let mut s = ishare(&[1000, 500, 500], &[]);
+    let mut s = ishare(&[1000, 500, 500], PRINTED);
     s.insert(rq(0, 0, 0, 0), 0);
     s.insert(Request::new(1, 1, Op::Read, 3 * REGION, 16, 0), 0);
     s.insert(Request::new(2, 2, Op::Read, 2 * REGION, 16, 0), 0);
@@ -271,7 +322,7 @@ fn next_vm_is_unserved_and_closest_to_the_head() {
     assert_eq!(take(&mut s, ms(1)).stream, 1, "not yet served this round");
 
     // And a VM whose await is above the served VM's is not a candidate.
-    let mut s = ishare(&[1000, 500, 500], &[]);
+    let mut s = ishare(&[1000, 500, 500], PRINTED);
     s.insert(rq(0, 0, 0, 0), 0);
     s.insert(Request::new(1, 1, Op::Read, 3 * REGION, 16, 0), 0);
     s.insert(Request::new(2, 2, Op::Read, 2 * REGION, 16, 0), 0);
