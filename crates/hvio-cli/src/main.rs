@@ -3,6 +3,7 @@
 
 mod bench;
 mod common;
+mod serve;
 mod sim;
 mod trace;
 
@@ -35,6 +36,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Block traces: statistics and conversion (see docs/traces.md).
     Trace(trace::TraceArgs),
+    /// Serve VM disks over NBD/FUSE through an hvio scheduler (see docs/serve.md).
+    Serve(serve::ServeArgs),
 }
 
 fn main() {
@@ -47,6 +50,7 @@ fn main() {
         Command::Reproduce(a) => sim::reproduce(a),
         Command::Bench(a) => bench::bench(a),
         Command::Trace(a) => trace::trace(a),
+        Command::Serve(a) => serve::serve(a),
     };
     if let Err(e) = result {
         eprintln!("hvio: error: {e}");

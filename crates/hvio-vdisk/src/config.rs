@@ -14,12 +14,12 @@ use thiserror::Error;
 /// Why a configuration could not be used.
 #[derive(Debug, Error)]
 pub enum ConfError {
-    #[error("{origin}: cannot read: {source}")]
-    Read { origin: String, source: std::io::Error },
+    #[error("{origin}: cannot read: {err}")]
+    Read { origin: String, err: std::io::Error },
     #[error("{origin}: {message}")]
     Toml { origin: String, message: String },
-    #[error("{origin}: {source}")]
-    Invalid { origin: String, source: ConfigError },
+    #[error("{origin}: {err}")]
+    Invalid { origin: String, err: ConfigError },
 }
 
 /// A size in bytes, written as an integer or a string with a unit.
@@ -293,9 +293,9 @@ impl Config {
     /// Read and check `path`.
     pub fn load(path: &Path) -> Result<Config, ConfError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfError::Read {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfError::Read {
             origin: origin.clone(),
-            source,
+            err,
         })?;
         Config::from_toml_str(&text, &origin)
     }
@@ -306,9 +306,9 @@ impl Config {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
-        cfg.check().map_err(|source| ConfError::Invalid {
+        cfg.check().map_err(|err| ConfError::Invalid {
             origin: origin.to_string(),
-            source,
+            err,
         })?;
         Ok(cfg)
     }

@@ -175,13 +175,11 @@ pub async fn start(
     let mut addr = None;
     let mut sockets = Vec::new();
     if let Some(a) = cfg.http {
-        let l = tokio::net::TcpListener::bind(a)
-            .await
-            .map_err(|source| ServeError::Io {
-                what: "bind control API",
-                path: a.to_string(),
-                source,
-            })?;
+        let l = tokio::net::TcpListener::bind(a).await.map_err(|err| ServeError::Io {
+            what: "bind control API",
+            path: a.to_string(),
+            err,
+        })?;
         let local = l.local_addr().ok();
         addr = local;
         tracing::info!(addr = ?local, "control API listening (http)");
@@ -198,16 +196,16 @@ pub async fn start(
     }
     if let Some(p) = &cfg.unix {
         if p.exists() {
-            std::fs::remove_file(p).map_err(|source| ServeError::Io {
+            std::fs::remove_file(p).map_err(|err| ServeError::Io {
                 what: "remove old control socket",
                 path: p.display().to_string(),
-                source,
+                err,
             })?;
         }
-        let l = tokio::net::UnixListener::bind(p).map_err(|source| ServeError::Io {
+        let l = tokio::net::UnixListener::bind(p).map_err(|err| ServeError::Io {
             what: "bind control socket",
             path: p.display().to_string(),
-            source,
+            err,
         })?;
         sockets.push(p.clone());
         tracing::info!(path = %p.display(), "control API listening (unix)");

@@ -19,11 +19,11 @@ pub enum ServeError {
     Config(#[from] crate::config::ConfError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {err}")]
     Io {
         what: &'static str,
         path: String,
-        source: std::io::Error,
+        err: std::io::Error,
     },
     #[error("{0}")]
     Other(String),
@@ -31,7 +31,7 @@ pub enum ServeError {
 
 fn io_err(what: &'static str, path: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> ServeError {
     let path = path.to_string();
-    move |source| ServeError::Io { what, path, source }
+    move |err| ServeError::Io { what, path, err }
 }
 
 /// A running daemon (exports open, scheduler running).

@@ -343,10 +343,10 @@ pub fn mount(
     vms: &[usize],
     engine: EngineHandle,
 ) -> Result<Box<dyn FnOnce() + Send>, ServeError> {
-    std::fs::create_dir_all(&cfg.mountpoint).map_err(|source| ServeError::Io {
+    std::fs::create_dir_all(&cfg.mountpoint).map_err(|err| ServeError::Io {
         what: "create FUSE mountpoint",
         path: cfg.mountpoint.display().to_string(),
-        source,
+        err,
     })?;
     let fs = DiskFs {
         disks: vms
@@ -375,10 +375,10 @@ pub fn mount(
     }
     fc.n_threads = Some(2);
     fc.clone_fd = true;
-    let session = fuser::spawn_mount(fs, &cfg.mountpoint, &fc).map_err(|source| ServeError::Io {
+    let session = fuser::spawn_mount(fs, &cfg.mountpoint, &fc).map_err(|err| ServeError::Io {
         what: "mount FUSE export at",
         path: cfg.mountpoint.display().to_string(),
-        source,
+        err,
     })?;
     tracing::info!(mountpoint = %cfg.mountpoint.display(), disks = vms.len(), "FUSE export mounted");
     let mp = cfg.mountpoint.clone();

@@ -18,11 +18,11 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    #[error("backing store {path}: {what}: {source}")]
+    #[error("backing store {path}: {what}: {err}")]
     Io {
         path: PathBuf,
         what: &'static str,
-        source: std::io::Error,
+        err: std::io::Error,
     },
     #[error("backing store {path}: is {have} bytes, VM `{vm}` needs {need} bytes (create = false or a block device)")]
     TooSmall {
@@ -65,10 +65,10 @@ pub struct Store {
 }
 
 fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
-    move |source| StoreError::Io {
+    move |err| StoreError::Io {
         path: path.to_path_buf(),
         what,
-        source,
+        err,
     }
 }
 
