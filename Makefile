@@ -9,14 +9,18 @@ CARGO ?= cargo
 HVIO := target/release/hvio
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test lint fmt build release venv python bench clean test-rust test-python
+.PHONY: run test lint fmt build release venv python bench clean test-rust test-python deps
 
 run: release python
 	mkdir -p out
 	$(PY) -m hvio run --out out
 
 # The whole suite: lint, Rust tests, Python tests.
-test: lint test-rust test-python
+test: deps lint test-rust test-python
+
+# Debian packages the tests drive as real peers (qemu-io, fio, mkfs.ext4, losetup).
+deps:
+	bash scripts/deps.sh
 
 test-rust:
 	$(CARGO) test --workspace --exclude hvio-py

@@ -964,6 +964,7 @@ impl Engine {
             sim_time_s: ns_to_s(now),
             truncated,
             events: self.events,
+            max_outstanding: self.slots.len() as u64,
             total_mb_per_s: total_bytes as f64 / 1e6 / span,
             vms,
             jobs,

@@ -243,6 +243,8 @@ pub struct SimResult {
     /// The run hit `max_time_s` before every job finished.
     pub truncated: bool,
     pub events: u64,
+    /// Most requests in flight at once anywhere in the system (memory follows this, not run length).
+    pub max_outstanding: u64,
     pub total_mb_per_s: f64,
     pub vms: Vec<VmResult>,
     pub jobs: Vec<JobResult>,

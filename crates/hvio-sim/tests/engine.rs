@@ -101,3 +101,28 @@ fn bad_configs_name_the_key_and_value() {
     let e = err("[[vm]]\nname = \"a\"\n[[vm.job]]\nrw = \"read\"\nnumjobs = -1\n");
     assert!(e.contains("numjobs") || e.contains("-1"), "{e}");
 }
+
+#[test]
+fn memory_follows_outstanding_requests_not_run_length() {
+    let short = run(&cfg(TWO_VMS)).unwrap();
+    let long = run(&cfg(&TWO_VMS
+        .replace("requests = 2000", "requests = 20000")
+        .replace("requests = 3000", "requests = 30000")))
+    .unwrap();
+    assert!(long.host.requests > 9 * short.host.requests);
+    // 4 + 4 threads (depth 2 and 1) plus journal writes: a handful of slots, whatever the length.
+    assert!(long.max_outstanding <= 16, "{}", long.max_outstanding);
+    assert_eq!(long.max_outstanding, short.max_outstanding);
+}
+
+#[test]
+fn guest_and_host_schedulers_pair_freely() {
+    for (guest, host) in [("deadline", "noop"), ("noop", "deadline"), ("deadline", "deadline")] {
+        let text = TWO_VMS
+            .replace("scheduler = \"deadline\"", &format!("scheduler = \"{host}\""))
+            .replace("name = \"a\"", &format!("name = \"a\"\nguest_scheduler = \"{guest}\""));
+        let r = run(&cfg(&text)).unwrap();
+        assert_eq!(r.scheduler, host);
+        assert_eq!(r.jobs.iter().map(|j| j.reads + j.writes).sum::<u64>(), 5000);
+    }
+}
