@@ -1366,6 +1366,7 @@ mod tests {
     #[test]
     fn blkio_weights_split_disk_time() {
         let ratio = overloaded_split("blkio", &[1000, 500]);
+        eprintln!("blkio 1000/500: disk time ratio {ratio:.3}");
         assert!((1.8..=2.2).contains(&ratio), "disk time ratio {ratio}");
     }
 

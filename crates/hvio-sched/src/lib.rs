@@ -7,6 +7,7 @@
 //! VMs) or in a guest (streams = guest threads) unchanged.
 
 pub mod anticipatory;
+pub mod bfq;
 pub mod cfq;
 pub mod deadline;
 pub mod htbs;
@@ -43,6 +44,7 @@ pub static SCHEDULERS: &[SchedulerSpec] = &[
     ishare::SPEC,
     anticipatory::SPEC,
     mq_deadline::SPEC,
+    bfq::SPEC,
 ];
 
 /// The spec of a scheduler by name.

@@ -27,6 +27,8 @@ pub struct Client {
     pub sectors: u32,
     pub start: Sector,
     pub span: Sector,
+    /// When the client issues its first requests.
+    pub begin: Nanos,
 }
 
 impl Client {
@@ -41,7 +43,12 @@ impl Client {
             sectors: 16,
             start,
             span: 1 << 24,
+            begin: 0,
         }
+    }
+    pub fn begin(mut self, t: Nanos) -> Self {
+        self.begin = t;
+        self
     }
     pub fn outstanding(mut self, n: usize) -> Self {
         self.outstanding = n;
@@ -113,7 +120,7 @@ pub fn run(
     let mut pending: Vec<(Nanos, usize)> = clients
         .iter()
         .enumerate()
-        .flat_map(|(i, c)| std::iter::repeat_n((0, i), c.outstanding))
+        .flat_map(|(i, c)| std::iter::repeat_n((c.begin, i), c.outstanding))
         .collect();
     let mut inflight: Vec<(Nanos, Request)> = Vec::new();
     let mut wait: Option<Nanos> = None;

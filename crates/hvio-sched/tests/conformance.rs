@@ -215,6 +215,8 @@ proptest! {
 ///   progress (`fifo_batch` = 16 requests).
 /// - anticipatory: the read FIFO is checked at most once per `read_expire`
 ///   (125 ms), so an expired read waits at most two intervals.
+/// - bfq: the in-service queue is expired after at most `timeout_sync`
+///   (125 ms); the new, eligible queue (weight-raised) is served next.
 /// - cfq / blkio: the other stream's queue keeps its slice (100 ms, sliced
 ///   within `target_latency` = 300 ms); the lone read's queue is next.
 const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
@@ -226,6 +228,11 @@ const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
     ),
     ("deadline", 520_000_000, "read_expire + one fifo_batch"),
     ("mq-deadline", 520_000_000, "read_expire + one fifo_batch"),
+    (
+        "bfq",
+        150_000_000,
+        "the in-service queue keeps the disk at most timeout_sync (125 ms)",
+    ),
     ("cfq", 300_000_000, "one slice of each busy queue within target_latency"),
     (
         "blkio",
