@@ -4,6 +4,7 @@
 mod bench;
 mod common;
 mod serve;
+mod replay;
 mod sim;
 mod trace;
 
@@ -38,6 +39,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Serve VM disks over NBD/FUSE through an hvio scheduler (see docs/serve.md).
     Serve(serve::ServeArgs),
+    /// Replay a block trace under a host scheduler: per-VM table (see docs/traces.md).
+    Replay(replay::ReplayArgs),
 }
 
 fn main() {
@@ -51,6 +54,7 @@ fn main() {
         Command::Bench(a) => bench::bench(a),
         Command::Trace(a) => trace::trace(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Replay(a) => replay::replay_cmd(a),
     };
     if let Err(e) = result {
         eprintln!("hvio: error: {e}");

@@ -13,6 +13,7 @@ pub mod error;
 pub mod experiments;
 pub mod metrics;
 pub mod records;
+pub mod replay;
 pub mod report;
 pub mod size;
 pub mod testing;

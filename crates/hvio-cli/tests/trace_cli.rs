@@ -1,0 +1,81 @@
+//! `hvio trace stats`, `hvio trace convert` and `hvio replay` end to end.
+
+use std::process::Command;
+
+fn data(name: &str) -> String {
+    format!("{}/../hvio-trace/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn hvio(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio")).args(args).output().unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn trace_stats_prints_and_serialises() {
+    let (ok, out, err) = hvio(&["trace", "stats", &data("sda.blkparse")]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("requests    7 (2 reads, 3 writes, 1 flushes, 1 discards)"),
+        "{out}"
+    );
+    let (ok, out, _) = hvio(&["trace", "stats", "--json", &data("alibaba.csv")]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["requests"], 3);
+    assert_eq!(v["format"], "alibaba");
+}
+
+#[test]
+fn bad_input_is_an_error_unless_skipped() {
+    let dir = std::env::temp_dir().join(format!("hvio-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bad.csv");
+    std::fs::write(&p, "1,W,0,4096,10\n1,Q,0,4096,11\n1,R,0,4096,12\n").unwrap();
+    let p = p.to_str().unwrap();
+    let (ok, _, err) = hvio(&["trace", "stats", "--format", "alibaba", p]);
+    assert!(!ok);
+    assert!(err.contains("bad.csv: line 2: expected R or W"), "{err}");
+    let (ok, out, err) = hvio(&["trace", "stats", "--format", "alibaba", "--skip-bad", p]);
+    assert!(ok, "{err}");
+    assert!(out.contains("skipped     1 bad records"), "{out}");
+    assert!(err.contains("skipped 1 bad records"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn convert_then_read_back() {
+    let (ok, out, err) = hvio(&["trace", "convert", "--to", "iolog3", &data("tencent.csv")]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("fio version 3 iolog\n"));
+    assert!(out.contains("1063 write 528384 4096"), "{out}");
+}
+
+#[test]
+fn replay_under_two_schedulers() {
+    for s in ["noop", "deadline"] {
+        let (ok, out, err) = hvio(&["replay", &data("sda.blkparse"), "--scheduler", s]);
+        assert!(ok, "{err}");
+        assert!(out.contains(&format!("scheduler {s}: per VM")), "{out}");
+        assert!(out.contains("8,16"), "{out}");
+    }
+    let (ok, out, err) = hvio(&[
+        "replay",
+        &data("mqsim.trace"),
+        "--closed",
+        "2",
+        "--vms",
+        "1",
+        "--scheduler",
+        "deadline",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("vm0"), "{out}");
+    let (ok, _, err) = hvio(&["replay", &data("mqsim.trace"), "--scheduler", "no-such-scheduler"]);
+    assert!(!ok);
+    assert!(err.contains("no-such-scheduler"), "{err}");
+}
