@@ -3,8 +3,8 @@
 
 mod bench;
 mod common;
-mod serve;
 mod replay;
+mod serve;
 mod sim;
 mod trace;
 

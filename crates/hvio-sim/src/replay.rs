@@ -458,6 +458,7 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
         sim_time_s: ns_to_s(now),
         truncated,
         events: e.events,
+        max_outstanding: e.slots.len() as u64,
         total_mb_per_s: total as f64 / 1e6 / span,
         vms,
         jobs,
