@@ -136,6 +136,30 @@ fn an_expired_deadline_goes_first() {
 }
 
 #[test]
+fn the_fifo_is_checked_once_per_slice_like_cfq() {
+    let run = |checks: f64| {
+        let mut s = sched(&[(0, 1_000_000)], &[("fifo_checks_per_slice", checks)]);
+        for (id, sector) in [(0, 9000), (1, 5000), (2, 5008)] {
+            s.insert(rd(id, 0, sector, 0), 0);
+        }
+        let mut order = Vec::new();
+        let mut now = ms(200);
+        while s.has_work() {
+            let r = take(&mut s, now);
+            now += us(100);
+            s.completed(&r, now);
+            order.push(r.id);
+        }
+        order
+    };
+    // All three expired at 125 ms. CFQ's rule: one expired head (id 0 at
+    // 9000), then the nearest to the head: 5008 is nearer to 9008 than 5000.
+    assert_eq!(run(1.0), vec![0, 2, 1]);
+    // Literal §4.3: EDF order throughout (ties by id).
+    assert_eq!(run(0.0), vec![0, 1, 2]);
+}
+
+#[test]
 fn vms_are_served_round_robin_by_distance_to_the_head() {
     let regions = [(0, 1_000_000), (100_000_000, 1_000_000), (50_000_000, 1_000_000)];
     let mut s = sched(&regions, &[("slice_initial", 1.0), ("si_threshold", 1.0)]);
