@@ -27,7 +27,17 @@
 //! 3. **Eq. 7 averages the `m − 1` intervals between a zone's `m` accesses**
 //!    (the printed recurrence starts from an undefined `R_j^0`). A zone with
 //!    a single access has no interval, so a unit built on it predicts nothing
-//!    and arms no fine timer.
+//!    and arms no fine timer. **An arrival that follows a completion in its
+//!    zone counts its interval from that completion** (`interval_from_completion
+//!    = 1`, default): the fine timer is armed at a completion (Algorithm 1)
+//!    and `ST(U_i)` is compared with a seek (Algorithm 2), so the quantity
+//!    that matters is how soon after the head leaves the zone its next request
+//!    comes. Counted from the previous arrival (`= 0`, Eq. 7 literally), a
+//!    stream with one request in flight measures the scheduler's own pacing:
+//!    when Pregather alternates between two such streams, each zone's interval
+//!    is two service times, longer than the seek between them, so Algorithm 2
+//!    keeps choosing the seek and never waits (measured in `pregather-fig5`).
+//!    With bursts of requests (several in flight) both clocks agree.
 //! 4. **Faded zones are forgotten** once their density falls below
 //!    `forget_density` (default 1/64: six windows without access at λ = 2).
 //!    The paper keeps "the historical information of the accessed zones"; a
@@ -191,6 +201,11 @@ pub static PARAMS: &[ParamSpec] = &[
         0.0001,
         1.0,
         "weight of a new sample in the AvgD and AvgT averages",
+    ),
+    ParamSpec::flag(
+        "interval_from_completion",
+        true,
+        "ZT counts from the zone's last completion when one followed its last arrival (module doc, choice 3)",
     ),
     ParamSpec::real(
         "forget_density",
@@ -378,6 +393,7 @@ impl Pregather {
                 lambda: p.get("lambda"),
                 window: p.nanos("window").max(1),
                 forget_density: p.get("forget_density"),
+                interval_from_completion: p.flag("interval_from_completion"),
             },
             slice: SliceParams {
                 initial: p.nanos("slice_initial").max(1),
@@ -640,6 +656,11 @@ impl Scheduler for Pregather {
 
     fn completed(&mut self, rq: &Request, now: Nanos) {
         self.in_flight = self.in_flight.saturating_sub(1);
+        if rq.sectors > 0 {
+            if let Some(v) = self.vms.get_mut(&rq.stream) {
+                v.nav.completed(rq.sector, now);
+            }
+        }
         if self.in_flight > 0 {
             return;
         }
@@ -730,6 +751,7 @@ impl Scheduler for Pregather {
             out.push((format!("si.{n}"), v.loc.si()));
             out.push((format!("zones.{n}"), v.nav.zones() as f64));
             out.push((format!("model_bytes.{n}"), v.nav.memory_bytes() as f64));
+            out.push((format!("model_peak_bytes.{n}"), v.nav.peak_memory_bytes() as f64));
         }
         out
     }

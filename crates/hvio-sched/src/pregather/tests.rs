@@ -77,10 +77,11 @@ fn fine_timer_waits_for_the_unit_then_gives_up() {
     assert_eq!(take(&mut s, us(3500)).id, 2);
     assert_eq!(counter(&s, "waits_succeeded"), 1.0);
     s.completed(&rd(2, 0, 16, us(3500)), us(4500));
-    // ZT(Z0) = mean(1 ms, 2.5 ms) = 1.75 ms (Eq. 7): wait until 6.25 ms.
-    assert_eq!(s.dispatch(us(4500)), Dispatch::WaitUntil(us(6250)));
+    // ZT(Z0) = mean(1 ms, 0.5 ms): id 2 came 0.5 ms after id 1 completed
+    // (Eq. 7 counted from the completion): wait until 4.5 + 0.75 ms.
+    assert_eq!(s.dispatch(us(4500)), Dispatch::WaitUntil(us(5250)));
     // Nothing came: the timer runs out and PR goes.
-    assert_eq!(take(&mut s, us(6250)).id, 9);
+    assert_eq!(take(&mut s, us(5250)).id, 9);
     assert_eq!(counter(&s, "waits_started"), 2.0);
     assert_eq!(counter(&s, "waits_timed_out"), 1.0);
     assert_eq!(counter(&s, "wait_success_ratio"), 0.5);

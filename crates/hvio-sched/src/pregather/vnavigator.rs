@@ -29,6 +29,9 @@ pub struct NavParams {
     pub window: Nanos,
     /// Zones whose density falls below this are forgotten (hvio's bound on memory).
     pub forget_density: f64,
+    /// Eq. 7's interval of an arrival that follows a completion in its zone
+    /// counts from that completion, not from the previous arrival.
+    pub interval_from_completion: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +46,8 @@ struct Zone {
     last_arrival: Nanos,
     /// `ZT(Z_j, T(R_j^m))` in ns (Eq. 7); meaningful once `accesses ≥ 2`.
     mean_interval: f64,
+    /// When a request of this zone last completed.
+    last_completion: Option<Nanos>,
 }
 
 /// A sub-region unit `U_i` (Definition 4) and its future access interval (Definition 5).
@@ -72,6 +77,8 @@ pub struct VNavigator {
     /// Σ D and count over zones with `D ≥ 1`, for Eq. 4, exact within a window.
     sum_dense: f64,
     n_dense: usize,
+    /// Most zones remembered at once.
+    peak_zones: usize,
 }
 
 impl VNavigator {
@@ -82,6 +89,7 @@ impl VNavigator {
             window: 0,
             sum_dense: 0.0,
             n_dense: 0,
+            peak_zones: 0,
         }
     }
 
@@ -142,7 +150,11 @@ impl VNavigator {
                 }
                 // Eq. 7 over the m−1 intervals between the zone's m accesses.
                 let intervals = z.accesses as f64;
-                let gap = now.saturating_sub(z.last_arrival) as f64;
+                let since = match z.last_completion {
+                    Some(c) if self.p.interval_from_completion && c > z.last_arrival => c,
+                    _ => z.last_arrival,
+                };
+                let gap = now.saturating_sub(since) as f64;
                 z.mean_interval = (z.mean_interval * (intervals - 1.0).max(0.0) + gap) / intervals;
                 z.accesses += 1;
                 z.last_arrival = now;
@@ -156,11 +168,20 @@ impl VNavigator {
                         accesses: 1,
                         last_arrival: now,
                         mean_interval: 0.0,
+                        last_completion: None,
                     },
                 );
                 self.sum_dense += 1.0;
                 self.n_dense += 1;
+                self.peak_zones = self.peak_zones.max(self.zones.len());
             }
+        }
+    }
+
+    /// A request of this VM at `sector` completed at `now`.
+    pub fn completed(&mut self, sector: Sector, now: Nanos) {
+        if let Some(z) = self.zones.get_mut(&(sector / self.p.zone_sectors)) {
+            z.last_completion = Some(now);
         }
     }
 
@@ -223,9 +244,18 @@ impl VNavigator {
 
     /// Bytes this model holds: the zone map's entries plus the struct.
     pub fn memory_bytes(&self) -> usize {
+        Self::bytes_for(self.zones.len())
+    }
+
+    /// The most bytes this model held at once.
+    pub fn peak_memory_bytes(&self) -> usize {
+        Self::bytes_for(self.peak_zones)
+    }
+
+    fn bytes_for(zones: usize) -> usize {
         // A BTreeMap entry costs the key, the value and about one pointer of
         // node overhead on average.
-        std::mem::size_of::<Self>() + self.zones.len() * (std::mem::size_of::<u64>() + std::mem::size_of::<Zone>() + 8)
+        std::mem::size_of::<Self>() + zones * (std::mem::size_of::<u64>() + std::mem::size_of::<Zone>() + 8)
     }
 }
 
@@ -240,6 +270,7 @@ mod tests {
             lambda: 2.0,
             window: ms(20),
             forget_density: 1.0 / 64.0,
+            interval_from_completion: true,
         })
     }
 
@@ -349,6 +380,30 @@ mod tests {
         assert_eq!(n.zones(), 0);
         assert_eq!(n.threshold(ms(140)), f64::INFINITY);
         assert!(n.memory_bytes() < 200);
+        assert!(n.peak_memory_bytes() > n.memory_bytes(), "the peak remembers two zones");
+    }
+
+    #[test]
+    fn intervals_count_from_the_last_completion() {
+        let mut n = nav(100);
+        n.record(0, 0);
+        n.record(8, ms(1));
+        // A burst: arrival to arrival, 1 ms.
+        assert_eq!(n.zone_interval(0), Some(ms(1)));
+        // Served at 10 ms; the next request comes 40 µs later: interval 40 µs.
+        n.completed(8, ms(10));
+        n.record(16, ms(10) + 40_000);
+        assert_eq!(n.zone_interval(0), Some((ms(1) + 40_000) / 2));
+        // Literal Eq. 7: arrival to arrival, 9.04 ms.
+        let mut lit = VNavigator::new(NavParams {
+            interval_from_completion: false,
+            ..*n.params()
+        });
+        lit.record(0, 0);
+        lit.record(8, ms(1));
+        lit.completed(8, ms(10));
+        lit.record(16, ms(10) + 40_000);
+        assert_eq!(lit.zone_interval(0), Some((ms(1) + ms(9) + 40_000) / 2));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod htbs_paper004;
 mod htbs_rates;
+pub mod pregather;
 
 use crate::error::{Result, SimError};
 use crate::report::Table;
@@ -61,7 +62,14 @@ pub struct Experiment {
 }
 
 /// Every experiment, by name.
-pub static EXPERIMENTS: &[Experiment] = &[htbs_paper004::EXPERIMENT, htbs_rates::EXPERIMENT];
+pub static EXPERIMENTS: &[Experiment] = &[
+    htbs_paper004::EXPERIMENT,
+    htbs_rates::EXPERIMENT,
+    pregather::FIG5,
+    pregather::TABLE3,
+    pregather::TABLE4,
+    pregather::OVERHEAD,
+];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {

@@ -1,0 +1,139 @@
+//! Paper 000 (Pregather, Ling et al., IEEE TPDS 2015): its §5 experiments.
+//!
+//! - `pregather-fig5`: the zone size B from 10 to 10⁷ sectors, two
+//!   sequential readers in one VM (§5.1, Fig. 5);
+//! - `pregather-table3`: seven two-application mixes in one VM under
+//!   Pregather, CFQ and AS, and Pregather's success ratio of waiting
+//!   (§5.1, Table 3);
+//! - `pregather-table4`: the four VMs of Table 1 under Pregather, CFQ, AS and
+//!   Deadline: execution times (Fig. 6a), bandwidth (Fig. 6b), seek
+//!   distances (Table 4), throughput over time (Fig. 7);
+//! - `pregather-overhead`: Pregather's model memory per VM and CPU time per
+//!   scheduling decision against CFQ (§5.3, Fig. 12).
+//!
+//! Each prints the paper's numbers next to hvio's. A baseline scheduler that
+//! is not registered in this build is left out with a note.
+
+mod fig5;
+mod overhead;
+mod table3;
+mod table4;
+
+use super::{ExpOptions, Experiment};
+use crate::config::Config;
+use crate::error::Result;
+use crate::metrics::SimResult;
+
+pub const FIG5: Experiment = Experiment {
+    name: "pregather-fig5",
+    title: "Pregather zone size B: two sequential readers in one VM",
+    paper: "paper 000 §5.1, Fig. 5",
+    run: fig5::run,
+};
+
+pub const TABLE3: Experiment = Experiment {
+    name: "pregather-table3",
+    title: "Two applications in one VM: Pregather vs CFQ vs AS, success ratio of waiting",
+    paper: "paper 000 §5.1, Table 3",
+    run: table3::run,
+};
+
+pub const TABLE4: Experiment = Experiment {
+    name: "pregather-table4",
+    title: "Four VMs with mixed applications: execution time, bandwidth, seek distances, throughput over time",
+    paper: "paper 000 §5.2.1, Fig. 6, Table 4, Fig. 7",
+    run: table4::run,
+};
+
+pub const OVERHEAD: Experiment = Experiment {
+    name: "pregather-overhead",
+    title: "Pregather's memory per VM and CPU time per scheduling decision vs CFQ",
+    paper: "paper 000 §5.3, Fig. 12",
+    run: overhead::run,
+};
+
+/// The disk of every run: the paper's 7200 RPM 1 TB SATA disk (the `hdd`
+/// model) when this build has it, else the simulator's default disk.
+fn disk_section() -> (&'static str, &'static str) {
+    let mut t = toml::Table::new();
+    t.insert("model".into(), toml::Value::String("hdd".into()));
+    if crate::testing::device_from_table(&t).is_ok() {
+        ("[disk]\nmodel = \"hdd\"\n", "the hdd model (7200 RPM, 1 TB)")
+    } else {
+        ("", "the simulator's default disk (this build has no hdd model)")
+    }
+}
+
+/// Set the disk of `cfg` as [`disk_section`] does, unless it names one.
+fn apply_disk(cfg: &mut Config) {
+    if cfg.disk.is_empty() && !disk_section().0.is_empty() {
+        cfg.disk.insert("model".into(), toml::Value::String("hdd".into()));
+    }
+}
+
+/// Whether scheduler `name` is registered in this build.
+fn available(name: &str) -> bool {
+    hvio_sched::spec(name).is_ok()
+}
+
+/// Split `wanted` into registered schedulers and a note about the others.
+fn registered<'a>(wanted: &[&'a str]) -> (Vec<&'a str>, Option<String>) {
+    let (have, missing): (Vec<&str>, Vec<&str>) = wanted.iter().partition(|s| available(s));
+    let note = (!missing.is_empty()).then(|| {
+        format!(
+            "not registered in this build, left out: {} (their columns show \"—\")",
+            missing.join(", ")
+        )
+    });
+    (have, note)
+}
+
+/// One `[[vm]]` with jobs given as (job name, preset, extra TOML lines).
+fn vm_toml(name: &str, jobs: &[(&str, &str, &str)], requests: Option<u64>) -> String {
+    let mut s = format!("[[vm]]\nname = \"{name}\"\n");
+    for (job, preset, extra) in jobs {
+        s.push_str(&format!("[[vm.job]]\nname = \"{job}\"\npreset = \"{preset}\"\n{extra}"));
+        if let Some(n) = requests {
+            s.push_str(&format!("requests = {n}\n"));
+        }
+    }
+    s
+}
+
+/// A full config: seed, disk, host scheduler with parameters, then the VMs.
+fn config(opts: &ExpOptions, scheduler: &str, params: &[(&str, f64)], vms: &str) -> Result<Config> {
+    let p: Vec<String> = params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let text = format!(
+        "seed = {}\nmax_time_s = 3600\n{}[host]\nscheduler = \"{scheduler}\"\nparams = {{ {} }}\n{vms}",
+        opts.seed,
+        disk_section().0,
+        p.join(", ")
+    );
+    Config::from_toml_str(&text, &format!("pregather experiment ({scheduler})"))
+}
+
+/// A host counter of a run (0 when the scheduler does not report it).
+fn counter(r: &SimResult, name: &str) -> f64 {
+    r.host.counters.iter().find(|(k, _)| k == name).map_or(0.0, |c| c.1)
+}
+
+/// Execution time of job `job` of VM `vm`.
+fn exec(r: &SimResult, vm: &str, job: &str) -> Option<f64> {
+    r.jobs
+        .iter()
+        .find(|j| j.vm == vm && j.job == job)
+        .map(|j| j.exec_time_s)
+}
+
+/// Sum of the VMs' bandwidths, each over its own active period (the bars of Fig. 6b).
+fn sum_vm_bandwidth(r: &SimResult) -> f64 {
+    r.vms.iter().map(|v| v.mb_per_s).sum()
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}", 100.0 * x)
+}
+
+fn secs(x: Option<f64>) -> String {
+    x.map_or("—".into(), |v| format!("{v:.2}"))
+}

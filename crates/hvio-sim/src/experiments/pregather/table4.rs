@@ -1,0 +1,252 @@
+//! §5.2.1 of paper 000: the four VMs of Table 1 (VM1 SR-M + SR-S, VM2 SW-M +
+//! SW-S, VM3 SR-M + RRW, VM4 RR + RW) on one disk under Pregather, CFQ, AS
+//! and Deadline: per-application execution time (Fig. 6a), per-VM and total
+//! bandwidth (Fig. 6b), the seek-distance distribution (Table 4) and per-VM
+//! throughput over time (Fig. 7).
+
+use super::{apply_disk, counter, disk_section, exec, pct, registered, secs, sum_vm_bandwidth};
+use crate::config::Config;
+use crate::experiments::{ExpOptions, Report};
+use crate::metrics::SimResult;
+use crate::report::{f, Table};
+use crate::Result;
+
+const SCHEDULERS: [&str; 4] = ["pregather", "cfq", "anticipatory", "deadline"];
+const LABELS: [&str; 4] = ["Pregather", "CFQ", "AS", "Deadline"];
+
+/// Table 4 of the paper: (zero, within ±image, beyond) in % per scheduler.
+const PAPER_SEEK: [[f64; 3]; 4] = [
+    [75.78, 97.39, 2.61],
+    [55.06, 96.67, 3.37],
+    [49.97, 96.57, 3.43],
+    [12.54, 70.99, 29.01],
+];
+
+/// Fig. 6(b): Pregather's total bandwidth over CFQ's, AS's and Deadline's.
+const PAPER_TOTAL_RATIO: [f64; 3] = [1.5, 1.6, 2.2];
+
+/// The four-VM scenario (`hvio_sim::DEFAULT_SCENARIO`) under `scheduler`.
+pub(super) fn scenario(opts: &ExpOptions, scheduler: &str) -> Result<Config> {
+    let mut cfg = Config::from_toml_str(crate::DEFAULT_SCENARIO, "paper000-four-vms.toml")?;
+    cfg.seed = opts.seed;
+    cfg.host.scheduler = scheduler.into();
+    cfg.host.params.clear();
+    apply_disk(&mut cfg);
+    if opts.quick {
+        for vm in &mut cfg.vms {
+            for job in &mut vm.jobs {
+                job.requests = Some(1000);
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+/// A number taken from a run.
+type Metric = fn(&SimResult) -> f64;
+
+fn cell(r: Option<&SimResult>, g: impl Fn(&SimResult) -> String) -> String {
+    r.map_or("—".into(), g)
+}
+
+pub fn run(opts: &ExpOptions) -> Result<Report> {
+    let (have, missing) = registered(&SCHEDULERS);
+    let mut runs: Vec<Option<SimResult>> = Vec::new();
+    for s in SCHEDULERS {
+        runs.push(match have.contains(&s) {
+            true => Some(crate::run(&scenario(opts, s)?)?),
+            false => None,
+        });
+    }
+    let rs: Vec<Option<&SimResult>> = runs.iter().map(Option::as_ref).collect();
+    let vms: Vec<String> = rs
+        .iter()
+        .flatten()
+        .next()
+        .map_or(vec![], |r| r.vms.iter().map(|v| v.vm.clone()).collect());
+
+    let mut cols = vec!["VM", "application"];
+    cols.extend(LABELS);
+    let mut t6a = Table::new("Fig. 6(a): execution time per application (s)", &cols);
+    if let Some(r0) = rs.iter().flatten().next() {
+        for j in &r0.jobs {
+            let mut row = vec![j.vm.clone(), j.job.clone()];
+            row.extend(rs.iter().map(|r| secs(r.and_then(|r| exec(r, &j.vm, &j.job)))));
+            t6a.row(row);
+        }
+    }
+
+    let mut cols = vec!["VM"];
+    cols.extend(LABELS);
+    let mut t6b = Table::new("Fig. 6(b): bandwidth (MB/s)", &cols);
+    for (i, vm) in vms.iter().enumerate() {
+        let mut row = vec![vm.clone()];
+        row.extend(rs.iter().map(|r| cell(*r, |r| f(r.vms[i].mb_per_s, 2))));
+        t6b.row(row);
+    }
+    let mut row = vec!["total (sum of VMs)".to_string()];
+    row.extend(rs.iter().map(|r| cell(*r, |r| f(sum_vm_bandwidth(r), 2))));
+    t6b.row(row);
+    let mut row = vec!["all bytes / makespan".to_string()];
+    row.extend(rs.iter().map(|r| cell(*r, |r| f(r.total_mb_per_s, 2))));
+    t6b.row(row);
+    let ratio = |i: usize, g: Metric| -> Option<f64> {
+        match (rs[0], rs[i]) {
+            (Some(p), Some(o)) => Some(g(p) / g(o)),
+            _ => None,
+        }
+    };
+    let mut row = vec!["Pregather total ÷ this (paper)".to_string(), "1".into()];
+    for i in 1..4 {
+        row.push(match ratio(i, sum_vm_bandwidth) {
+            Some(x) => format!("{x:.2} ({})", PAPER_TOTAL_RATIO[i - 1]),
+            None => format!("— ({})", PAPER_TOTAL_RATIO[i - 1]),
+        });
+    }
+    t6b.row(row);
+
+    let mut cols = vec!["seek distance"];
+    for l in LABELS {
+        cols.push(l);
+        cols.push("paper");
+    }
+    let mut t4 = Table::new("Table 4: distribution of seek distances (%)", &cols);
+    let image = rs.iter().flatten().next().map_or(0, |r| r.host.seek.image_sectors);
+    let rows: [(String, Metric); 3] = [
+        ("0".into(), |r| r.host.seek.zero_frac),
+        (format!("[-{image}, {image}]"), |r| r.host.seek.within_image_frac),
+        ("beyond ± image".into(), |r| r.host.seek.beyond_image_frac),
+    ];
+    for (k, (label, g)) in rows.iter().enumerate() {
+        let mut row = vec![label.clone()];
+        for (i, r) in rs.iter().enumerate() {
+            row.push(cell(*r, |r| pct(g(r))));
+            row.push(f(PAPER_SEEK[i][k], 2));
+        }
+        t4.row(row);
+    }
+
+    // Fig. 7: IOPS per VM in 10-s buckets over the first 100 s.
+    let mut tables = vec![t6a, t6b, t4];
+    for (i, r) in rs.iter().enumerate() {
+        let Some(r) = r else { continue };
+        if i > 1 && opts.quick {
+            break;
+        }
+        let mut cols = vec!["time (s)".to_string()];
+        cols.extend(r.series.vms.iter().map(|v| format!("{v} IOPS")));
+        let colr: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let mut t = Table::new(format!("Fig. 7: throughput over time under {}", LABELS[i]), &colr);
+        let per = (10.0 / r.series.interval_s).round().max(1.0) as usize;
+        let n = r.series.iops.first().map_or(0, Vec::len).min(10 * per);
+        for start in (0..n).step_by(per) {
+            let mut row = vec![format!("{}–{}", start / per * 10, start / per * 10 + 10)];
+            for s in &r.series.iops {
+                let end = (start + per).min(s.len());
+                let mean = s[start..end].iter().sum::<f64>() / (end - start).max(1) as f64;
+                row.push(f(mean, 1));
+            }
+            t.row(row);
+        }
+        tables.push(t);
+    }
+
+    let mut slices = Table::new(
+        "Pregather's adaptive time slices (Eq. 8)",
+        &[
+            "VM",
+            "slices",
+            "mean slice ms",
+            "last slice ms",
+            "SI %",
+            "RI",
+            "model KiB (peak)",
+        ],
+    );
+    if let Some(p) = rs[0] {
+        for vm in &vms {
+            let c = |k: &str| counter(p, &format!("{k}.{vm}"));
+            slices.row(vec![
+                vm.clone(),
+                f(c("slices"), 0),
+                f(c("slice_mean_ms"), 1),
+                f(c("slice_ms"), 1),
+                pct(c("si")),
+                format!("{:.2e}", c("ri")),
+                f(c("model_peak_bytes") / 1024.0, 1),
+            ]);
+        }
+    }
+    tables.push(slices);
+
+    let mut goals = Table::new("Goals (issue 5)", &["goal", "target", "hvio", "paper", "met"]);
+    let mut goal = |name: &str, target: f64, got: Option<f64>, paper: &str, as_pct: bool| {
+        let show = |x: f64| {
+            if as_pct {
+                format!("{:.1} %", 100.0 * x)
+            } else {
+                format!("{x:.2}×")
+            }
+        };
+        goals.row(vec![
+            name.into(),
+            format!("≥ {}", show(target)),
+            got.map_or("—".into(), show),
+            paper.into(),
+            got.map_or("—".into(), |g| if g >= target { "yes".into() } else { "no".into() }),
+        ]);
+    };
+    goal("total bandwidth vs CFQ", 1.3, ratio(1, sum_vm_bandwidth), "1.5×", false);
+    goal("total bandwidth vs AS", 1.4, ratio(2, sum_vm_bandwidth), "1.6×", false);
+    goal(
+        "total bandwidth vs Deadline",
+        2.0,
+        ratio(3, sum_vm_bandwidth),
+        "2.2×",
+        false,
+    );
+    goal(
+        "zero seek distances",
+        0.70,
+        rs[0].map(|r| r.host.seek.zero_frac),
+        "75.78 %",
+        true,
+    );
+    let vm4 = vms.len().checked_sub(1);
+    let vm4_share = match (rs[0], rs[1], vm4) {
+        (Some(p), Some(c), Some(i)) => Some(p.vms[i].mb_per_s / c.vms[i].mb_per_s),
+        _ => None,
+    };
+    goal(
+        "VM4 throughput vs its CFQ throughput",
+        0.90,
+        vm4_share,
+        "103 % (RR +3 %, RW +26 %)",
+        true,
+    );
+    tables.push(goals);
+
+    let mut notes = vec![
+        format!(
+            "disk: {}; 12 GiB images; each application: sysbench fileio, 16 threads, 16 KiB requests, {} requests",
+            disk_section().1,
+            if opts.quick { 1000 } else { 10_000 }
+        ),
+        "total bandwidth = the sum of the VMs' bandwidths, each VM's bytes over its own active period (the bars of Fig. 6b); \"all bytes / makespan\" is dominated by the slowest VM".into(),
+        "paper, Fig. 6(a): Pregather cuts VM1's execution times by 55 %, 62 % and 68 % against CFQ, AS and Deadline; VM3's SR-M and RRW by more than 50 % and 44 %; VM4's RR and RW gain 3 % and 26 % over CFQ".into(),
+        "paper, Fig. 7: under Pregather VM1 and VM2 get more throughput than VM3 and VM4, VM4 never below 70 IOPS".into(),
+    ];
+    notes.extend(missing);
+    let data = serde_json::Value::Array(
+        rs.iter()
+            .flatten()
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect(),
+    );
+    Ok(Report {
+        tables,
+        notes,
+        data,
+        ..Default::default()
+    })
+}

@@ -1,0 +1,60 @@
+//! Paper 000's experiments, scaled down (`quick`): they run, print the
+//! paper's numbers beside hvio's and produce the expected rows.
+
+use hvio_sim::experiments::{run, ExpOptions};
+
+fn quick() -> ExpOptions {
+    ExpOptions { seed: 1, quick: true }
+}
+
+fn table<'a>(r: &'a hvio_sim::experiments::Report, title: &str) -> &'a hvio_sim::report::Table {
+    r.tables
+        .iter()
+        .find(|t| t.title.starts_with(title))
+        .unwrap_or_else(|| panic!("no table {title}"))
+}
+
+#[test]
+fn table4_compares_the_schedulers_on_the_four_vms() {
+    let r = run("pregather-table4", &quick()).unwrap();
+    assert_eq!(r.name, "pregather-table4");
+    let t = table(&r, "Fig. 6(a)");
+    assert_eq!(t.rows.len(), 8, "two applications in each of four VMs");
+    let seek = table(&r, "Table 4");
+    assert_eq!(
+        seek.rows[0][2], "75.78",
+        "the paper's zero-seek share sits beside hvio's"
+    );
+    let bw = table(&r, "Fig. 6(b)");
+    let total: Vec<f64> = bw.rows[4][1..].iter().filter_map(|c| c.parse().ok()).collect();
+    assert!(total.len() >= 3, "Pregather, CFQ and Deadline ran: {:?}", bw.rows[4]);
+    assert!(total[0] > *total.last().unwrap(), "Pregather beats Deadline: {total:?}");
+    assert!(r.render().contains("Goals"));
+}
+
+#[test]
+fn fig5_sweeps_the_zone_size() {
+    let r = run("pregather-fig5", &quick()).unwrap();
+    let t = table(&r, "Fig. 5");
+    let bs: Vec<&str> = t
+        .rows
+        .iter()
+        .filter(|r| r[0] == "pregather")
+        .map(|r| r[1].as_str())
+        .collect();
+    assert_eq!(bs, ["10", "2000", "10000000"]);
+    assert!(t.rows.iter().any(|r| r[0] == "cfq"));
+}
+
+#[test]
+fn table3_runs_seven_mixes_and_overhead_measures() {
+    let r = run("pregather-table3", &quick()).unwrap();
+    assert_eq!(table(&r, "Table 3").rows.len(), 14);
+    assert_eq!(table(&r, "Pregather's waits").rows.len(), 7);
+    let o = run("pregather-overhead", &quick()).unwrap();
+    let cpu = table(&o, "CPU");
+    assert!(cpu.rows.iter().any(|r| r[0] == "pregather"));
+    let mem = table(&o, "Memory");
+    let kib: f64 = mem.rows.last().unwrap()[2].parse().unwrap();
+    assert!(kib > 0.0 && kib < 2148.0, "model memory {kib} KiB");
+}
