@@ -1331,31 +1331,11 @@ impl Scheduler for Bfq {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{fixed, run, Client, Outcome, Pattern};
-    use hvio_core::{DeviceInfo, ParamValues};
+    use crate::testutil::{build, counter, fixed, run, Client, Outcome, Pattern};
+    use hvio_core::DeviceInfo;
 
     fn build_with(weights: &[u32], over: &[(&str, f64)]) -> Box<dyn Scheduler> {
-        let mut o = ParamValues::new();
-        for (k, v) in over {
-            o.insert(k.to_string(), *v);
-        }
-        let ctx = SchedContext {
-            streams: weights
-                .iter()
-                .enumerate()
-                .map(|(i, &w)| StreamInfo::new(i as u32, format!("s{i}")).with_weight(w))
-                .collect(),
-            device: DeviceInfo::test_disk(1 << 30),
-        };
-        crate::build("bfq", &o, &ctx).unwrap()
-    }
-
-    fn counter(s: &dyn Scheduler, name: &str) -> f64 {
-        s.counters()
-            .iter()
-            .find(|c| c.0 == name)
-            .map(|c| c.1)
-            .unwrap_or(f64::NAN)
+        build("bfq", weights, over, DeviceInfo::test_disk(1 << 30))
     }
 
     /// Sectors dispatched for `stream` after time `from`.

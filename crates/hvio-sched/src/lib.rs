@@ -12,6 +12,7 @@ pub mod cfq;
 pub mod deadline;
 pub mod htbs;
 pub mod ishare;
+pub mod kyber;
 pub mod mq_deadline;
 pub mod noop;
 pub mod pregather;
@@ -45,6 +46,7 @@ pub static SCHEDULERS: &[SchedulerSpec] = &[
     anticipatory::SPEC,
     mq_deadline::SPEC,
     bfq::SPEC,
+    kyber::SPEC,
 ];
 
 /// The spec of a scheduler by name.

@@ -6,7 +6,9 @@
 
 #![allow(dead_code)] // helpers used by some schedulers' tests only
 
-use hvio_core::{Dispatch, Nanos, Op, Request, Scheduler, Sector, StreamId};
+use hvio_core::{
+    DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo,
+};
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +107,18 @@ pub fn run(
     service: &dyn Fn(&Request) -> Nanos,
     until: Nanos,
 ) -> Outcome {
+    run_loaded(s, clients, depth, &|rq, _| service(rq), until)
+}
+
+/// As [`run`], with a service time that depends on the requests in the
+/// device (including this one): a device that slows down under load.
+pub fn run_loaded(
+    s: &mut dyn Scheduler,
+    clients: &[Client],
+    depth: usize,
+    service: &dyn Fn(&Request, usize) -> Nanos,
+    until: Nanos,
+) -> Outcome {
     let mut out = Outcome::default();
     let mut gens: Vec<Gen> = clients
         .iter()
@@ -177,7 +191,7 @@ pub fn run(
         while inflight.len() < depth {
             match s.dispatch(now) {
                 Dispatch::Request(rq) => {
-                    let d = service(&rq);
+                    let d = service(&rq, inflight.len() + 1);
                     *out.busy.entry(rq.stream).or_default() += d;
                     out.dispatches.push((now, rq));
                     inflight.push((now + d, rq));
@@ -193,4 +207,28 @@ pub fn run(
         }
     }
     out
+}
+
+/// Build scheduler `name` for streams 0.. with `weights`, parameter
+/// overrides `over`, on `device`.
+pub fn build(name: &str, weights: &[u32], over: &[(&str, f64)], device: DeviceInfo) -> Box<dyn Scheduler> {
+    let o: ParamValues = over.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let ctx = SchedContext {
+        streams: weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| StreamInfo::new(i as u32, format!("s{i}")).with_weight(w))
+            .collect(),
+        device,
+    };
+    crate::build(name, &o, &ctx).unwrap()
+}
+
+/// A scheduler counter by name (NaN if it has none).
+pub fn counter(s: &dyn Scheduler, name: &str) -> f64 {
+    s.counters()
+        .iter()
+        .find(|c| c.0 == name)
+        .map(|c| c.1)
+        .unwrap_or(f64::NAN)
 }

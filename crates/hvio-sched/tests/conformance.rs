@@ -210,7 +210,8 @@ proptest! {
 /// skipped with a note (so a new scheduler lands before its promise is
 /// written down); add it to one of them.
 ///
-/// - noop: FIFO, so only the 4 requests ahead of it.
+/// - noop, kyber: FIFO (kyber: within the read domain), so only the 4
+///   requests ahead of it.
 /// - deadline / mq-deadline: `read_expire` (500 ms) plus the batch in
 ///   progress (`fifo_batch` = 16 requests).
 /// - anticipatory: the read FIFO is checked at most once per `read_expire`
@@ -221,6 +222,7 @@ proptest! {
 ///   within `target_latency` = 300 ms); the lone read's queue is next.
 const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
     ("noop", 10_000_000, "FIFO order"),
+    ("kyber", 10_000_000, "FIFO order within the read domain"),
     (
         "htbs",
         22_000_000,
