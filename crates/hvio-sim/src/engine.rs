@@ -191,7 +191,6 @@ struct Vm {
     commit_every: Nanos,
     dirty: bool,
     rng: JobRng,
-    counts: IoCount,
     host_requests: u64,
     host_bytes: u64,
     disk_time: Nanos,
@@ -371,7 +370,6 @@ impl Engine {
                 commit_every: (vc.journal_commit_s * 1e9).round() as Nanos,
                 dirty: false,
                 rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
-                counts: IoCount::default(),
                 host_requests: 0,
                 host_bytes: 0,
                 disk_time: 0,
@@ -833,7 +831,6 @@ impl Engine {
                 let job = &mut vm.jobs[th.job as usize];
                 job.outstanding -= 1;
                 job.counts.record(read, bytes, lat);
-                vm.counts.record(read, bytes, lat);
                 let b = (now / interval) as usize;
                 if vm.series_ops.len() <= b {
                     vm.series_ops.resize(b + 1, 0);
@@ -881,7 +878,14 @@ impl Engine {
         let mut total_bytes = 0u64;
         for (vm, &vc_weight) in self.vms.iter().zip(&self.host_weights) {
             let (mut vs, mut ve) = (Nanos::MAX, 0);
+            // A VM's application I/O is the sum of its jobs' (one histogram record per request).
+            let mut counts = IoCount::default();
             for j in &vm.jobs {
+                counts.reads += j.counts.reads;
+                counts.writes += j.counts.writes;
+                counts.read_bytes += j.counts.read_bytes;
+                counts.write_bytes += j.counts.write_bytes;
+                counts.latency.add(&j.counts.latency);
                 let end = j.end.unwrap_or(now);
                 vs = vs.min(j.start);
                 ve = ve.max(end);
@@ -901,18 +905,18 @@ impl Engine {
             }
             first = first.min(vs);
             last = last.max(ve);
-            total_bytes += vm.counts.bytes();
+            total_bytes += counts.bytes();
             let dur = ns_to_s(ve.saturating_sub(vs)).max(1e-9);
             vms.push(VmResult {
                 vm: vm.layout.name.clone(),
                 weight: vc_weight,
                 active_s: ns_to_s(ve.saturating_sub(vs)),
-                reads: vm.counts.reads,
-                writes: vm.counts.writes,
-                mb: vm.counts.bytes() as f64 / 1e6,
-                iops: vm.counts.ops() as f64 / dur,
-                mb_per_s: vm.counts.bytes() as f64 / 1e6 / dur,
-                latency: vm.counts.latency.summary(),
+                reads: counts.reads,
+                writes: counts.writes,
+                mb: counts.bytes() as f64 / 1e6,
+                iops: counts.ops() as f64 / dur,
+                mb_per_s: counts.bytes() as f64 / 1e6 / dur,
+                latency: counts.latency.summary(),
                 host_requests: vm.host_requests,
                 host_mb: vm.host_bytes as f64 / 1e6,
                 disk_time_s: ns_to_s(vm.disk_time),
