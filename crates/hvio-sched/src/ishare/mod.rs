@@ -233,10 +233,15 @@ struct Vm {
     /// Eq. 2 over the VM's requests that followed another VM's at the disk:
     /// its service time when the disk switches to it.
     switch_await: TimeWeightedAvg,
+    /// Eq. 2 over the others: its service time while it keeps the disk.
+    stay_await: TimeWeightedAvg,
     last_arrival: Option<Nanos>,
     last_completion: Option<Nanos>,
-    /// The round in which the VM last got a slice.
-    served_round: Option<u64>,
+    /// The round whose slice the VM holds, the slice (its budget in that
+    /// round) and how much of it the VM has used.
+    round: Option<u64>,
+    budget: Nanos,
+    used: Nanos,
     /// Time it held the disk as the served VM.
     slice_time: Nanos,
 }
@@ -252,9 +257,12 @@ impl Vm {
             await_: TimeWeightedAvg::default(),
             thinkt: TimeWeightedAvg::default(),
             switch_await: TimeWeightedAvg::default(),
+            stay_await: TimeWeightedAvg::default(),
             last_arrival: None,
             last_completion: None,
-            served_round: None,
+            round: None,
+            budget: 0,
+            used: 0,
             slice_time: 0,
         }
     }
@@ -416,6 +424,16 @@ impl IShare {
         }
     }
 
+    /// What Alg. 1 reads as the served VM's `await`: with `switch_cost`, its
+    /// service time while it keeps the disk (Eq. 1's `Tservice(R_i)`: its next
+    /// request follows its own), else its `await`.
+    fn served_await_us(&self, i: usize) -> Option<f64> {
+        match self.vms[i].stay_await.mean(&self.w) {
+            Some(a) if self.switch_cost => Some(a),
+            _ => self.await_us(i),
+        }
+    }
+
     fn await_us(&self, i: usize) -> Option<f64> {
         self.vms[i].await_.mean(&self.w)
     }
@@ -465,66 +483,67 @@ impl IShare {
         })
     }
 
+    /// Not yet served this round: the VM has slice left in it (a VM whose
+    /// slice DyIso ended early keeps the rest for later in the round).
     fn unserved(&self, i: usize) -> bool {
-        self.vms[i].served_round != Some(self.round)
+        let vm = &self.vms[i];
+        vm.round != Some(self.round) || vm.used < vm.budget
     }
 
     /// The heaviest backlogged VM not served this round (a new round when none is left).
     fn by_weight(&mut self) -> Option<usize> {
-        let pick = |s: &Self, fresh_only: bool| {
+        let pick = |s: &Self| {
             (0..s.vms.len())
-                .filter(|&i| s.vms[i].backlogged() && (!fresh_only || s.unserved(i)))
+                .filter(|&i| s.vms[i].backlogged() && s.unserved(i))
                 .max_by_key(|&i| (s.vms[i].weight, std::cmp::Reverse(i)))
         };
-        if let Some(i) = pick(self, true) {
+        if let Some(i) = pick(self) {
             return Some(i);
         }
-        let i = pick(self, false)?;
         self.round += 1;
-        Some(i)
+        pick(self)
     }
 
     /// §4.2: after DyIso ends `served`'s slice, a backlogged VM whose await is
     /// not above the served VM's, not served this round, closest to the head.
-    fn by_dyiso(&mut self, served: usize) -> Option<usize> {
-        let n_await = self.await_us(served);
+    fn by_dyiso(&self, served: usize) -> Option<usize> {
+        let n_await = self.served_await_us(served);
         let gap = self.gap_us(served);
-        let cands: Vec<usize> = (0..self.vms.len())
+        (0..self.vms.len())
             .filter(|&j| {
-                j != served && self.vms[j].backlogged() && await_wins(n_await, gap, self.cost_us(j), self.max_seek_us)
+                j != served
+                    && self.vms[j].backlogged()
+                    && self.unserved(j)
+                    && await_wins(n_await, gap, self.cost_us(j), self.max_seek_us)
             })
-            .collect();
-        let closest = |s: &Self, fresh_only: bool| {
-            cands
-                .iter()
-                .copied()
-                .filter(|&j| !fresh_only || s.unserved(j))
-                .min_by_key(|&j| (s.distance(j), j))
-        };
-        if let Some(j) = closest(self, true) {
-            return Some(j);
-        }
-        let j = closest(self, false)?;
-        self.round += 1;
-        Some(j)
+            .min_by_key(|&j| (self.distance(j), j))
     }
 
     fn expire(&mut self, reason: SwitchReason, now: Nanos) {
         if let Some(a) = self.active.take() {
             if let Some(start) = a.start {
-                self.vms[a.vm].slice_time += now.saturating_sub(start);
+                let vm = &mut self.vms[a.vm];
+                vm.slice_time += now.saturating_sub(start);
+                vm.used += now.saturating_sub(start);
             }
             self.switches[reason as usize] += 1;
         }
     }
 
     fn start_slice(&mut self, i: usize, now: Nanos) -> Active {
+        if self.vms[i].round != Some(self.round) {
+            let budget = self.slice_for(i, now);
+            let vm = &mut self.vms[i];
+            vm.round = Some(self.round);
+            vm.budget = budget;
+            vm.used = 0;
+        }
+        let vm = &self.vms[i];
         let a = Active {
             vm: i,
-            slice: self.slice_for(i, now),
+            slice: vm.budget.saturating_sub(vm.used).max(1),
             start: None,
         };
-        self.vms[i].served_round = Some(self.round);
         self.active = Some(a);
         a
     }
@@ -555,15 +574,18 @@ impl IShare {
 
     /// Alg. 1 for the served VM `i` with `rest` of its slice left.
     fn run_dyiso(&self, i: usize, rest: Nanos) -> Decision {
-        let peers = (0..self.vms.len()).filter(|&j| j != i).map(|j| Peer {
-            pending: self.vms[j].queue.len(),
-            await_us: self.cost_us(j),
-        });
+        // Only VMs that may take over (not yet served this round, §4.2) count.
+        let peers = (0..self.vms.len())
+            .filter(|&j| j != i && self.unserved(j))
+            .map(|j| Peer {
+                pending: self.vms[j].queue.len(),
+                await_us: self.cost_us(j),
+            });
         decide(
             self.vms[i].queue.len(),
             rest as f64 / NS_PER_US as f64,
             self.vms[i].thinkt.mean(&self.w),
-            self.await_us(i),
+            self.served_await_us(i),
             self.gap_us(i),
             peers,
             self.max_seek_us,
@@ -676,9 +698,12 @@ impl Scheduler for IShare {
         if let Some(from) = vm.last_completion.max(dispatched.map(|d| d.0)) {
             let interval = now.saturating_sub(from) as f64 / NS_PER_US as f64;
             vm.await_.update(interval, &self.w);
+            // The same average over requests that followed another VM's at
+            // the disk, and over those that did not.
             if dispatched.is_some_and(|d| d.1) {
-                // The same average over requests that followed another VM's.
                 vm.switch_await.update(interval, &self.w);
+            } else {
+                vm.stay_await.update(interval, &self.w);
             }
         }
         vm.last_completion = Some(now);

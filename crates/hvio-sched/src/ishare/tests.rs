@@ -318,7 +318,8 @@ fn next_vm_is_unserved_and_closest_to_the_head() {
     for i in 0..3 {
         s.vms[i].await_ = TimeWeightedAvg::fixed(500.0, &W);
     }
-    s.vms[2].served_round = Some(s.round);
+    s.vms[2].round = Some(s.round);
+    (s.vms[2].budget, s.vms[2].used) = (ms(100), ms(100));
     assert_eq!(take(&mut s, ms(1)).stream, 1, "not yet served this round");
 
     // And a VM whose await is above the served VM's is not a candidate.
@@ -423,6 +424,7 @@ fn underload_dyiso_fills_the_idle_gaps() {
     assert!(it >= 1.3 * bt, "ishare {i:?} vs blkio {b:?}; {:?}", ish.counters());
     assert!(ish.switches(SwitchReason::DyIsoAwait) > 100, "{:?}", ish.counters());
     assert!(counter(&ish, "state.underloaded_s") > 1.5, "{i:?} {:?}", ish.counters());
-    // And the lighter VM is not starved, nor the heavier one.
-    assert!(i[0] > 1500 && i[1] > 1500, "{i:?}");
+    // Neither VM is starved, and the heavier one keeps the larger share: a
+    // VM switched away from keeps the rest of its slice for later in the round.
+    assert!(i[1] > 1000 && i[0] > i[1], "{i:?}");
 }

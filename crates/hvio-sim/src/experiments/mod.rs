@@ -6,6 +6,8 @@
 mod htbs_paper004;
 mod htbs_rates;
 pub mod pregather;
+mod ishare_fig4;
+mod ishare_tables;
 
 use crate::error::{Result, SimError};
 use crate::report::Table;
@@ -69,6 +71,8 @@ pub static EXPERIMENTS: &[Experiment] = &[
     pregather::TABLE3,
     pregather::TABLE4,
     pregather::OVERHEAD,
+    ishare_tables::EXPERIMENT,
+    ishare_fig4::EXPERIMENT,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
