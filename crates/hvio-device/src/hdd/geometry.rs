@@ -1,0 +1,376 @@
+//! Zoned disk geometry: logical block numbers (LBNs) to cylinder, head and
+//! physical sector, with the holes a real layout has (reserved space at a
+//! zone's front, spare sectors and tracks, slipped defects).
+//!
+//! Each zone numbers its physical sectors (PBNs) track by track, cylinder by
+//! cylinder (all surfaces of a cylinder before the next cylinder). Holes are
+//! PBN ranges that hold no LBN; LBNs fill the remaining PBNs in order. A zone
+//! without holes maps with two divisions; with holes, one binary search more.
+
+/// A range of physical sectors that holds no logical block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole {
+    /// First PBN of the hole (zone relative).
+    pub pbn: u64,
+    /// Length in sectors.
+    pub len: u64,
+}
+
+#[derive(Debug, Clone)]
+struct HoleIdx {
+    pbn: u64,
+    len: u64,
+    /// Zone-relative LBN of the first block after the hole.
+    lbn_after: u64,
+    /// Hole sectors up to and including this hole.
+    cum: u64,
+}
+
+/// One recording zone: a range of cylinders with the same sectors per track.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    pub first_cyl: u32,
+    pub last_cyl: u32,
+    /// Physical sectors per track.
+    pub spt: u32,
+    /// First LBN of the zone.
+    pub first_lbn: u64,
+    /// Logical blocks in the zone.
+    pub lbns: u64,
+    /// Angular offset of PBN 0, in sectors.
+    pub offset: f64,
+    /// Skew added per track switch within a cylinder, in sectors.
+    pub track_skew: f64,
+    /// Skew added per cylinder switch, in sectors.
+    pub cyl_skew: f64,
+    holes: Vec<HoleIdx>,
+}
+
+/// A position on the platters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Loc {
+    pub zone: u32,
+    pub cyl: u32,
+    pub head: u32,
+    /// Physical sector on the track.
+    pub sector: u32,
+}
+
+/// Errors building a geometry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeometryError(pub String);
+
+impl Zone {
+    /// A zone; `holes` are zone-relative PBN ranges (any order, may touch).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        first_cyl: u32,
+        last_cyl: u32,
+        spt: u32,
+        heads: u32,
+        offset: f64,
+        track_skew: f64,
+        cyl_skew: f64,
+        mut holes: Vec<Hole>,
+    ) -> Result<Zone, GeometryError> {
+        if last_cyl < first_cyl || spt == 0 || heads == 0 {
+            return Err(GeometryError(format!(
+                "zone cylinders {first_cyl}..={last_cyl} with {spt} sectors per track is empty"
+            )));
+        }
+        let pbns = (last_cyl - first_cyl + 1) as u64 * heads as u64 * spt as u64;
+        holes.retain(|h| h.len > 0);
+        holes.sort_by_key(|h| h.pbn);
+        // Merge overlapping or touching holes.
+        let mut merged: Vec<Hole> = Vec::with_capacity(holes.len());
+        for h in holes {
+            if h.pbn >= pbns {
+                return Err(GeometryError(format!(
+                    "zone cylinders {first_cyl}..={last_cyl}: hole at physical sector {} beyond the zone's {pbns} sectors",
+                    h.pbn
+                )));
+            }
+            let end = (h.pbn + h.len).min(pbns);
+            match merged.last_mut() {
+                Some(m) if h.pbn <= m.pbn + m.len => m.len = m.len.max(end - m.pbn),
+                _ => merged.push(Hole {
+                    pbn: h.pbn,
+                    len: end - h.pbn,
+                }),
+            }
+        }
+        let mut cum = 0;
+        let holes: Vec<HoleIdx> = merged
+            .iter()
+            .map(|h| {
+                let lbn_after = h.pbn - cum;
+                cum += h.len;
+                HoleIdx {
+                    pbn: h.pbn,
+                    len: h.len,
+                    lbn_after,
+                    cum,
+                }
+            })
+            .collect();
+        if cum >= pbns {
+            return Err(GeometryError(format!(
+                "zone cylinders {first_cyl}..={last_cyl}: no sectors left after {cum} reserved"
+            )));
+        }
+        Ok(Zone {
+            first_cyl,
+            last_cyl,
+            spt,
+            first_lbn: 0,
+            lbns: pbns - cum,
+            offset,
+            track_skew,
+            cyl_skew,
+            holes,
+        })
+    }
+
+    /// Zone-relative LBN to zone-relative PBN.
+    #[inline]
+    pub fn lbn_to_pbn(&self, lbn: u64) -> u64 {
+        if self.holes.is_empty() {
+            return lbn;
+        }
+        // Last hole whose following LBN is <= lbn.
+        let k = self.holes.partition_point(|h| h.lbn_after <= lbn);
+        if k == 0 {
+            lbn
+        } else {
+            lbn + self.holes[k - 1].cum
+        }
+    }
+
+    /// Number of LBNs on PBNs before `pbn` (zone relative): the LBN at `pbn`,
+    /// or the next one if `pbn` is in a hole.
+    #[inline]
+    pub fn pbn_to_lbn_ceil(&self, pbn: u64) -> u64 {
+        if self.holes.is_empty() {
+            return pbn;
+        }
+        let k = self.holes.partition_point(|h| h.pbn <= pbn);
+        if k == 0 {
+            return pbn;
+        }
+        let h = &self.holes[k - 1];
+        if pbn < h.pbn + h.len {
+            h.lbn_after
+        } else {
+            pbn - h.cum
+        }
+    }
+
+    /// Whether a zone-relative PBN holds a logical block.
+    pub fn pbn_is_hole(&self, pbn: u64) -> bool {
+        let k = self.holes.partition_point(|h| h.pbn <= pbn);
+        k > 0 && pbn < self.holes[k - 1].pbn + self.holes[k - 1].len
+    }
+
+    /// Total reserved (hole) sectors.
+    pub fn hole_sectors(&self) -> u64 {
+        self.holes.last().map_or(0, |h| h.cum)
+    }
+
+    /// The holes, merged and sorted.
+    pub fn holes(&self) -> impl Iterator<Item = Hole> + '_ {
+        self.holes.iter().map(|h| Hole { pbn: h.pbn, len: h.len })
+    }
+}
+
+/// The whole disk's layout.
+#[derive(Debug, Clone)]
+pub struct Geometry {
+    pub heads: u32,
+    pub cylinders: u32,
+    pub zones: Vec<Zone>,
+    zone_starts: Vec<u64>,
+    capacity: u64,
+}
+
+impl Geometry {
+    /// Lay out `zones` (in LBN order) on `heads` surfaces; assigns each zone's first LBN.
+    pub fn new(heads: u32, cylinders: u32, mut zones: Vec<Zone>) -> Result<Geometry, GeometryError> {
+        if zones.is_empty() {
+            return Err(GeometryError("no zones".into()));
+        }
+        let mut lbn = 0;
+        for z in &mut zones {
+            if z.last_cyl >= cylinders {
+                return Err(GeometryError(format!(
+                    "zone cylinders {}..={} beyond the {cylinders} cylinders",
+                    z.first_cyl, z.last_cyl
+                )));
+            }
+            z.first_lbn = lbn;
+            lbn += z.lbns;
+        }
+        let zone_starts = zones.iter().map(|z| z.first_lbn).collect();
+        Ok(Geometry {
+            heads,
+            cylinders,
+            zones,
+            zone_starts,
+            capacity: lbn,
+        })
+    }
+
+    /// Logical blocks on the disk.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Index of the zone holding `lbn` (clamped to the last zone).
+    #[inline]
+    pub fn zone_of(&self, lbn: u64) -> usize {
+        self.zone_starts.partition_point(|&s| s <= lbn).saturating_sub(1)
+    }
+
+    /// Physical position of an LBN (LBNs past the end are clamped to the last block).
+    #[inline]
+    pub fn locate(&self, lbn: u64) -> Loc {
+        let lbn = lbn.min(self.capacity - 1);
+        let zi = self.zone_of(lbn);
+        let z = &self.zones[zi];
+        let pbn = z.lbn_to_pbn(lbn - z.first_lbn);
+        let track = pbn / z.spt as u64;
+        Loc {
+            zone: zi as u32,
+            cyl: z.first_cyl + (track / self.heads as u64) as u32,
+            head: (track % self.heads as u64) as u32,
+            sector: (pbn % z.spt as u64) as u32,
+        }
+    }
+
+    /// The cylinder of an LBN.
+    #[inline]
+    pub fn cylinder_of(&self, lbn: u64) -> u32 {
+        self.locate(lbn).cyl
+    }
+
+    /// The LBN at a physical position, or `None` if that sector is a hole.
+    pub fn lbn_at(&self, loc: Loc) -> Option<u64> {
+        let z = self.zones.get(loc.zone as usize)?;
+        let pbn = self.pbn_of(z, loc);
+        if z.pbn_is_hole(pbn) {
+            return None;
+        }
+        Some(z.first_lbn + z.pbn_to_lbn_ceil(pbn))
+    }
+
+    #[inline]
+    fn pbn_of(&self, z: &Zone, loc: Loc) -> u64 {
+        ((loc.cyl - z.first_cyl) as u64 * self.heads as u64 + loc.head as u64) * z.spt as u64 + loc.sector as u64
+    }
+
+    /// First LBN after the track holding `loc` (its logical end).
+    #[inline]
+    pub fn track_end_lbn(&self, loc: Loc) -> u64 {
+        let z = &self.zones[loc.zone as usize];
+        let pbn_next = self.pbn_of(z, loc) - loc.sector as u64 + z.spt as u64;
+        z.first_lbn + z.pbn_to_lbn_ceil(pbn_next)
+    }
+
+    /// The physical sector on `loc`'s track of an LBN known to be on that track.
+    #[inline]
+    pub fn sector_on_track(&self, loc: Loc, lbn: u64) -> u32 {
+        let z = &self.zones[loc.zone as usize];
+        (z.lbn_to_pbn(lbn - z.first_lbn) % z.spt as u64) as u32
+    }
+
+    /// Angular position (in revolutions, 0..1) where physical sector `loc.sector` begins.
+    #[inline]
+    pub fn angle(&self, loc: Loc) -> f64 {
+        let z = &self.zones[loc.zone as usize];
+        let cyl_rel = (loc.cyl - z.first_cyl) as f64;
+        let switches = loc.head as f64 + (self.heads as f64 - 1.0) * cyl_rel;
+        let pos = z.offset + z.track_skew * switches + z.cyl_skew * cyl_rel + loc.sector as f64;
+        let r = pos / z.spt as f64;
+        r - r.floor()
+    }
+
+    /// Sectors per track of the zone holding `loc`.
+    #[inline]
+    pub fn spt(&self, loc: Loc) -> u32 {
+        self.zones[loc.zone as usize].spt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holey() -> Geometry {
+        let z0 = Zone::new(
+            0,
+            9,
+            10,
+            2,
+            0.0,
+            1.0,
+            2.0,
+            vec![Hole { pbn: 0, len: 5 }, Hole { pbn: 17, len: 1 }],
+        )
+        .unwrap();
+        let z1 = Zone::new(10, 19, 8, 2, 0.0, 1.0, 2.0, vec![Hole { pbn: 150, len: 10 }]).unwrap();
+        Geometry::new(2, 20, vec![z0, z1]).unwrap()
+    }
+
+    #[test]
+    fn holes_are_skipped() {
+        let g = holey();
+        assert_eq!(g.capacity(), 200 - 6 + 160 - 10);
+        // LBN 0 is PBN 5.
+        assert_eq!(
+            g.locate(0),
+            Loc {
+                zone: 0,
+                cyl: 0,
+                head: 0,
+                sector: 5
+            }
+        );
+        // LBNs 0..=11 are PBNs 5..=16, LBN 12 skips the slip at 17.
+        assert_eq!(g.locate(11).sector, 6);
+        assert_eq!(g.locate(11).head, 1);
+        assert_eq!(g.locate(12).sector, 8);
+        assert_eq!(
+            g.lbn_at(Loc {
+                zone: 0,
+                cyl: 0,
+                head: 1,
+                sector: 7
+            }),
+            None
+        );
+        // Track 0 ends at LBN 5; track 1 ends at LBN 5 + 9.
+        assert_eq!(g.track_end_lbn(g.locate(0)), 5);
+        assert_eq!(g.track_end_lbn(g.locate(5)), 14);
+    }
+
+    #[test]
+    fn round_trip_every_block() {
+        let g = holey();
+        for lbn in 0..g.capacity() {
+            let loc = g.locate(lbn);
+            assert_eq!(g.lbn_at(loc), Some(lbn), "lbn {lbn} at {loc:?}");
+        }
+    }
+
+    #[test]
+    fn angle_includes_skews() {
+        let g = holey();
+        let a = g.angle(Loc {
+            zone: 0,
+            cyl: 1,
+            head: 1,
+            sector: 3,
+        });
+        // offset 0 + track skew 1 × (1 + 1) + cyl skew 2 × 1 + 3 = 7 sectors of 10.
+        assert!((a - 0.7).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,15 @@
+//! The hard-disk model: zoned geometry with skews and holes, a seek curve,
+//! rotation tracked over time, a segmented read-ahead cache, an optional
+//! write-back buffer and an optional reordering device queue.
+
+mod device;
+pub mod geometry;
+mod model;
+mod params;
+pub mod seek;
+
+pub use device::{Hdd, HddStats};
+pub use geometry::{Geometry, GeometryError, Hole, Loc, Zone};
+pub use model::{Access, CacheParams, HddModel, HddSeek, Overheads, QueuePolicy};
+pub use params::{HddParams, SeekSpec, DEFAULT_CAPACITY};
+pub use seek::SeekCurve;

@@ -1,0 +1,227 @@
+//! The immutable part of an HDD: geometry, seek curve, rotation, timings,
+//! cache and queue parameters, and the pure timing functions built on them.
+
+use super::geometry::{Geometry, Loc};
+use super::seek::SeekCurve;
+use hvio_core::{Nanos, SeekModel};
+
+/// Controller overheads in ns, indexed `[kind][previous op]` with kind
+/// 0 = read hit, 1 = read miss, 2 = write hit (buffered), 3 = write miss, and
+/// previous op 0 = read, 1 = write.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Overheads(pub [[f64; 2]; 4]);
+
+impl Overheads {
+    pub const READ_HIT: usize = 0;
+    pub const READ_MISS: usize = 1;
+    pub const WRITE_HIT: usize = 2;
+    pub const WRITE_MISS: usize = 3;
+}
+
+/// The drive's buffer cache.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheParams {
+    /// Read segments (0 disables read caching and read-ahead).
+    pub segments: usize,
+    /// Sectors per segment.
+    pub segment_sectors: u64,
+    /// Most sectors read ahead past a request.
+    pub read_ahead: u64,
+    /// Keep written data for later read hits.
+    pub read_hits_on_write_data: bool,
+    /// Write-back: acknowledge writes once buffered, destage later.
+    pub write_back: bool,
+    /// Sectors the write-back buffer holds.
+    pub write_buffer_sectors: u64,
+}
+
+/// How a drive with a queue depth > 1 orders its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePolicy {
+    /// First come, first served.
+    Fcfs,
+    /// Shortest positioning (seek + rotation) time first, with an age bound.
+    Sptf,
+}
+
+/// Everything about a disk that does not change while it runs.
+#[derive(Debug, Clone)]
+pub struct HddModel {
+    pub name: String,
+    pub geom: Geometry,
+    pub seek: SeekCurve,
+    /// One revolution, ns.
+    pub rev: f64,
+    pub head_switch: f64,
+    /// Added to writes whenever the arm moved or switched heads, ns.
+    pub write_settle: f64,
+    pub overheads: Overheads,
+    /// Host interface time per sector for data moved from/to the buffer, ns.
+    pub bus_per_sector: f64,
+    /// Bus time per sector that cannot overlap the media transfer of a miss
+    /// (DiskSim's "bulk sector transfer time"), ns.
+    pub bulk_per_sector: f64,
+    pub cache: CacheParams,
+    pub queue_depth: usize,
+    pub policy: QueuePolicy,
+    /// SPTF age bound: a request queued this long is served next, ns.
+    pub max_queue_wait: Nanos,
+}
+
+/// Result of one media access.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Access {
+    pub seek: f64,
+    pub rotation: f64,
+    /// Media transfer including track switches within the request.
+    pub transfer: f64,
+    /// Head position after the access.
+    pub end: Loc,
+}
+
+impl HddModel {
+    /// Seek time in ns between two cylinders (seek only, no head switch).
+    #[inline]
+    pub fn seek_ns(&self, from: u32, to: u32) -> f64 {
+        self.seek.ms(from.abs_diff(to)) * 1e6
+    }
+
+    /// Positioning from `from` to the track of `to` (seek or head switch, the
+    /// larger when both, plus write settle when anything moved), ns.
+    #[inline]
+    pub fn reposition(&self, from: Loc, to: Loc, write: bool) -> f64 {
+        let mut t = self.seek_ns(from.cyl, to.cyl);
+        if from.head != to.head && self.head_switch > t {
+            t = self.head_switch;
+        }
+        if write && t > 0.0 {
+            t += self.write_settle;
+        }
+        t
+    }
+
+    /// Rotational wait at time `t` (ns) until sector `loc` comes under the head.
+    #[inline]
+    pub fn rot_wait(&self, t: f64, loc: Loc) -> f64 {
+        let now = t / self.rev;
+        let now = now - now.floor();
+        let mut w = self.geom.angle(loc) - now;
+        if w < 0.0 {
+            w += 1.0;
+        }
+        // A stream continuing exactly where it left off must not lose a turn to rounding.
+        if w > 1.0 - 1e-9 {
+            w = 0.0;
+        }
+        w * self.rev
+    }
+
+    /// Seek + rotation from head position `from` at time `t` to `lbn`: an
+    /// estimate for queue ordering (no state changes).
+    #[inline]
+    pub fn positioning(&self, from: Loc, t: f64, lbn: u64, write: bool) -> f64 {
+        let to = self.geom.locate(lbn);
+        let s = self.reposition(from, to, write);
+        s + self.rot_wait(t + s, to)
+    }
+
+    /// A media access of `n` sectors from `lbn`, the arm at `from` at time `t`.
+    pub fn access(&self, from: Loc, t: f64, lbn: u64, n: u64, write: bool) -> Access {
+        let to = self.geom.locate(lbn);
+        let seek = self.reposition(from, to, write);
+        let rotation = self.rot_wait(t + seek, to);
+        let start = t + seek + rotation;
+        let (end_t, end) = self.stream(start, to, lbn, lbn + n.max(1), write, f64::INFINITY);
+        Access {
+            seek,
+            rotation,
+            transfer: end_t.0 - start,
+            end,
+        }
+    }
+
+    /// Reads (or writes) sequentially from `lbn` (at `loc`, under the head at
+    /// time `t`) up to `end` (exclusive), switching tracks as needed, but stops
+    /// at time `stop`. Returns ((time, first LBN not yet transferred), head).
+    pub fn stream(
+        &self,
+        mut t: f64,
+        mut loc: Loc,
+        mut lbn: u64,
+        end: u64,
+        write: bool,
+        stop: f64,
+    ) -> ((f64, u64), Loc) {
+        let g = &self.geom;
+        let end = end.min(g.capacity());
+        loop {
+            let track_end = g.track_end_lbn(loc);
+            let run_end = track_end.min(end);
+            let spt = g.spt(loc) as f64;
+            let sector_t = self.rev / spt;
+            // Physical sectors passed, including slipped ones in between.
+            let last_sector = if run_end == lbn + 1 {
+                loc.sector
+            } else {
+                g.sector_on_track(loc, run_end - 1)
+            };
+            let phys = (last_sector - loc.sector + 1) as f64;
+            let t_run = t + phys * sector_t;
+            if t_run > stop {
+                // Partway through this track.
+                let done = ((stop - t) / sector_t).floor().max(0.0) as u64;
+                let mut reached = lbn;
+                if done > 0 {
+                    let z = &g.zones[loc.zone as usize];
+                    let pbn0 = z.lbn_to_pbn(lbn - z.first_lbn);
+                    reached = (z.first_lbn + z.pbn_to_lbn_ceil(pbn0 + done)).min(run_end);
+                }
+                return ((stop, reached), loc);
+            }
+            t = t_run;
+            lbn = run_end;
+            if lbn >= end {
+                let mut last = loc;
+                last.sector = last_sector;
+                return ((t, lbn), last);
+            }
+            let next = g.locate(lbn);
+            t += self.reposition(loc, next, write);
+            if t > stop {
+                return ((stop, lbn), loc);
+            }
+            t += self.rot_wait(t, next);
+            if t > stop {
+                return ((stop, lbn), next);
+            }
+            loc = next;
+        }
+    }
+}
+
+/// The seek estimate schedulers consult (`DeviceInfo::seek`).
+#[derive(Debug, Clone)]
+pub struct HddSeek {
+    model: std::sync::Arc<HddModel>,
+    max: Nanos,
+}
+
+impl HddSeek {
+    pub fn new(model: std::sync::Arc<HddModel>) -> Self {
+        let max = (model.seek_ns(0, model.geom.cylinders - 1)).round() as Nanos;
+        HddSeek { model, max }
+    }
+}
+
+impl SeekModel for HddSeek {
+    fn seek_time(&self, from: u64, to: u64) -> Nanos {
+        let g = &self.model.geom;
+        self.model.seek_ns(g.cylinder_of(from), g.cylinder_of(to)).round() as Nanos
+    }
+    fn max_seek_time(&self) -> Nanos {
+        self.max
+    }
+    fn revolution(&self) -> Nanos {
+        self.model.rev.round() as Nanos
+    }
+}

@@ -1,0 +1,190 @@
+//! Seek curves: time to move the arm a number of cylinders.
+
+/// A seek curve, in milliseconds as a function of the distance in cylinders.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeekCurve {
+    /// Ruemmler–Wilkes two-regime form: `a1 + b1·√d` below `split`
+    /// cylinders, `a2 + b2·d` from there on.
+    TwoRegime {
+        split: f64,
+        a1: f64,
+        b1: f64,
+        a2: f64,
+        b2: f64,
+    },
+    /// DiskSim's `hpl`/`hplplus10`: the two-regime form with an optional
+    /// single-cylinder time and optional measured times for distances 1..=10.
+    Hpl {
+        split: f64,
+        a1: f64,
+        b1: f64,
+        a2: f64,
+        b2: f64,
+        single: Option<f64>,
+        first_ten: Option<[f64; 10]>,
+    },
+    /// A measured table of (distance, ms), increasing distances, interpolated
+    /// linearly between points and extrapolated from the last two.
+    Table { dist: Vec<f64>, ms: Vec<f64> },
+}
+
+impl SeekCurve {
+    /// Seek time in ms for `d` cylinders (0 for 0).
+    #[inline]
+    pub fn ms(&self, d: u32) -> f64 {
+        if d == 0 {
+            return 0.0;
+        }
+        let x = d as f64;
+        match self {
+            SeekCurve::TwoRegime { split, a1, b1, a2, b2 } => {
+                if x < *split {
+                    a1 + b1 * x.sqrt()
+                } else {
+                    a2 + b2 * x
+                }
+            }
+            SeekCurve::Hpl {
+                split,
+                a1,
+                b1,
+                a2,
+                b2,
+                single,
+                first_ten,
+            } => {
+                if let Some(t) = first_ten {
+                    if d <= 10 {
+                        return t[d as usize - 1];
+                    }
+                }
+                if d == 1 {
+                    if let Some(s) = single {
+                        return *s;
+                    }
+                }
+                if x < *split {
+                    a1 + b1 * x.sqrt()
+                } else {
+                    a2 + b2 * x
+                }
+            }
+            SeekCurve::Table { dist, ms } => {
+                let n = dist.len();
+                let i = dist.partition_point(|&p| p < x);
+                if i < n && dist[i] == x {
+                    return ms[i];
+                }
+                if n == 1 {
+                    return ms[0];
+                }
+                // Interpolate between i-1 and i (or extrapolate at the ends).
+                let (j0, j1) = if i == 0 {
+                    (0, 1)
+                } else if i >= n {
+                    (n - 2, n - 1)
+                } else {
+                    (i - 1, i)
+                };
+                if i == 0 {
+                    // Below the first point: scale linearly from (0, 0).
+                    return ms[0] * x / dist[0];
+                }
+                let f = (x - dist[j0]) / (dist[j1] - dist[j0]);
+                (ms[j0] + f * (ms[j1] - ms[j0])).max(0.0)
+            }
+        }
+    }
+
+    /// Checks the parameters; returns a description of the first problem.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            SeekCurve::TwoRegime { split, a1, b1, a2, b2 }
+            | SeekCurve::Hpl {
+                split, a1, b1, a2, b2, ..
+            } => {
+                for (k, v) in [("split", split), ("a1", a1), ("b1", b1), ("a2", a2), ("b2", b2)] {
+                    if !v.is_finite() {
+                        return Err(format!("seek parameter {k} = {v} is not finite"));
+                    }
+                }
+                Ok(())
+            }
+            SeekCurve::Table { dist, ms } => {
+                if dist.is_empty() || dist.len() != ms.len() {
+                    return Err("seek table is empty".into());
+                }
+                for w in dist.windows(2) {
+                    if w[1] <= w[0] {
+                        return Err(format!("seek table distances not increasing at {} → {}", w[0], w[1]));
+                    }
+                }
+                if dist[0] <= 0.0 {
+                    return Err(format!("seek table distance {} must be positive", dist[0]));
+                }
+                if let Some(t) = ms.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
+                    return Err(format!("seek table time {t} ms is not a non-negative number"));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_regime() {
+        let c = SeekCurve::TwoRegime {
+            split: 100.0,
+            a1: 1.0,
+            b1: 0.5,
+            a2: 4.0,
+            b2: 0.01,
+        };
+        assert_eq!(c.ms(0), 0.0);
+        assert!((c.ms(4) - 2.0).abs() < 1e-12);
+        assert!((c.ms(200) - 6.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn hpl_first_ten() {
+        let mut ten = [0.0; 10];
+        for (i, t) in ten.iter_mut().enumerate() {
+            *t = i as f64 + 1.0;
+        }
+        let c = SeekCurve::Hpl {
+            split: 300.0,
+            a1: 3.81,
+            b1: 0.33,
+            a2: 7.75,
+            b2: 0.0059,
+            single: Some(0.2),
+            first_ten: Some(ten),
+        };
+        assert_eq!(c.ms(1), 1.0);
+        assert_eq!(c.ms(10), 10.0);
+        assert!((c.ms(100) - (3.81 + 3.3)).abs() < 1e-12);
+        assert!((c.ms(1000) - (7.75 + 5.9)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn table_interpolates() {
+        let c = SeekCurve::Table {
+            dist: vec![1.0, 10.0, 100.0],
+            ms: vec![1.0, 2.0, 5.0],
+        };
+        assert_eq!(c.ms(1), 1.0);
+        assert!((c.ms(55) - 3.5).abs() < 1e-12);
+        assert!((c.ms(200) - (5.0 + 100.0 / 90.0 * 3.0)).abs() < 1e-12);
+        assert!(c.check().is_ok());
+        assert!(SeekCurve::Table {
+            dist: vec![2.0, 1.0],
+            ms: vec![1.0, 1.0]
+        }
+        .check()
+        .is_err());
+    }
+}

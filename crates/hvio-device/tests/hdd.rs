@@ -1,0 +1,256 @@
+//! HDD model: hand-computed cases and the sanity figures of device-models.md.
+
+use hvio_core::{Completion, Device, Nanos, Op, Request};
+use hvio_device::hdd::{Hdd, HddParams};
+use hvio_device::{build_device, DeviceConfig};
+
+fn disk(p: HddParams) -> Hdd {
+    Hdd::new(p.build().unwrap())
+}
+
+/// Submits `rq` at `now` and runs the device until it completes.
+fn run_one(d: &mut dyn Device, rq: Request, now: Nanos) -> Completion {
+    d.submit(rq, now);
+    let mut out = Vec::new();
+    while out.is_empty() {
+        let t = d.next_event().expect("pending work has an event");
+        d.advance(t, &mut out);
+    }
+    assert_eq!(out.len(), 1);
+    out[0]
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn rev() -> f64 {
+    60e9 / 7200.0
+}
+
+#[test]
+fn random_4k_reads_give_75_to_85_iops() {
+    let mut d = disk(HddParams::default());
+    let cap = d.info().capacity;
+    let mut rng = Rng(7);
+    let mut now = 0;
+    let n = 3000;
+    for i in 0..n {
+        let lbn = (rng.next() % (cap / 8)) * 8;
+        let c = run_one(&mut d, Request::new(i, 0, Op::Read, lbn, 8, now), now);
+        assert_eq!(c.done - c.start, c.service.total());
+        now = c.done;
+    }
+    let iops = n as f64 / (now as f64 / 1e9);
+    assert!((75.0..=85.0).contains(&iops), "random 4 KiB read IOPS {iops:.1}");
+}
+
+#[test]
+fn first_read_hand_computed() {
+    // Fresh disk, head on track 0 at angle 0 at time 0: a read of LBN 0 pays
+    // the overhead, no seek, waits the rest of the revolution, then reads 8 sectors.
+    let mut d = disk(HddParams::default());
+    let c = run_one(&mut d, Request::new(1, 0, Op::Read, 0, 8, 0), 0);
+    let oh = 150_000.0;
+    assert_eq!(c.service.overhead, 150_000);
+    assert_eq!(c.service.seek, 0);
+    assert!(
+        (c.service.rotation as f64 - (rev() - oh)).abs() <= 1.0,
+        "{:?}",
+        c.service
+    );
+    let xfer = 8.0 * rev() / 2673.0;
+    assert!((c.service.transfer as f64 - xfer).abs() <= 1.0, "{:?}", c.service);
+    assert!(!c.service.cache_hit);
+}
+
+#[test]
+fn late_sequential_write_waits_almost_a_revolution() {
+    let mut d = disk(HddParams::default());
+    let c1 = run_one(&mut d, Request::new(1, 0, Op::Write, 1000, 8, 0), 0);
+    // Arriving exactly at completion, the next sector has only just passed
+    // under the head by the overhead time: nearly a whole revolution to wait.
+    let gap = 200_000;
+    let c2 = run_one(
+        &mut d,
+        Request::new(2, 0, Op::Write, 1008, 8, c1.done + gap),
+        c1.done + gap,
+    );
+    assert_eq!(c2.service.seek, 0);
+    let expect = rev() - (gap as f64 + 150_000.0);
+    assert!(
+        (c2.service.rotation as f64 - expect).abs() <= 2.0,
+        "rotation {} expected {expect}",
+        c2.service.rotation
+    );
+    // A sequential read arriving as late is served by the read-ahead instead.
+    let c3 = run_one(&mut d, Request::new(3, 0, Op::Read, 5000, 8, c2.done), c2.done);
+    let t = c3.done + gap;
+    let c4 = run_one(&mut d, Request::new(4, 0, Op::Read, 5008, 8, t), t);
+    assert!(c4.service.cache_hit, "{:?}", c4.service);
+    assert!(c4.service.total() < 100_000, "{:?}", c4.service);
+}
+
+#[test]
+fn reread_is_a_cache_hit() {
+    let mut d = disk(HddParams::default());
+    let c1 = run_one(&mut d, Request::new(1, 0, Op::Read, 123_456_789, 16, 0), 0);
+    assert!(!c1.service.cache_hit);
+    let c2 = run_one(&mut d, Request::new(2, 0, Op::Read, 123_456_789, 16, c1.done), c1.done);
+    assert!(c2.service.cache_hit);
+    // read-hit overhead 0.05 ms + 16 sectors over a 300 MB/s interface
+    let expect = 50_000.0 + 16.0 * 512.0 / 300e6 * 1e9;
+    assert!((c2.service.total() as f64 - expect).abs() <= 1.0, "{:?}", c2.service);
+}
+
+/// Sequential reads of `bs` sectors from `start` for `total` sectors: MB/s.
+fn seq_read_rate(d: &mut dyn Device, start: u64, bs: u32, total: u64) -> f64 {
+    let mut now = 0;
+    let mut lbn = start;
+    let mut t0 = None;
+    let mut i = 0;
+    while lbn < start + total {
+        let c = run_one(d, Request::new(i, 0, Op::Read, lbn, bs, now), now);
+        t0.get_or_insert(c.start);
+        now = c.done;
+        lbn += bs as u64;
+        i += 1;
+    }
+    (lbn - start) as f64 * 512.0 / ((now - t0.unwrap()) as f64 / 1e9) / 1e6
+}
+
+#[test]
+fn sequential_read_runs_at_the_zone_media_rate() {
+    let p = HddParams::default();
+    let m = p.build().unwrap();
+    let zones = &m.geom.zones;
+    for (zi, z) in [(0usize, &zones[0]), (zones.len() - 1, zones.last().unwrap())] {
+        let mut d = disk(p.clone());
+        // Per track: spt sectors plus the skew's worth of rotation.
+        let media = z.spt as f64 * 512.0 / (rev() * (z.spt as f64 + z.track_skew) / z.spt as f64 / 1e9) / 1e6;
+        let rate = seq_read_rate(&mut d, z.first_lbn + 1000, 256, 64 * 2048);
+        assert!(
+            (rate / media - 1.0).abs() < 0.03,
+            "zone {zi}: {rate:.1} MB/s vs media {media:.1} MB/s"
+        );
+    }
+    // Outer ≈ 164 MB/s raw / 1.15, inner about half of it.
+    let mut d = disk(p.clone());
+    let outer = seq_read_rate(&mut d, 0, 2048, 32 * 2048);
+    let mut d = disk(p.clone());
+    let inner = seq_read_rate(&mut d, m.geom.capacity() - 40 * 2048, 2048, 32 * 2048);
+    assert!((135.0..150.0).contains(&outer), "outer {outer:.1} MB/s");
+    assert!((68.0..76.0).contains(&inner), "inner {inner:.1} MB/s");
+}
+
+#[test]
+fn deterministic() {
+    let run = || {
+        let mut d = disk(HddParams {
+            queue_depth: Some(8),
+            write_cache: Some(true),
+            ..Default::default()
+        });
+        let cap = d.info().capacity;
+        let mut rng = Rng(99);
+        let mut out = Vec::new();
+        let mut now = 0;
+        let mut id = 0;
+        while out.len() < 2000 {
+            while d.can_accept() {
+                let op = if rng.next().is_multiple_of(3) { Op::Write } else { Op::Read };
+                let lbn = rng.next() % (cap - 64);
+                d.submit(Request::new(id, 0, op, lbn, 8 + (rng.next() % 56) as u32, now), now);
+                id += 1;
+            }
+            now = d.next_event().unwrap();
+            d.advance(now, &mut out);
+        }
+        out
+    };
+    let a = run();
+    assert_eq!(a, run());
+    // Every completion is well formed.
+    for c in &a {
+        assert_eq!(c.done - c.start, c.service.total());
+        assert!(c.start >= c.rq.arrival);
+    }
+}
+
+#[test]
+fn ncq_reordering_beats_fifo() {
+    let iops = |depth: usize| {
+        let mut d = disk(HddParams {
+            queue_depth: Some(depth),
+            cache_segments: Some(0),
+            ..Default::default()
+        });
+        let cap = d.info().capacity;
+        let mut rng = Rng(3);
+        let mut out = Vec::new();
+        let mut now = 0;
+        let mut id = 0;
+        while out.len() < 1500 {
+            while d.can_accept() {
+                d.submit(Request::new(id, 0, Op::Read, (rng.next() % (cap / 8)) * 8, 8, now), now);
+                id += 1;
+            }
+            now = d.next_event().unwrap();
+            d.advance(now, &mut out);
+        }
+        out.len() as f64 / (now as f64 / 1e9)
+    };
+    let one = iops(1);
+    let deep = iops(32);
+    assert!(deep > 1.5 * one, "depth 32 {deep:.0} IOPS vs depth 1 {one:.0}");
+}
+
+#[test]
+fn write_back_acknowledges_early_and_flush_waits() {
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        ..Default::default()
+    });
+    let c = run_one(&mut d, Request::new(1, 0, Op::Write, 77_777, 8, 0), 0);
+    assert!(c.service.cache_hit);
+    assert!(c.service.total() < 100_000);
+    let f = run_one(&mut d, Request::new(2, 0, Op::Flush, 0, 0, c.done), c.done);
+    // The flush completes only after the data reached the media (≥ the seek to it).
+    assert!(
+        f.done > c.done + 1_000_000,
+        "flush done {} after ack {}",
+        f.done,
+        c.done
+    );
+}
+
+#[test]
+fn seek_model_for_schedulers() {
+    let d = disk(HddParams::default());
+    let info = d.info();
+    let full = info.seek.max_seek_time() as f64 / 1e6;
+    assert!((full - 15.2).abs() < 0.05, "full stroke {full}");
+    assert_eq!(info.seek.seek_time(5, 5), 0);
+    assert!(info.seek.revolution() == 8_333_333);
+    let one_track = info.seek.seek_time(0, 2673 * 4 * 2) as f64 / 1e6;
+    assert!((0.7..1.0).contains(&one_track), "short seek {one_track}");
+}
+
+#[test]
+fn config_overrides_and_errors() {
+    let cfg: DeviceConfig = toml::from_str("model = \"hdd\"\nrpm = 5400\nqueue_depth = 4\n").unwrap();
+    let d = build_device(&cfg, std::path::Path::new(".")).unwrap();
+    assert_eq!(d.info().queue_depth, 4);
+    assert_eq!(d.info().seek.revolution(), 11_111_111);
+    let err = toml::from_str::<DeviceConfig>("model = \"hdd\"\nrpms = 5400\n").unwrap_err();
+    assert!(err.to_string().contains("rpms"), "{err}");
+    let bad: DeviceConfig = toml::from_str("model = \"hdd\"\nrpm = -1\n").unwrap();
+    let e = build_device(&bad, std::path::Path::new(".")).err().unwrap();
+    assert!(e.to_string().contains("rpm"), "{e}");
+}
