@@ -55,7 +55,11 @@ fn bench(c: &mut Criterion) {
                 let mut s = 88172645463325252u64;
                 black_box(drive(&mut d, n, |_| {
                     let r = xorshift(&mut s);
-                    let op = if mix && r.is_multiple_of(3) { Op::Write } else { Op::Read };
+                    let op = if mix && r.is_multiple_of(3) {
+                        Op::Write
+                    } else {
+                        Op::Read
+                    };
                     (op, (r >> 8) % (cap - 64), 8)
                 }))
             })

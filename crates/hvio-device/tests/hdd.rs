@@ -164,7 +164,11 @@ fn deterministic() {
         let mut id = 0;
         while out.len() < 2000 {
             while d.can_accept() {
-                let op = if rng.next().is_multiple_of(3) { Op::Write } else { Op::Read };
+                let op = if rng.next().is_multiple_of(3) {
+                    Op::Write
+                } else {
+                    Op::Read
+                };
                 let lbn = rng.next() % (cap - 64);
                 d.submit(Request::new(id, 0, op, lbn, 8 + (rng.next() % 56) as u32, now), now);
                 id += 1;
