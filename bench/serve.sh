@@ -51,7 +51,7 @@ iops() {
   local rw=$1; shift
   fio --name=b --rw="$rw" --bs=4k --iodepth=32 --time_based --runtime="$RUNTIME" \
       --ramp_time=2 --output-format=json "$@" 2>/dev/null |
-    python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(int(j["read"]["iops"]+j["write"]["iops"]))'
+    python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(int(j["read"]["iops"]+j["write"]["iops"]))'
 }
 
 wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; echo "no socket $1" >&2; return 1; }
@@ -92,7 +92,7 @@ nbd_pair() { # label uri
 }
 
 echo "== NBD, 4 KiB random, iodepth 32, fio nbd engine, unix socket, ${RUNTIME}s per run =="
-qemu-nbd --cache=none --aio=io_uring --shared=8 -f raw -k "$W/qemu.sock" "$W/disk.img" &
+qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$W/qemu.sock" "$W/disk.img" &
 QPID=$!; PIDS+=("$QPID")
 wait_sock "$W/qemu.sock"
 nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock"

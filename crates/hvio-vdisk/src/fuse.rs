@@ -102,7 +102,14 @@ impl DiskFs {
 
 impl Filesystem for DiskFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Let the kernel keep many requests in flight (loop devices issue async direct I/O).
+        // Let the kernel keep many requests in flight: loop devices issue async
+        // direct I/O, which FUSE serialises unless FUSE_ASYNC_DIO is granted.
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_ASYNC_DIO) {
+            tracing::warn!(
+                ?missing,
+                "FUSE: kernel lacks async direct I/O; O_DIRECT requests will be serialised"
+            );
+        }
         let _ = config.set_max_background(128);
         let _ = config.set_max_write(1 << 20);
         Ok(())
