@@ -136,6 +136,7 @@ fn ext4_on_direct_io_loop_device_survives_fsck_and_fio_verify() {
         "--verify=crc32c",
         "--do_verify=1",
         "--verify_fatal=1",
+        "--verify_state_save=0",
         "--output-format=terse",
     ]));
     assert!(!out.contains("verify: bad"), "{out}");

@@ -150,6 +150,7 @@ fn fio_verify(d: &Daemon, export: &str, extra: &[&str]) -> String {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            "--verify_state_save=0",
             "--output-format=terse",
         ])
         .args(extra));
