@@ -303,6 +303,25 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
             listed.join(", ")
         ));
     }
+    // The paper's own Table 3 average: 5, 7 and 10 files.
+    let t3: Vec<String> = ["noop", "cfq", "htbs"]
+        .iter()
+        .filter_map(|l| {
+            let si = SETUPS.iter().position(|s| s.label == *l)?;
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.setup == si && !r.write && r.files != 12)
+                .map(|r| r.seek_total_ms)
+                .collect();
+            (!v.is_empty()).then(|| format!("{l} {:.1} ms", v.iter().sum::<f64>() / v.len() as f64))
+        })
+        .collect();
+    if !t3.is_empty() {
+        report.notes.push(format!(
+            "Table 3's average (reads of 5, 7, 10 files): {} — paper: NOOP 598.3, CFQ 659.7, HTBS 442.3 ms",
+            t3.join(", ")
+        ));
+    }
     if !have.iter().any(|&i| SETUPS[i].label == "cfq") {
         report
             .notes
