@@ -343,6 +343,9 @@ impl Config {
                 "only used with kind = \"emulator\"",
             ));
         }
+        if self.store.kind == StoreKind::Emulator {
+            self.device_config()?;
+        }
         if self.nbd.max_inflight == 0 || self.nbd.max_inflight > 65536 {
             return Err(ConfigError::invalid(
                 "[nbd]",
@@ -482,6 +485,16 @@ impl Config {
         Ok(())
     }
 
+    /// The emulator's device model (`[store.device]`, default: the built-in HDD).
+    pub fn device_config(&self) -> Result<hvio_device::DeviceConfig, ConfigError> {
+        match &self.store.device {
+            None => Ok(hvio_device::DeviceConfig::default()),
+            Some(t) => toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| {
+                ConfigError::Other(format!("[store.device]: {}", e.to_string().trim_end()))
+            }),
+        }
+    }
+
     /// The files that back the VMs: the shared store first (if any), then
     /// each VM's own image.
     pub fn backing_files(&self) -> Vec<PathBuf> {
@@ -611,5 +624,22 @@ size = 1048576
             .unwrap_err()
             .to_string();
         assert!(e.contains("two VMs"), "{e}");
+        let emu = GOOD.replace(
+            "[store]\n",
+            "[store]\nkind = \"emulator\"\n[store.device]\nmodel = \"hdd\"\nrpmm = 5400\n[nothing]\n",
+        );
+        let e = Config::from_toml_str(&emu, "h.toml").unwrap_err().to_string();
+        assert!(e.contains("nothing"), "{e}");
+        let emu = GOOD.replace(
+            "[store]\n",
+            "[store]\nkind = \"emulator\"\ndevice = { model = \"hdd\", rpmm = 5400 }\n",
+        );
+        let e = Config::from_toml_str(&emu, "h.toml").unwrap_err().to_string();
+        assert!(e.contains("[store.device]") && e.contains("rpmm"), "{e}");
+        let emu = GOOD.replace(
+            "[store]\n",
+            "[store]\nkind = \"emulator\"\ndevice = { model = \"hdd\", rpm = 5400 }\n",
+        );
+        assert!(Config::from_toml_str(&emu, "h.toml").is_ok());
     }
 }

@@ -91,11 +91,7 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
             };
             (b, device)
         }
-        StoreKind::Emulator => {
-            return Err(ServeError::Other(
-                "[store] kind = \"emulator\" needs hvio_device's models, which this build does not have yet".into(),
-            ))
-        }
+        StoreKind::Emulator => crate::emulator::build(cfg, store.clone(), tx.clone())?,
     };
     let depth = if cfg.store.kind == StoreKind::Emulator {
         depth.min(device.queue_depth.max(1))

@@ -9,15 +9,53 @@
 //! the real I/O on the data file (buffered: it takes microseconds, against
 //! the model's milliseconds) and answers.
 
+use crate::config::Config;
+use crate::daemon::ServeError;
 use crate::engine::{Backend, Dispatched, Msg};
 use crate::io::IoJob;
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use hvio_core::{Completion, Device, Nanos};
+use hvio_core::{Completion, Device, DeviceInfo, Nanos, SECTOR_BYTES};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Build the model `[store.device]` describes (default: the 7200 RPM HDD)
+/// and the emulator over `store`; returns it with the model's `DeviceInfo`
+/// (what the scheduler is told: capacity, rotational, depth, seek curve).
+pub fn build(
+    cfg: &Config,
+    store: Arc<Store>,
+    notify: Sender<Msg>,
+) -> Result<(Box<dyn Backend>, DeviceInfo), ServeError> {
+    let dc = cfg.device_config().map_err(|e| ServeError::Other(e.to_string()))?;
+    let dev = hvio_device::build_device(&dc, std::path::Path::new("."))
+        .map_err(|e| ServeError::Other(format!("[store.device]: {e}")))?;
+    let mut info = dev.info();
+    let need = store.capacity() / SECTOR_BYTES;
+    if need > info.capacity {
+        return Err(ServeError::Other(format!(
+            "[store.device]: the VMs' disks span {need} sectors but the emulated device has {}",
+            info.capacity
+        )));
+    }
+    if let Some(r) = cfg.store.rotational {
+        info.rotational = r;
+    }
+    tracing::info!(
+        capacity = info.capacity,
+        depth = info.queue_depth,
+        rotational = info.rotational,
+        "emulated device"
+    );
+    let e = Emulator::new(dev, store, notify).map_err(|err| ServeError::Io {
+        what: "start",
+        path: "the emulator thread".into(),
+        err,
+    })?;
+    Ok((Box::new(e), info))
+}
 
 pub struct Emulator {
     tx: Option<Sender<Dispatched>>,

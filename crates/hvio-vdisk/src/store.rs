@@ -337,7 +337,9 @@ impl Store {
         }
         let mut files = Vec::with_capacity(paths.len());
         for (path, &n) in paths.iter().zip(&need) {
-            files.push(BackingFile::open(path, n, cfg.store.create, cfg.store.direct)?);
+            // The emulator's real I/O is buffered: its timing comes from the model.
+            let direct = cfg.store.direct && cfg.store.kind == crate::config::StoreKind::File;
+            files.push(BackingFile::open(path, n, cfg.store.create, direct)?);
         }
         let mut file_phys = Vec::with_capacity(files.len());
         let mut acc = 0u64;

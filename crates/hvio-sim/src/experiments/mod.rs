@@ -5,9 +5,9 @@
 
 mod htbs_paper004;
 mod htbs_rates;
-pub mod pregather;
 mod ishare_fig4;
 mod ishare_tables;
+pub mod pregather;
 
 use crate::error::{Result, SimError};
 use crate::report::Table;
