@@ -15,7 +15,9 @@
 //! paper 004 sets none) and with `bmax` = 256 so that one turn can cover a
 //! whole file of Table 1 (at most 153 requests of 64 KiB): paper 004's HTBS
 //! dispatches whole file requests by smallest start LBN (§3 steps 1–7). The
-//! `htbs bmax20` row keeps the module default instead. Table 1's last column
+//! `htbs bmax20` row keeps the module default instead, and `htbs eq2` ranks
+//! requests by paper 004's Eq. 2 (`seek_model` = 1) instead of the device's
+//! seek curve. Table 1's last column
 //! (HTBS "in the host OS", no VM) has no exact counterpart in hvio, where every
 //! workload runs in a VM: `htbs native` is the guest HTBS with no
 //! virtualization latency, and `htbs@host` is HTBS as the host scheduler
@@ -101,6 +103,14 @@ const SETUPS: &[Setup] = &[
         label: "htbs bmax20",
         guest: "htbs",
         guest_params: "default_rate_iops = 1000000",
+        host: "noop",
+        host_params: "",
+        virt_latency_us: 20,
+    },
+    Setup {
+        label: "htbs eq2",
+        guest: "htbs",
+        guest_params: "default_rate_iops = 1000000, bmax = 256, seek_model = 1",
         host: "noop",
         host_params: "",
         virt_latency_us: 20,
