@@ -229,6 +229,11 @@ const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
         "older start tag served after bmax (20) requests of 1 ms",
     ),
     ("deadline", 520_000_000, "read_expire + one fifo_batch"),
+    (
+        "pregather",
+        905_000_000,
+        "the served VM's slice, at most TS⁰·(100 % − 55 %)·10 = 900 ms (Eq. 8)",
+    ),
     ("mq-deadline", 520_000_000, "read_expire + one fifo_batch"),
     (
         "bfq",
