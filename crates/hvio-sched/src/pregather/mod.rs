@@ -91,10 +91,21 @@
 //! 11. **`P(LR)`**: the unit lookup of Algorithm 1 uses the completed
 //!     request's first sector (footnote 6: "the LBA of a completed request is
 //!     the position of disk head"); seek estimates and distances start from
-//!     its end, where the head really is. Timers are armed only when nothing
+//!     its end, where the head really is. A timer includes its last instant:
+//!     with a deterministic think time equal to `ST`, the request arriving
+//!     exactly at `ST` counts as in time (the driver is woken 1 ns later).
+//!     Timers are armed only when nothing
 //!     else is in flight (with a device queue deeper than 1 the scheduler stays
 //!     work-conserving while requests are outstanding).
-//! 12. **RI > 1** cannot happen for a VM whose image is one contiguous region
+//! 12. **`SeekTime` in Algorithm 2 is a positioning time**: the device
+//!     model's seek curve plus half a revolution (the mean rotational delay)
+//!     for any move off the current position (`seek_adds_rotation = 1`). The
+//!     heuristic weighs waiting against "the cost of disk seeking" (§4.1); on a
+//!     rotating disk a request that does not continue where the head is pays
+//!     the rotation as well as the seek, and a short seek alone (under a
+//!     millisecond) would make almost every waiting interval look too long.
+//!     `0` uses the seek curve alone.
+//! 13. **RI > 1** cannot happen for a VM whose image is one contiguous region
 //!     (every distance is smaller than the image); the case is implemented for
 //!     images whose region is unknown and learnt from the requests' extent.
 
@@ -201,6 +212,11 @@ pub static PARAMS: &[ParamSpec] = &[
         0.0001,
         1.0,
         "weight of a new sample in the AvgD and AvgT averages",
+    ),
+    ParamSpec::flag(
+        "seek_adds_rotation",
+        true,
+        "SeekTime(P(LR), P(PR)) adds half a revolution to the seek curve for a non-zero move (module doc, choice 12)",
     ),
     ParamSpec::flag(
         "interval_from_completion",
@@ -370,6 +386,8 @@ pub struct Pregather {
     /// Expired EDF heads a slice may serve (0 = unlimited).
     fifo_checks: u64,
     seek: Arc<dyn SeekModel>,
+    /// Add half a revolution to a non-zero seek estimate.
+    seek_adds_rotation: bool,
     vms: BTreeMap<StreamId, Vm>,
     active: Option<Active>,
     /// VMs served in the current round.
@@ -407,6 +425,7 @@ impl Pregather {
             expire: [p.nanos("fifo_expire_async"), p.nanos("fifo_expire_sync")],
             fifo_checks: p.u64("fifo_checks_per_slice"),
             seek: ctx.device.seek.clone(),
+            seek_adds_rotation: p.flag("seek_adds_rotation"),
             vms: BTreeMap::new(),
             active: None,
             round: BTreeSet::new(),
@@ -547,6 +566,16 @@ impl Pregather {
         Dispatch::Request(rq)
     }
 
+    /// `SeekTime(P(LR), to)` of Algorithm 2 (module doc, choice 12).
+    fn positioning_time(&self, to: Sector) -> Nanos {
+        let seek = self.seek.seek_time(self.head, to);
+        if self.seek_adds_rotation && to != self.head {
+            seek + self.seek.revolution() / 2
+        } else {
+            seek
+        }
+    }
+
     /// Slices granted to stream `id` so far (the slice-over-time view of Fig. 7).
     pub fn slice_history(&self, id: StreamId) -> &[SliceRecord] {
         self.vms.get(&id).map_or(&[], |v| &v.slices)
@@ -587,7 +616,9 @@ impl Scheduler for Pregather {
         if self.active.is_some_and(|a| now >= a.end()) {
             self.end_slice(now);
         }
-        if self.timer.is_some_and(|t| now >= t.until()) {
+        // A timer covers its last instant: a request arriving exactly `ST`
+        // (or `AvgT`) after the completion is in time (choice 11).
+        if self.timer.is_some_and(|t| now > t.until()) {
             if self.waiting {
                 self.stats.waits_timed_out += 1;
             }
@@ -634,7 +665,7 @@ impl Scheduler for Pregather {
             return self.take(pr_vm, pr, now, Why::Plain);
         };
         // Algorithm 2.
-        let seek = self.seek.seek_time(self.head, pr.0);
+        let seek = self.positioning_time(pr.0);
         if spla::suitable(&timer, pr_vm == x, pr.0, seek) {
             return self.take(pr_vm, pr, now, Why::Suitable);
         }
@@ -651,7 +682,7 @@ impl Scheduler for Pregather {
             self.waiting = true;
             self.stats.waits_started += 1;
         }
-        Dispatch::WaitUntil(timer.until().min(pr_deadline).min(a.end()))
+        Dispatch::WaitUntil((timer.until() + 1).min(pr_deadline).min(a.end()))
     }
 
     fn completed(&mut self, rq: &Request, now: Nanos) {

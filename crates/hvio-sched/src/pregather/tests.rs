@@ -4,8 +4,13 @@ use super::*;
 use hvio_core::ms;
 use hvio_core::{us, DeviceInfo, LinearSeek, Op, ParamValues};
 
-/// Seek estimate of 1 ns per sector, capped at 15 ms.
+/// Seek estimate of 1 ns per sector, capped at 15 ms; no rotation unless
+/// `seek_adds_rotation` is asked for by a test (then 8 ms per revolution).
 fn ctx(regions: &[(Sector, Sector)]) -> SchedContext {
+    ctx_rev(regions, 0)
+}
+
+fn ctx_rev(regions: &[(Sector, Sector)], revolution: Nanos) -> SchedContext {
     SchedContext {
         streams: regions
             .iter()
@@ -19,16 +24,20 @@ fn ctx(regions: &[(Sector, Sector)]) -> SchedContext {
             seek: Arc::new(LinearSeek {
                 ns_per_sector: 1.0,
                 max: ms(15),
-                revolution: 8_333_333,
+                revolution,
             }),
         },
     }
 }
 
 fn sched(regions: &[(Sector, Sector)], over: &[(&str, f64)]) -> Pregather {
+    sched_on(&ctx(regions), over)
+}
+
+fn sched_on(c: &SchedContext, over: &[(&str, f64)]) -> Pregather {
     let o: ParamValues = over.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let p = Params::resolve("scheduler pregather", PARAMS, &o).unwrap();
-    Pregather::new(&p, &ctx(regions))
+    Pregather::new(&p, c)
 }
 
 fn rd(id: u64, vm: u32, sector: Sector, at: Nanos) -> Request {
@@ -69,7 +78,7 @@ fn fine_timer_waits_for_the_unit_then_gives_up() {
     s.completed(&rd(1, 0, 8, ms(1)), ms(3));
     // D0 = 2, D(zone 50000) = 1, δ = 1.5: the head is in unit [0, 2000) with
     // ST = 1 ms; PR (id 9) is outside it and its seek (15 ms) exceeds ST: wait.
-    assert_eq!(s.dispatch(ms(3)), Dispatch::WaitUntil(ms(4)));
+    assert_eq!(s.dispatch(ms(3)), Dispatch::WaitUntil(ms(4) + 1));
     assert_eq!(counter(&s, "timers_fine"), 2.0);
     assert_eq!(counter(&s, "waits_started"), 1.0);
     // A request inside the unit arrives: dispatched, the wait succeeded.
@@ -79,9 +88,9 @@ fn fine_timer_waits_for_the_unit_then_gives_up() {
     s.completed(&rd(2, 0, 16, us(3500)), us(4500));
     // ZT(Z0) = mean(1 ms, 0.5 ms): id 2 came 0.5 ms after id 1 completed
     // (Eq. 7 counted from the completion): wait until 4.5 + 0.75 ms.
-    assert_eq!(s.dispatch(us(4500)), Dispatch::WaitUntil(us(5250)));
+    assert_eq!(s.dispatch(us(4500)), Dispatch::WaitUntil(us(5250) + 1));
     // Nothing came: the timer runs out and PR goes.
-    assert_eq!(take(&mut s, us(5250)).id, 9);
+    assert_eq!(take(&mut s, us(5250) + 1).id, 9);
     assert_eq!(counter(&s, "waits_started"), 2.0);
     assert_eq!(counter(&s, "waits_timed_out"), 1.0);
     assert_eq!(counter(&s, "wait_success_ratio"), 0.5);
@@ -97,20 +106,20 @@ fn coarse_timer_holds_the_disk_for_the_served_vm() {
     // VM 1's request: coarse timer of AvgT = 1 ms. VM 1's request is 15 ms of
     // seek away, more than AvgT: wait.
     assert_eq!(counter(&s, "timers_coarse"), 1.0);
-    assert_eq!(s.dispatch(ms(3)), Dispatch::WaitUntil(ms(4)));
+    assert_eq!(s.dispatch(ms(3)), Dispatch::WaitUntil(ms(4) + 1));
     // VM 0's next request arrives: dispatched at once.
     s.insert(rd(2, 0, 16, us(3200)), us(3200));
     assert_eq!(take(&mut s, us(3200)).id, 2);
     assert_eq!(counter(&s, "waits_succeeded"), 1.0);
     s.completed(&rd(2, 0, 16, us(3200)), ms(4));
     // AvgT = 1 ms + (2.2 ms − 1 ms)/8 = 1.15 ms.
-    assert_eq!(s.dispatch(ms(4)), Dispatch::WaitUntil(us(5150)));
+    assert_eq!(s.dispatch(ms(4)), Dispatch::WaitUntil(us(5150) + 1));
     // Timer over, VM 0 idle: its turn ends and VM 1 is served.
-    assert_eq!(take(&mut s, us(5150)).id, 5);
+    assert_eq!(take(&mut s, us(5150) + 1).id, 5);
     assert_eq!(counter(&s, "slices"), 2.0);
     assert_eq!(counter(&s, "waits_timed_out"), 1.0);
     assert_eq!(s.slice_history(0).len(), 1);
-    assert_eq!(s.slice_history(0)[0].used, us(5150) - ms(1));
+    assert_eq!(s.slice_history(0)[0].used, us(5150) + 1 - ms(1));
 }
 
 #[test]
@@ -124,6 +133,25 @@ fn a_cheap_seek_is_taken_instead_of_waiting() {
     assert_eq!(counter(&s, "timers_coarse"), 1.0);
     assert_eq!(take(&mut s, ms(3)).id, 5);
     assert_eq!(counter(&s, "waits_started"), 0.0);
+}
+
+#[test]
+fn a_seek_costs_half_a_revolution_more() {
+    // As above on a disk with an 8 ms revolution: 1 µs of seek + 4 ms of
+    // rotation exceed AvgT = 1 ms, so Pregather waits for VM 0.
+    let regions = [(0, 1_000), (1_000, 1_000)];
+    let run = |rotation: f64| {
+        let mut s = sched_on(
+            &ctx_rev(&regions, ms(8)),
+            &[("zone_sectors", 100.0), ("seek_adds_rotation", rotation)],
+        );
+        warm_up(&mut s);
+        s.insert(rd(5, 1, 1_016, ms(2)), ms(2));
+        s.completed(&rd(1, 0, 8, ms(1)), ms(3));
+        s.dispatch(ms(3))
+    };
+    assert_eq!(run(1.0), Dispatch::WaitUntil(ms(4) + 1));
+    assert!(matches!(run(0.0), Dispatch::Request(r) if r.id == 5));
 }
 
 #[test]

@@ -169,9 +169,9 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
     // Memory: the vNavigators during the four-VM run.
-    let r = crate::run(&super::table4::scenario(opts, "pregather")?)?;
+    let r = crate::run(&super::table4::scenario(opts, super::Guest::Buffered, "pregather")?)?;
     let mut mem = Table::new(
-        "Memory: Pregather's prediction state per VM (four-VM run)",
+        "Memory: Pregather's prediction state per VM (four-VM run, buffered guests)",
         &["VM", "zones at the end", "peak KiB", "KiB at the end", "paper"],
     );
     let mut total = 0.0;

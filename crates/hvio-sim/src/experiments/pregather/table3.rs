@@ -2,7 +2,7 @@
 //! at once, alone on the disk, under Pregather, CFQ and AS; and how often
 //! Pregather's waits for a future request succeeded.
 
-use super::{config, counter, disk_section, exec, pct, registered, secs, vm_toml};
+use super::{config, counter, disk_section, exec, pct, registered, secs, vm_toml, Guest};
 use crate::experiments::{ExpOptions, Report};
 use crate::report::{f, Table};
 use crate::Result;
@@ -50,97 +50,120 @@ const MIXES: &[Mix] = &[
 const SCHEDULERS: [&str; 3] = ["pregather", "cfq", "anticipatory"];
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
-    let requests = opts.quick.then_some(1000);
     let (have, missing) = registered(&SCHEDULERS);
-    let mut times = Table::new(
-        "Table 3: execution time of two applications in one VM (s)",
-        &[
-            "VM",
-            "application",
-            "Pregather",
-            "CFQ",
-            "AS",
-            "paper Pregather",
-            "paper CFQ",
-            "paper AS",
-            "fastest",
-        ],
-    );
-    let mut waits = Table::new(
-        "Pregather's waits for a future request",
-        &[
-            "VM",
-            "waits started",
-            "succeeded",
-            "success %",
-            "fine timers",
-            "coarse timers",
-            "zero seek %",
-        ],
-    );
+    let mut tables = Vec::new();
     let mut data = Vec::new();
-    let mut fastest_rows = 0;
-    for (vm, jobs) in MIXES {
-        let spec: Vec<(&str, &str, &str)> = jobs.iter().map(|j| (j.0, j.1, "")).collect();
-        let text = vm_toml(vm, &spec, requests);
-        let mut runs = Vec::new();
-        for s in SCHEDULERS {
-            runs.push(match have.contains(&s) {
-                true => Some(crate::run(&config(opts, s, &[], &text)?)?),
-                false => None,
-            });
+    let mut notes = vec![format!(
+        "disk: {}; each application: sysbench fileio over 128 files of 1 GiB in total, 160 MB ({} when quick)",
+        disk_section().1,
+        "16 MB"
+    )];
+    for guest in Guest::BOTH {
+        let mut times = Table::new(
+            format!(
+                "Table 3: execution time of two applications in one VM (s), {}",
+                guest.label()
+            ),
+            &[
+                "VM",
+                "application",
+                "Pregather",
+                "CFQ",
+                "AS",
+                "paper Pregather",
+                "paper CFQ",
+                "paper AS",
+                "fastest",
+            ],
+        );
+        let mut waits = Table::new(
+            format!("Pregather's waits for a future request, {} guests", guest.short()),
+            &[
+                "VM",
+                "waits started",
+                "succeeded",
+                "success %",
+                "fine timers",
+                "coarse timers",
+                "zero seek %",
+            ],
+        );
+        let mut fastest_rows = 0;
+        let (mut started, mut succeeded) = (0.0, 0.0);
+        for (vm, jobs) in MIXES {
+            let spec: Vec<(&str, &str, &str)> = jobs.iter().map(|j| (j.0, j.1, "")).collect();
+            let text = vm_toml(vm, &spec);
+            let mut runs = Vec::new();
+            for s in SCHEDULERS {
+                runs.push(match have.contains(&s) {
+                    true => Some(crate::run(&config(opts, guest, s, &[], &text)?)?),
+                    false => None,
+                });
+            }
+            for (job, _, pp, pc, pa) in jobs {
+                let t: Vec<Option<f64>> = runs.iter().map(|r| r.as_ref().and_then(|r| exec(r, vm, job))).collect();
+                let others = t[1..].iter().flatten().fold(f64::INFINITY, |a, &b| a.min(b));
+                let win = t[0].is_some_and(|p| p <= others);
+                fastest_rows += win as usize;
+                times.row(vec![
+                    vm.to_string(),
+                    job.to_string(),
+                    secs(t[0]),
+                    secs(t[1]),
+                    secs(t[2]),
+                    f(*pp, 2),
+                    f(*pc, 2),
+                    f(*pa, 2),
+                    if win { "Pregather".into() } else { "other".into() },
+                ]);
+            }
+            if let Some(r) = &runs[0] {
+                started += counter(r, "waits_started");
+                succeeded += counter(r, "waits_succeeded");
+                waits.row(vec![
+                    vm.to_string(),
+                    f(counter(r, "waits_started"), 0),
+                    f(counter(r, "waits_succeeded"), 0),
+                    pct(counter(r, "wait_success_ratio")),
+                    f(counter(r, "timers_fine"), 0),
+                    f(counter(r, "timers_coarse"), 0),
+                    pct(r.host.seek.zero_frac),
+                ]);
+            }
+            data.push(serde_json::json!({
+                "guests": guest.short(),
+                "vm": vm,
+                "runs": runs.iter().map(|r| r.as_ref().map(|r| serde_json::json!({
+                    "scheduler": r.scheduler, "jobs": r.jobs, "counters": r.host.counters,
+                    "zero_seek": r.host.seek.zero_frac,
+                }))).collect::<Vec<_>>(),
+            }));
         }
-        for (job, _, pp, pc, pa) in jobs {
-            let t: Vec<Option<f64>> = runs.iter().map(|r| r.as_ref().and_then(|r| exec(r, vm, job))).collect();
-            let others = t[1..].iter().flatten().fold(f64::INFINITY, |a, &b| a.min(b));
-            let win = t[0].is_some_and(|p| p <= others);
-            fastest_rows += win as usize;
-            times.row(vec![
-                vm.to_string(),
-                job.to_string(),
-                secs(t[0]),
-                secs(t[1]),
-                secs(t[2]),
-                f(*pp, 2),
-                f(*pc, 2),
-                f(*pa, 2),
-                if win { "Pregather".into() } else { "other".into() },
-            ]);
-        }
-        if let Some(r) = &runs[0] {
-            waits.row(vec![
-                vm.to_string(),
-                f(counter(r, "waits_started"), 0),
-                f(counter(r, "waits_succeeded"), 0),
-                pct(counter(r, "wait_success_ratio")),
-                f(counter(r, "timers_fine"), 0),
-                f(counter(r, "timers_coarse"), 0),
-                pct(r.host.seek.zero_frac),
-            ]);
-        }
-        data.push(serde_json::json!({
-            "vm": vm,
-            "runs": runs.iter().map(|r| r.as_ref().map(|r| serde_json::json!({
-                "scheduler": r.scheduler, "jobs": r.jobs, "counters": r.host.counters,
-                "zero_seek": r.host.seek.zero_frac,
-            }))).collect::<Vec<_>>(),
-        }));
-    }
-    let mut notes = vec![
-        format!(
-            "disk: {}; each application: sysbench fileio, 16 threads, 128 files of 1 GiB in total, 16 KiB requests, {} requests",
-            disk_section().1,
-            requests.unwrap_or(10_000)
-        ),
-        format!(
-            "Pregather is fastest on {fastest_rows} of {} applications (paper: all 14)",
+        waits.row(vec![
+            "all".into(),
+            f(started, 0),
+            f(succeeded, 0),
+            if started > 0.0 {
+                pct(succeeded / started)
+            } else {
+                "—".into()
+            },
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+        notes.push(format!(
+            "{}: Pregather is fastest on {fastest_rows} of {} applications (paper: all 14)",
+            guest.label(),
             2 * MIXES.len()
-        ),
-        "paper: 90.6 % of Pregather's waits succeed overall, 80.4 % in the VMs with random applications".into(),
-    ];
+        ));
+        tables.push(times);
+        tables.push(waits);
+    }
+    notes.push("paper: 90.6 % of Pregather's waits succeed overall, 80.4 % in the VMs with random applications".into());
     notes.extend(missing);
     Ok(Report {
-        tables: vec![times, waits],
+        tables,
         notes,
         data: serde_json::Value::Array(data),
         ..Default::default()

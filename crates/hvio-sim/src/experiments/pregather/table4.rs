@@ -4,7 +4,7 @@
 //! bandwidth (Fig. 6b), the seek-distance distribution (Table 4) and per-VM
 //! throughput over time (Fig. 7).
 
-use super::{apply_disk, counter, disk_section, exec, pct, registered, secs, sum_vm_bandwidth};
+use super::{apply_disk, counter, disk_section, exec, pct, registered, secs, sum_vm_bandwidth, Guest};
 use crate::config::Config;
 use crate::experiments::{ExpOptions, Report};
 use crate::metrics::SimResult;
@@ -25,20 +25,15 @@ const PAPER_SEEK: [[f64; 3]; 4] = [
 /// Fig. 6(b): Pregather's total bandwidth over CFQ's, AS's and Deadline's.
 const PAPER_TOTAL_RATIO: [f64; 3] = [1.5, 1.6, 2.2];
 
-/// The four-VM scenario (`hvio_sim::DEFAULT_SCENARIO`) under `scheduler`.
-pub(super) fn scenario(opts: &ExpOptions, scheduler: &str) -> Result<Config> {
+/// The four-VM scenario (`hvio_sim::DEFAULT_SCENARIO`) under `scheduler`
+/// with `guest`'s I/O model.
+pub(super) fn scenario(opts: &ExpOptions, guest: Guest, scheduler: &str) -> Result<Config> {
     let mut cfg = Config::from_toml_str(crate::DEFAULT_SCENARIO, "paper000-four-vms.toml")?;
     cfg.seed = opts.seed;
     cfg.host.scheduler = scheduler.into();
     cfg.host.params.clear();
     apply_disk(&mut cfg);
-    if opts.quick {
-        for vm in &mut cfg.vms {
-            for job in &mut vm.jobs {
-                job.requests = Some(1000);
-            }
-        }
-    }
+    guest.apply(&mut cfg, opts.quick);
     Ok(cfg)
 }
 
@@ -51,13 +46,46 @@ fn cell(r: Option<&SimResult>, g: impl Fn(&SimResult) -> String) -> String {
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
     let (have, missing) = registered(&SCHEDULERS);
-    let mut runs: Vec<Option<SimResult>> = Vec::new();
-    for s in SCHEDULERS {
-        runs.push(match have.contains(&s) {
-            true => Some(crate::run(&scenario(opts, s)?)?),
-            false => None,
-        });
+    let mut tables = Vec::new();
+    let mut data = Vec::new();
+    for guest in Guest::BOTH {
+        let mut runs: Vec<Option<SimResult>> = Vec::new();
+        for s in SCHEDULERS {
+            runs.push(match have.contains(&s) {
+                true => Some(crate::run(&scenario(opts, guest, s)?)?),
+                false => None,
+            });
+        }
+        tables.extend(tables_for(guest, &runs));
+        data.push(serde_json::json!({
+            "guests": guest.short(),
+            "runs": runs.iter().flatten().map(|r| serde_json::to_value(r).unwrap_or_default()).collect::<Vec<_>>(),
+        }));
     }
+    let mut notes = vec![
+        format!(
+            "disk: {}; 12 GiB images; each application moves 160 MB ({} when quick); guests: {} / {}",
+            disk_section().1,
+            "16 MB",
+            Guest::Direct.label(),
+            Guest::Buffered.label()
+        ),
+        "total bandwidth = the sum of the VMs' bandwidths, each VM's bytes over its own active period (the bars of Fig. 6b); \"all bytes / makespan\" is dominated by the slowest VM".into(),
+        "paper, Fig. 6(a): Pregather cuts VM1's execution times by 55 %, 62 % and 68 % against CFQ, AS and Deadline; VM3's SR-M and RRW by more than 50 % and 44 %; VM4's RR and RW gain 3 % and 26 % over CFQ".into(),
+        "paper, Fig. 7: under Pregather VM1 and VM2 get more throughput than VM3 and VM4, VM4 never below 70 IOPS".into(),
+    ];
+    notes.extend(missing);
+    Ok(Report {
+        tables,
+        notes,
+        data: serde_json::Value::Array(data),
+        ..Default::default()
+    })
+}
+
+/// The figures and tables of one guest model's four runs (one per scheduler, `None` if missing).
+fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
+    let g = guest.short();
     let rs: Vec<Option<&SimResult>> = runs.iter().map(Option::as_ref).collect();
     let vms: Vec<String> = rs
         .iter()
@@ -67,7 +95,10 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
 
     let mut cols = vec!["VM", "application"];
     cols.extend(LABELS);
-    let mut t6a = Table::new("Fig. 6(a): execution time per application (s)", &cols);
+    let mut t6a = Table::new(
+        format!("Fig. 6(a): execution time per application (s), {g} guests"),
+        &cols,
+    );
     if let Some(r0) = rs.iter().flatten().next() {
         for j in &r0.jobs {
             let mut row = vec![j.vm.clone(), j.job.clone()];
@@ -78,7 +109,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
 
     let mut cols = vec!["VM"];
     cols.extend(LABELS);
-    let mut t6b = Table::new("Fig. 6(b): bandwidth (MB/s)", &cols);
+    let mut t6b = Table::new(format!("Fig. 6(b): bandwidth (MB/s), {g} guests"), &cols);
     for (i, vm) in vms.iter().enumerate() {
         let mut row = vec![vm.clone()];
         row.extend(rs.iter().map(|r| cell(*r, |r| f(r.vms[i].mb_per_s, 2))));
@@ -110,7 +141,10 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         cols.push(l);
         cols.push("paper");
     }
-    let mut t4 = Table::new("Table 4: distribution of seek distances (%)", &cols);
+    let mut t4 = Table::new(
+        format!("Table 4: distribution of seek distances (%), {g} guests"),
+        &cols,
+    );
     let image = rs.iter().flatten().next().map_or(0, |r| r.host.seek.image_sectors);
     let rows: [(String, Metric); 3] = [
         ("0".into(), |r| r.host.seek.zero_frac),
@@ -130,13 +164,16 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     let mut tables = vec![t6a, t6b, t4];
     for (i, r) in rs.iter().enumerate() {
         let Some(r) = r else { continue };
-        if i > 1 && opts.quick {
-            break;
+        if i > 1 {
+            break; // Pregather and CFQ (the paper's Fig. 7a–b)
         }
         let mut cols = vec!["time (s)".to_string()];
         cols.extend(r.series.vms.iter().map(|v| format!("{v} IOPS")));
         let colr: Vec<&str> = cols.iter().map(String::as_str).collect();
-        let mut t = Table::new(format!("Fig. 7: throughput over time under {}", LABELS[i]), &colr);
+        let mut t = Table::new(
+            format!("Fig. 7: throughput over time under {}, {g} guests", LABELS[i]),
+            &colr,
+        );
         let per = (10.0 / r.series.interval_s).round().max(1.0) as usize;
         let n = r.series.iops.first().map_or(0, Vec::len).min(10 * per);
         for start in (0..n).step_by(per) {
@@ -152,7 +189,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     }
 
     let mut slices = Table::new(
-        "Pregather's adaptive time slices (Eq. 8)",
+        format!("Pregather's adaptive time slices (Eq. 8), {g} guests"),
         &[
             "VM",
             "slices",
@@ -179,7 +216,10 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     }
     tables.push(slices);
 
-    let mut goals = Table::new("Goals (issue 5)", &["goal", "target", "hvio", "paper", "met"]);
+    let mut goals = Table::new(
+        format!("Goals (issue 5), {g} guests"),
+        &["goal", "target", "hvio", "paper", "met"],
+    );
     let mut goal = |name: &str, target: f64, got: Option<f64>, paper: &str, as_pct: bool| {
         let show = |x: f64| {
             if as_pct {
@@ -225,28 +265,5 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         true,
     );
     tables.push(goals);
-
-    let mut notes = vec![
-        format!(
-            "disk: {}; 12 GiB images; each application: sysbench fileio, 16 threads, 16 KiB requests, {} requests",
-            disk_section().1,
-            if opts.quick { 1000 } else { 10_000 }
-        ),
-        "total bandwidth = the sum of the VMs' bandwidths, each VM's bytes over its own active period (the bars of Fig. 6b); \"all bytes / makespan\" is dominated by the slowest VM".into(),
-        "paper, Fig. 6(a): Pregather cuts VM1's execution times by 55 %, 62 % and 68 % against CFQ, AS and Deadline; VM3's SR-M and RRW by more than 50 % and 44 %; VM4's RR and RW gain 3 % and 26 % over CFQ".into(),
-        "paper, Fig. 7: under Pregather VM1 and VM2 get more throughput than VM3 and VM4, VM4 never below 70 IOPS".into(),
-    ];
-    notes.extend(missing);
-    let data = serde_json::Value::Array(
-        rs.iter()
-            .flatten()
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
-            .collect(),
-    );
-    Ok(Report {
-        tables,
-        notes,
-        data,
-        ..Default::default()
-    })
+    tables
 }
