@@ -1,7 +1,7 @@
 //! The running disk: queue, mechanism timeline, buffer cache, completions.
 
 use super::geometry::Loc;
-use super::model::{HddModel, HddSeek, Overheads, QueuePolicy};
+use super::model::{round_ns, HddModel, HddSeek, Overheads, QueuePolicy};
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -122,16 +122,9 @@ impl Hdd {
 
     /// The read segment to refill: an invalid one or the least recently used.
     fn victim(&self) -> usize {
-        let mut best = 0;
-        for (i, s) in self.segs.iter().enumerate() {
-            if !s.valid {
-                return i;
-            }
-            if s.stamp < self.segs[best].stamp {
-                best = i;
-            }
-        }
-        best
+        // Invalid segments rank first (key 0), then by age; branch free.
+        let key = |(i, s): (usize, &Segment)| ((s.stamp * s.valid as u64) << 6) | i as u64;
+        (self.segs.iter().enumerate().map(key).min().unwrap_or(0) & 63) as usize
     }
 
     fn touch(&mut self, i: usize) {
@@ -141,19 +134,25 @@ impl Hdd {
 
     /// Holds blocks `a..b` in the buffer at time `t` (dirty data counts)?
     fn cached(&self, a: u64, b: u64, t: f64) -> Option<usize> {
+        // Branch-free first pass (random requests rarely match): segments whose
+        // range, counting prefetch still to come, could hold `a..b`.
+        let mut mask = 0u64;
         for (i, s) in self.segs.iter().enumerate() {
-            if !s.valid || a < s.start || b > s.end.max(s.limit) {
-                continue;
-            }
+            let c = (s.valid as u64) & ((a >= s.start) as u64) & ((b <= s.limit) as u64);
+            mask |= c << i;
+        }
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
             let end = match &self.prefetch {
                 Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
-                _ => s.end,
+                _ => self.segs[i].end,
             };
             if b <= end {
                 return Some(i);
             }
         }
-        if self.dirty.iter().any(|d| a >= d.lbn && b <= d.lbn + d.n) {
+        if !self.dirty.is_empty() && self.dirty.iter().any(|d| a >= d.lbn && b <= d.lbn + d.n) {
             return Some(usize::MAX);
         }
         None
@@ -221,14 +220,13 @@ impl Hdd {
                     self.stop_prefetch(tf);
                     sb[0] = self.overhead(Overheads::READ_MISS);
                     // Partial hit: only the part not in the buffer comes off the media.
-                    let mut from = a;
-                    let mut seg = None;
+                    let mut mask = 0u64;
                     for (i, s) in self.segs.iter().enumerate() {
-                        if s.valid && a >= s.start && a < s.end && s.end < b {
-                            from = s.end;
-                            seg = Some(i);
-                        }
+                        let c = (s.valid as u64) & ((a >= s.start) as u64) & ((a < s.end) as u64) & ((s.end < b) as u64);
+                        mask |= c << i;
                     }
+                    let seg = (mask != 0).then(|| 63 - mask.leading_zeros() as usize);
+                    let from = seg.map_or(a, |i| self.segs[i].end);
                     let acc = m.access(self.head, tf + sb[0], from, b - from, false);
                     sb[1] = acc.seek;
                     sb[2] = acc.rotation;
@@ -377,7 +375,7 @@ impl Hdd {
         self.head = acc.end;
         self.head_lbn = d.lbn + d.n;
         self.last_write = true;
-        self.mech_free = t + (acc.seek + acc.rotation + acc.transfer).round() as Nanos;
+        self.mech_free = t + round_ns(acc.seek + acc.rotation + acc.transfer);
     }
 
     /// Picks the next pending request that has arrived by `t`.
@@ -450,7 +448,7 @@ fn completion(rq: Request, t: Nanos, parts: [f64; 4], cache_hit: bool) -> Comple
     let mut out = [0 as Nanos; 4];
     for (o, p) in out.iter_mut().zip(parts) {
         acc += p;
-        let r = acc.round() as Nanos;
+        let r = round_ns(acc);
         *o = r - prev;
         prev = r;
     }

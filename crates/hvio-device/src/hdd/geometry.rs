@@ -79,6 +79,11 @@ impl Zone {
             )));
         }
         let pbns = (last_cyl - first_cyl + 1) as u64 * heads as u64 * spt as u64;
+        if pbns > u32::MAX as u64 {
+            return Err(GeometryError(format!(
+                "zone cylinders {first_cyl}..={last_cyl} holds {pbns} sectors, more than 2^32: use more zones"
+            )));
+        }
         holes.retain(|h| h.len > 0);
         holes.sort_by_key(|h| h.pbn);
         // Merge overlapping or touching holes.
@@ -236,14 +241,10 @@ impl Geometry {
         let lbn = lbn.min(self.capacity - 1);
         let zi = self.zone_of(lbn);
         let z = &self.zones[zi];
-        let pbn = z.lbn_to_pbn(lbn - z.first_lbn);
-        let track = pbn / z.spt as u64;
-        Loc {
-            zone: zi as u32,
-            cyl: z.first_cyl + (track / self.heads as u64) as u32,
-            head: (track % self.heads as u64) as u32,
-            sector: (pbn % z.spt as u64) as u32,
-        }
+        // Zone-relative PBNs fit 32 bits (checked in `Zone::new`): 32-bit division is faster.
+        let pbn = z.lbn_to_pbn(lbn - z.first_lbn) as u32;
+        let track = pbn / z.spt;
+        Loc { zone: zi as u32, cyl: z.first_cyl + track / self.heads, head: track % self.heads, sector: pbn % z.spt }
     }
 
     /// The cylinder of an LBN.
@@ -279,7 +280,7 @@ impl Geometry {
     #[inline]
     pub fn sector_on_track(&self, loc: Loc, lbn: u64) -> u32 {
         let z = &self.zones[loc.zone as usize];
-        (z.lbn_to_pbn(lbn - z.first_lbn) % z.spt as u64) as u32
+        z.lbn_to_pbn(lbn - z.first_lbn) as u32 % z.spt
     }
 
     /// Angular position (in revolutions, 0..1) where physical sector `loc.sector` begins.
@@ -290,7 +291,7 @@ impl Geometry {
         let switches = loc.head as f64 + (self.heads as f64 - 1.0) * cyl_rel;
         let pos = z.offset + z.track_skew * switches + z.cyl_skew * cyl_rel + loc.sector as f64;
         let r = pos / z.spt as f64;
-        r - r.floor()
+        crate::hdd::model::frac(r)
     }
 
     /// Sectors per track of the zone holding `loc`.

@@ -68,6 +68,22 @@ pub struct HddModel {
     pub max_queue_wait: Nanos,
 }
 
+/// The fractional part of a number (fast path for the non-negative values used here).
+#[inline]
+pub(crate) fn frac(x: f64) -> f64 {
+    if x >= 0.0 && x < 9.0e15 {
+        x - (x as u64 as f64)
+    } else {
+        x - x.floor()
+    }
+}
+
+/// Rounds a non-negative duration in ns to integer ns.
+#[inline]
+pub(crate) fn round_ns(x: f64) -> Nanos {
+    (x + 0.5) as Nanos
+}
+
 /// Result of one media access.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Access {
@@ -104,7 +120,7 @@ impl HddModel {
     #[inline]
     pub fn rot_wait(&self, t: f64, loc: Loc) -> f64 {
         let now = t / self.rev;
-        let now = now - now.floor();
+        let now = frac(now);
         let mut w = self.geom.angle(loc) - now;
         if w < 0.0 {
             w += 1.0;
@@ -169,7 +185,7 @@ impl HddModel {
             let t_run = t + phys * sector_t;
             if t_run > stop {
                 // Partway through this track.
-                let done = ((stop - t) / sector_t).floor().max(0.0) as u64;
+                let done = ((stop - t) / sector_t).max(0.0) as u64;
                 let mut reached = lbn;
                 if done > 0 {
                     let z = &g.zones[loc.zone as usize];
@@ -216,7 +232,7 @@ impl HddSeek {
 impl SeekModel for HddSeek {
     fn seek_time(&self, from: u64, to: u64) -> Nanos {
         let g = &self.model.geom;
-        self.model.seek_ns(g.cylinder_of(from), g.cylinder_of(to)).round() as Nanos
+        round_ns(self.model.seek_ns(g.cylinder_of(from), g.cylinder_of(to)))
     }
     fn max_seek_time(&self) -> Nanos {
         self.max

@@ -213,6 +213,10 @@ impl HddParams {
         if segment_sectors == 0 {
             return Err(DeviceError::param("segment_sectors", 0, "must be positive"));
         }
+        let segments = self.cache_segments.unwrap_or(16);
+        if segments > 64 {
+            return Err(DeviceError::param("cache_segments", segments, "at most 64"));
+        }
         let queue_depth = self.queue_depth.unwrap_or(1);
         if queue_depth == 0 {
             return Err(DeviceError::param("queue_depth", 0, "must be at least 1"));
@@ -239,7 +243,7 @@ impl HddParams {
             bus_per_sector: 512.0 / (bus_mb * 1e6) * 1e9,
             bulk_per_sector: 0.0,
             cache: CacheParams {
-                segments: self.cache_segments.unwrap_or(16),
+                segments,
                 segment_sectors,
                 read_ahead: self.read_ahead_sectors.unwrap_or(4096),
                 read_hits_on_write_data: true,
