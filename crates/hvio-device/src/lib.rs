@@ -5,7 +5,9 @@
 //!
 //! Build one from a config with [`build_device`].
 
+pub mod disksim;
 pub mod hdd;
+pub mod validate;
 
 use hvio_core::Device;
 use serde::Deserialize;
@@ -20,6 +22,9 @@ pub enum DeviceError {
     /// A parameter with a bad value.
     #[error("device parameter `{key}` = {value}: {reason}")]
     Param { key: String, value: String, reason: String },
+    /// A DiskSim disk description that could not be read or mapped.
+    #[error(transparent)]
+    Spec(#[from] disksim::SpecError),
     /// A file that could not be read.
     #[error("{path}: {source}")]
     Io {
@@ -42,9 +47,24 @@ impl DeviceError {
 /// Which device to simulate (the `[disk]` table of a simulation config).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "model", rename_all = "lowercase")]
+#[allow(clippy::large_enum_variant)] // built once per run; boxing would only complicate configs
 pub enum DeviceConfig {
     /// The built-in 7200 RPM 1 TB disk, with optional overrides.
     Hdd(HddParams),
+    /// A DiskSim 4.0 disk description (`.parv` or `.diskspecs`).
+    Disksim(DisksimConfig),
+}
+
+/// `model = "disksim"`: a DiskSim disk description.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisksimConfig {
+    /// The parameter file (relative to the config's directory).
+    pub spec: std::path::PathBuf,
+    /// Which `disksim_disk` block, when the file has several.
+    pub disk: Option<String>,
+    /// Commands the drive accepts at once (default: the spec's `Max queue length`).
+    pub queue_depth: Option<usize>,
 }
 
 impl Default for DeviceConfig {
@@ -54,8 +74,24 @@ impl Default for DeviceConfig {
 }
 
 /// Builds the device a config describes; relative paths resolve against `base_dir`.
-pub fn build_device(cfg: &DeviceConfig, _base_dir: &Path) -> Result<Box<dyn Device>, DeviceError> {
+pub fn build_device(cfg: &DeviceConfig, base_dir: &Path) -> Result<Box<dyn Device>, DeviceError> {
+    Ok(Box::new(Hdd::new(build_hdd_model(cfg, base_dir)?)))
+}
+
+/// The HDD model a config describes (see [`build_device`]).
+pub fn build_hdd_model(cfg: &DeviceConfig, base_dir: &Path) -> Result<HddModel, DeviceError> {
     match cfg {
-        DeviceConfig::Hdd(p) => Ok(Box::new(Hdd::new(p.build()?))),
+        DeviceConfig::Hdd(p) => p.build(),
+        DeviceConfig::Disksim(d) => {
+            let mut m = disksim::load_disk(&base_dir.join(&d.spec), d.disk.as_deref())?.model;
+            if let Some(q) = d.queue_depth {
+                if q == 0 {
+                    return Err(DeviceError::param("queue_depth", 0, "must be at least 1"));
+                }
+                m.queue_depth = q;
+                m.policy = hdd::QueuePolicy::Sptf;
+            }
+            Ok(m)
+        }
     }
 }

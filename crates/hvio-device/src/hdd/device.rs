@@ -193,9 +193,11 @@ impl Hdd {
         let m = self.m.clone();
         let mut sb = [0.0f64; 4]; // overhead, seek, rotation, transfer
         let mut hit = false;
+        let ph = m.phases;
         match rq.op {
             Op::Read => {
                 self.stats.reads += 1;
+                let xr = m.bus_per_sector;
                 if let Some(i) = self.cached(a, b, tf) {
                     // Full hit: data goes straight from the buffer.
                     hit = true;
@@ -205,35 +207,47 @@ impl Hdd {
                         self.extend_prefetch(i, a, b);
                         self.reanchor(i, b);
                     }
-                    sb[0] = self.overhead(Overheads::READ_HIT);
-                    sb[3] = n as f64 * m.bus_per_sector;
+                    sb[0] = self.overhead(Overheads::READ_HIT) + ph.data_prep + ph.complete[0];
+                    sb[3] = n as f64 * xr;
                 } else if let Some(p) = self.stream_target(a) {
                     // The read-ahead under way will bring the data.
                     self.stats.stream_hits += 1;
                     self.touch(p.seg);
                     self.extend_prefetch(p.seg, a, b);
                     let t_b = self.reanchor(p.seg, b);
-                    sb[0] = self.overhead(Overheads::READ_HIT);
-                    let ready = (t_b - tf - sb[0]).max(0.0);
-                    sb[3] = ready.max(n as f64 * m.bus_per_sector) + m.bulk_per_sector;
+                    let oh = self.overhead(Overheads::READ_HIT) + ph.data_prep;
+                    let bus_end = (tf + oh + n as f64 * xr).max(t_b + xr);
+                    sb[0] = oh + ph.complete[0];
+                    sb[3] = bus_end - tf - oh;
                 } else {
                     self.stop_prefetch(tf);
-                    sb[0] = self.overhead(Overheads::READ_MISS);
+                    let oh = self.overhead(Overheads::READ_MISS);
                     // Partial hit: only the part not in the buffer comes off the media.
                     let mut mask = 0u64;
                     for (i, s) in self.segs.iter().enumerate() {
-                        let c = (s.valid as u64) & ((a >= s.start) as u64) & ((a < s.end) as u64) & ((s.end < b) as u64);
+                        let c =
+                            (s.valid as u64) & ((a >= s.start) as u64) & ((a < s.end) as u64) & ((s.end < b) as u64);
                         mask |= c << i;
                     }
                     let seg = (mask != 0).then(|| 63 - mask.leading_zeros() as usize);
                     let from = seg.map_or(a, |i| self.segs[i].end);
-                    let acc = m.access(self.head, tf + sb[0], from, b - from, false);
-                    sb[1] = acc.seek;
-                    sb[2] = acc.rotation;
-                    sb[3] = acc.transfer + m.bulk_per_sector * n as f64;
+                    let acc = m.access(self.head, tf + oh, from, b - from, false);
+                    let media_start = tf + oh + acc.seek + acc.rotation;
+                    let t_end = media_start + acc.transfer;
+                    // Data flows to the host as it comes off the media, at the bus rate.
+                    // The drive reconnects once the buffer holds the watermark's worth (at least a sector).
+                    let media_n = (b - from) as f64;
+                    let mark = if ph.watermark_by_request {
+                        ph.read_watermark * n as f64
+                    } else {
+                        ph.read_watermark * m.cache.segment_sectors as f64
+                    };
+                    let ready = mark.ceil().clamp(1.0, media_n) / media_n * acc.transfer;
+                    let bus_start = media_start + ready + ph.read_reconnect + ph.data_prep;
+                    let bus_end = (bus_start + n as f64 * xr).max(t_end + xr);
+                    sb = [oh + ph.complete[0], acc.seek, acc.rotation, bus_end - media_start];
                     self.head = acc.end;
                     self.head_lbn = b;
-                    let t_end = tf + sb[0] + sb[1] + sb[2] + acc.transfer;
                     self.fill_segment(seg, a, b, t_end);
                 }
             }
@@ -241,11 +255,26 @@ impl Hdd {
                 self.stats.writes += 1;
                 self.stop_prefetch(tf);
                 self.invalidate(a, b);
-                sb[0] = self.overhead(Overheads::WRITE_MISS);
-                let acc = m.access(self.head, tf + sb[0], a, n, true);
-                sb[1] = acc.seek;
-                sb[2] = acc.rotation;
-                sb[3] = acc.transfer + m.bulk_per_sector * n as f64;
+                let oh = self.overhead(Overheads::WRITE_MISS);
+                let mech = ph.write_mech_delay.unwrap_or(oh);
+                let mut acc = m.access(self.head, tf + mech, a, n, true);
+                let mut media_start = tf + mech + acc.seek + acc.rotation;
+                let xw = m.bus_write_per_sector;
+                let bus_start = tf + ph.write_data_delay.unwrap_or(oh + ph.data_prep);
+                let bus_end = bus_start + n as f64 * xw;
+                // The media can only write what has arrived: when the host
+                // interface is slower than the media, the write starts late
+                // enough not to overtake the data, whole revolutions later.
+                let sector_t = acc.transfer / n as f64;
+                let need = bus_start + xw + (n - 1) as f64 * (xw - sector_t).max(0.0);
+                if media_start < need {
+                    let turns = ((need - media_start) / m.rev).ceil();
+                    acc.rotation += turns * m.rev;
+                    media_start += turns * m.rev;
+                }
+                let t_end = media_start + acc.transfer;
+                let done = t_end.max(bus_end + ph.write_disconnect) + ph.write_reconnect + ph.complete[1];
+                sb = [mech, acc.seek, acc.rotation, done - media_start];
                 self.head = acc.end;
                 self.head_lbn = b;
                 if m.cache.read_hits_on_write_data && !self.segs.is_empty() {
@@ -493,8 +522,9 @@ impl Device for Hdd {
             self.stats.writes += 1;
             self.stats.buffered_writes += 1;
             self.invalidate(rq.sector, rq.sector + n);
-            let oh = self.overhead(Overheads::WRITE_HIT);
-            let bus = n as f64 * self.m.bus_per_sector;
+            let ph = &self.m.phases;
+            let oh = self.overhead(Overheads::WRITE_HIT) + ph.data_prep + ph.complete[1];
+            let bus = n as f64 * self.m.bus_write_per_sector;
             self.dirty.push_back(Dirty { lbn: rq.sector, n });
             self.dirty_sectors += n;
             self.last_write = true;

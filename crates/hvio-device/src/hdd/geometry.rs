@@ -244,7 +244,12 @@ impl Geometry {
         // Zone-relative PBNs fit 32 bits (checked in `Zone::new`): 32-bit division is faster.
         let pbn = z.lbn_to_pbn(lbn - z.first_lbn) as u32;
         let track = pbn / z.spt;
-        Loc { zone: zi as u32, cyl: z.first_cyl + track / self.heads, head: track % self.heads, sector: pbn % z.spt }
+        Loc {
+            zone: zi as u32,
+            cyl: z.first_cyl + track / self.heads,
+            head: track % self.heads,
+            sector: pbn % z.spt,
+        }
     }
 
     /// The cylinder of an LBN.

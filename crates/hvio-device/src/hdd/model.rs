@@ -18,6 +18,30 @@ impl Overheads {
     pub const WRITE_MISS: usize = 3;
 }
 
+/// Interface phases around the data transfer (DiskSim's disconnect /
+/// reselect model), ns. The mechanism works while the drive is disconnected.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// Before any data goes to or comes from the host.
+    pub data_prep: f64,
+    /// Reconnecting to send the data of a read miss.
+    pub read_reconnect: f64,
+    /// A read miss reconnects once this many sectors are in the buffer:
+    /// a fraction of the request (`watermark_by_request`) or of a segment.
+    pub read_watermark: f64,
+    pub watermark_by_request: bool,
+    /// After the last data: completion, [read, write].
+    pub complete: [f64; 2],
+    /// Write-through: from arrival until the mechanism may start (`None`: the write-miss overhead).
+    pub write_mech_delay: Option<f64>,
+    /// Write-through: from arrival until the data starts to move (`None`: write-miss overhead + data prep).
+    pub write_data_delay: Option<f64>,
+    /// Write-through: disconnecting after the data arrived.
+    pub write_disconnect: f64,
+    /// Write-through: reconnecting once the media write is done.
+    pub write_reconnect: f64,
+}
+
 /// The drive's buffer cache.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CacheParams {
@@ -58,9 +82,10 @@ pub struct HddModel {
     pub overheads: Overheads,
     /// Host interface time per sector for data moved from/to the buffer, ns.
     pub bus_per_sector: f64,
-    /// Bus time per sector that cannot overlap the media transfer of a miss
-    /// (DiskSim's "bulk sector transfer time"), ns.
-    pub bulk_per_sector: f64,
+    /// Host interface time per sector for writes (reads use `bus_per_sector`), ns.
+    pub bus_write_per_sector: f64,
+    /// SCSI-style phases as DiskSim models them (all 0 for the default disk), ns.
+    pub phases: Phases,
     pub cache: CacheParams,
     pub queue_depth: usize,
     pub policy: QueuePolicy,
@@ -71,7 +96,7 @@ pub struct HddModel {
 /// The fractional part of a number (fast path for the non-negative values used here).
 #[inline]
 pub(crate) fn frac(x: f64) -> f64 {
-    if x >= 0.0 && x < 9.0e15 {
+    if (0.0..9.0e15).contains(&x) {
         x - (x as u64 as f64)
     } else {
         x - x.floor()

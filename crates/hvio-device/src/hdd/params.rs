@@ -2,7 +2,7 @@
 //! 7200 RPM 1 TB SATA disk of ca. 2012 of `shared/design/device-models.md`.
 
 use super::geometry::{Geometry, Hole, Zone};
-use super::model::{CacheParams, HddModel, Overheads, QueuePolicy};
+use super::model::{CacheParams, HddModel, Overheads, Phases, QueuePolicy};
 use super::seek::SeekCurve;
 use crate::DeviceError;
 use serde::Deserialize;
@@ -241,7 +241,8 @@ impl HddParams {
             write_settle: ms("write_settle_ms", self.write_settle_ms, 0.25)?,
             overheads: Overheads([[rh, rh], [rm, rm], [wh, wh], [wm, wm]]),
             bus_per_sector: 512.0 / (bus_mb * 1e6) * 1e9,
-            bulk_per_sector: 0.0,
+            bus_write_per_sector: 512.0 / (bus_mb * 1e6) * 1e9,
+            phases: Phases::default(),
             cache: CacheParams {
                 segments,
                 segment_sectors,

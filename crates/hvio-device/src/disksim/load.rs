@@ -1,0 +1,709 @@
+//! Maps a DiskSim 4.0 disk description onto hvio's HDD model.
+//!
+//! Every key of the disk, its model, layout, zones and mechanics is either
+//! mapped or reported in [`Loaded::warnings`] as not modelled; values hvio
+//! cannot represent (an unknown sparing scheme, a seek type it does not
+//! know) are errors naming file, line and key.
+
+use super::parse::{read_seek_table, read_spec, Block, Entry, SpecError, SpecFile, Value};
+use crate::hdd::{CacheParams, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, SeekCurve, Zone};
+use std::path::Path;
+
+/// A loaded disk and what was not modelled.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub model: HddModel,
+    /// Keys read but not modelled, and other notes (`file:line: key: note`).
+    pub warnings: Vec<String>,
+}
+
+struct Ctx {
+    warnings: Vec<String>,
+}
+
+fn kerr(e: &Entry, msg: impl Into<String>) -> SpecError {
+    SpecError::Key {
+        file: e.place.file.to_string(),
+        line: e.place.line,
+        key: e.key.clone(),
+        msg: msg.into(),
+    }
+}
+
+fn berr(b: &Block, key: &str, msg: impl Into<String>) -> SpecError {
+    SpecError::Key {
+        file: b.place.file.to_string(),
+        line: b.place.line,
+        key: key.to_string(),
+        msg: msg.into(),
+    }
+}
+
+/// Typed access to a block's entries, remembering which keys were used.
+struct Keys<'a> {
+    b: &'a Block,
+    used: Vec<bool>,
+}
+
+impl<'a> Keys<'a> {
+    fn new(b: &'a Block) -> Self {
+        Keys {
+            b,
+            used: vec![false; b.entries.len()],
+        }
+    }
+
+    fn entry(&mut self, key: &str) -> Option<&'a Entry> {
+        let i = self.b.entries.iter().position(|e| e.key.eq_ignore_ascii_case(key))?;
+        self.used[i] = true;
+        Some(&self.b.entries[i])
+    }
+
+    fn num_opt(&mut self, key: &str) -> Result<Option<f64>, SpecError> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(e) => match &e.value {
+                Value::Num(x) => Ok(Some(*x)),
+                other => Err(kerr(e, format!("expected a number, found {}", describe(other)))),
+            },
+        }
+    }
+
+    fn num(&mut self, key: &str, default: f64) -> Result<f64, SpecError> {
+        Ok(self.num_opt(key)?.unwrap_or(default))
+    }
+
+    fn req(&mut self, key: &str) -> Result<f64, SpecError> {
+        self.num_opt(key)?
+            .ok_or_else(|| berr(self.b, key, format!("missing in {} block", self.b.typ)))
+    }
+
+    fn non_neg(&mut self, key: &str, default: f64) -> Result<f64, SpecError> {
+        let v = self.num(key, default)?;
+        if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(kerr(
+                self.entry(key).unwrap(),
+                format!("{v} must be a non-negative number"),
+            ))
+        }
+    }
+
+    fn word(&mut self, key: &str) -> Result<Option<(String, &'a Entry)>, SpecError> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(e) => match &e.value {
+                Value::Word(w) => Ok(Some((w.clone(), e))),
+                Value::Num(x) => Ok(Some((x.to_string(), e))),
+                other => Err(kerr(e, format!("expected a word, found {}", describe(other)))),
+            },
+        }
+    }
+
+    fn block(&mut self, key: &str) -> Result<&'a Block, SpecError> {
+        let Some(e) = self.entry(key) else {
+            return Err(berr(self.b, key, format!("missing in {} block", self.b.typ)));
+        };
+        match &e.value {
+            Value::Block(b) => Ok(b),
+            other => Err(kerr(e, format!("expected a block, found {}", describe(other)))),
+        }
+    }
+
+    fn list(&mut self, key: &str) -> Result<Option<(&'a [Value], &'a Entry)>, SpecError> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(e) => match &e.value {
+                Value::List(v) => Ok(Some((v, e))),
+                other => Err(kerr(e, format!("expected a list, found {}", describe(other)))),
+            },
+        }
+    }
+
+    fn nums(&mut self, key: &str) -> Result<Option<(Vec<f64>, &'a Entry)>, SpecError> {
+        let Some((items, e)) = self.list(key)? else {
+            return Ok(None);
+        };
+        let v = items
+            .iter()
+            .map(|v| match v {
+                Value::Num(x) => Ok(*x),
+                other => Err(kerr(
+                    e,
+                    format!("expected numbers in the list, found {}", describe(other)),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some((v, e)))
+    }
+
+    /// Lists keys nobody read as "not modelled".
+    fn finish(self, ctx: &mut Ctx) {
+        for (e, used) in self.b.entries.iter().zip(self.used) {
+            if !used {
+                ctx.warnings.push(format!(
+                    "{}:{}: `{}` ({}): not modelled by hvio",
+                    e.place.file, e.place.line, e.key, self.b.typ
+                ));
+            }
+        }
+    }
+
+    /// Marks keys as read and modelled implicitly (their effect is built in) or irrelevant with a note.
+    fn note(&mut self, ctx: &mut Ctx, key: &str, expect: f64, note: &str) -> Result<(), SpecError> {
+        if let Some(e) = self.entry(key) {
+            if e.value != Value::Num(expect) {
+                ctx.warnings.push(format!(
+                    "{}:{}: `{}` = {}: {note}",
+                    e.place.file,
+                    e.place.line,
+                    e.key,
+                    describe(&e.value)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Num(x) => x.to_string(),
+        Value::Word(w) => format!("`{w}`"),
+        Value::List(_) => "a list".into(),
+        Value::Block(b) => format!("a {} block", b.typ),
+    }
+}
+
+/// Loads disk `name` (or the only disk) from a DiskSim parameter file
+/// (`.parv` or `.diskspecs`).
+pub fn load_disk(path: &Path, name: Option<&str>) -> Result<Loaded, SpecError> {
+    let spec = read_spec(path)?;
+    load_from(&spec, path, name)
+}
+
+fn load_from(spec: &SpecFile, path: &Path, name: Option<&str>) -> Result<Loaded, SpecError> {
+    let disks: Vec<&Block> = spec.blocks.iter().filter(|b| b.typ == "disksim_disk").collect();
+    let file = path.display().to_string();
+    let disk = match name {
+        Some(n) => disks
+            .iter()
+            .find(|b| b.name.as_deref() == Some(n))
+            .copied()
+            .ok_or_else(|| SpecError::File {
+                file: file.clone(),
+                msg: format!("no disksim_disk named `{n}` (found: {})", names(&disks)),
+            })?,
+        None => match disks.as_slice() {
+            [one] => one,
+            [] => {
+                return Err(SpecError::File {
+                    file,
+                    msg: "no disksim_disk block".into(),
+                })
+            }
+            _ => {
+                return Err(SpecError::File {
+                    file,
+                    msg: format!("several disks ({}): name one", names(&disks)),
+                })
+            }
+        },
+    };
+    let mut ctx = Ctx { warnings: Vec::new() };
+    // The host interface: the slowest bus on the path (a .parv has them; a .diskspecs alone does not).
+    let mut bus = [0.0f64; 2];
+    let buses: Vec<&Block> = spec.blocks.iter().filter(|b| b.typ == "disksim_bus").collect();
+    for b in &buses {
+        let mut k = Keys::new(b);
+        bus[0] = bus[0].max(k.non_neg("Read block transfer time", 0.0)?);
+        bus[1] = bus[1].max(k.non_neg("Write block transfer time", 0.0)?);
+    }
+    if buses.is_empty() {
+        ctx.warnings.push(format!(
+            "{file}: no disksim_bus blocks: the host interface is only the disk's bulk sector transfer time"
+        ));
+    }
+    let model = map_disk(disk, bus, &mut ctx)?;
+    Ok(Loaded {
+        model,
+        warnings: ctx.warnings,
+    })
+}
+
+fn names(bs: &[&Block]) -> String {
+    bs.iter().filter_map(|b| b.name.clone()).collect::<Vec<_>>().join(", ")
+}
+
+const MS: f64 = 1e6;
+
+fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, SpecError> {
+    let mut k = Keys::new(disk);
+    let dm = k.block("Model")?;
+    let (geom, seek, mech) = map_model(dm, ctx)?;
+    let scale = k.non_neg("Time scale for overheads", 1.0)?;
+    let per_req = k.non_neg("Per-request overhead time", 0.0)?;
+    let bulk = k.non_neg("Bulk sector transfer time", 0.0)?;
+    let o = |k: &mut Keys, key: &str| -> Result<f64, SpecError> { Ok((k.non_neg(key, 0.0)? + per_req) * scale * MS) };
+    // "<kind> over. after read" and "... after write".
+    let pair = |k: &mut Keys, kind: &str| -> Result<[f64; 2], SpecError> {
+        Ok([
+            o(k, &format!("{kind} over. after read"))?,
+            o(k, &format!("{kind} over. after write"))?,
+        ])
+    };
+    let (rh, rm) = (pair(&mut k, "Read hit")?, pair(&mut k, "Read miss")?);
+    let (wh, wm) = (pair(&mut k, "Write hit")?, pair(&mut k, "Write miss")?);
+    let p = |k: &mut Keys, key: &str| -> Result<f64, SpecError> { Ok(k.non_neg(key, 0.0)? * scale * MS) };
+    let complete = [
+        p(&mut k, "Read completion overhead")?,
+        p(&mut k, "Write completion overhead")?,
+    ];
+    let data_prep = p(&mut k, "Data preparation overhead")?;
+    let reselect_first = p(&mut k, "First reselect overhead")?;
+    let reselect_other = p(&mut k, "Other reselect overhead")?;
+    // Read disconnects overlap the positioning: the mechanism starts after the command overhead.
+    let rd = [
+        p(&mut k, "Read disconnect afterread")?,
+        p(&mut k, "Read disconnect afterwrite")?,
+    ];
+    let write_disc = p(&mut k, "Write disconnect overhead")?;
+    let extra = k.num("Extra write disconnect", 0.0)? != 0.0;
+    let x_cmd = p(&mut k, "Extradisc command overhead")?;
+    let x_disc1 = p(&mut k, "Extradisc disconnect overhead")?;
+    let x_inter = p(&mut k, "Extradisc inter-disconnect delay")?;
+    let x_disc2 = p(&mut k, "Extradisc 2nd disconnect overhead")?;
+    let x_delta = p(&mut k, "Extradisc seek delta")?;
+    let min_seek = p(&mut k, "Minimum seek delay")?;
+    if rd.iter().any(|&d| d > 0.0) {
+        ctx.warnings.push(format!(
+            "{}: read disconnect overheads overlap positioning and are not added (as in DiskSim, unless the media is faster)",
+            disk.place.file
+        ));
+    }
+    let read_watermark = k.non_neg("High (read) water mark", 0.0)?;
+    let watermark_by_request = k.num("Set watermark by reqsize", 1.0)? != 0.0;
+    let base = Phases {
+        data_prep,
+        read_reconnect: reselect_first,
+        read_watermark,
+        watermark_by_request,
+        complete,
+        write_mech_delay: None,
+        write_data_delay: None,
+        write_disconnect: write_disc,
+        write_reconnect: reselect_first,
+    };
+    // An extra write disconnect: command, disconnect, reconnect for the data, disconnect again while writing.
+    let phases = if extra {
+        Phases {
+            write_mech_delay: Some(x_cmd + x_delta),
+            write_data_delay: Some(x_cmd + x_disc1 + x_inter + reselect_other + data_prep),
+            write_disconnect: x_disc2,
+            write_reconnect: reselect_other,
+            ..base
+        }
+    } else {
+        base
+    };
+    let depth = k.num("Max queue length", 1.0)?.max(1.0) as usize;
+    let mut policy = QueuePolicy::Fcfs;
+    if let Ok(s) = k.block("Scheduler") {
+        let mut sk = Keys::new(s);
+        if let Some(pol) = sk.num_opt("Scheduling policy")? {
+            // DiskSim: 1 = FCFS; the positioning-aware ones (SPTF family) are 14 and up.
+            if pol as i64 >= 14 {
+                policy = QueuePolicy::Sptf;
+            } else if pol as i64 != 1 && depth > 1 {
+                ctx.warnings
+                    .push(format!("{}: scheduling policy {pol} is modelled as FCFS", s.place.file));
+            }
+        }
+        sk.finish(ctx);
+    }
+    // The buffer cache.
+    let caching = k.num("Enable caching in buffer", 1.0)? != 0.0;
+    let segments = if caching {
+        k.num("Number of buffer segments", 1.0)? as usize
+    } else {
+        0
+    };
+    if segments > 64 {
+        return Err(kerr(
+            k.entry("Number of buffer segments").unwrap(),
+            "hvio models at most 64 segments",
+        ));
+    }
+    let seg_size = k.num("Segment size (in blks)", 1.0)?.max(1.0) as u64;
+    let continuous = k.num("Buffer continuous read", 0.0)? as i64;
+    let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?.max(0.0) as u64;
+    let read_ahead = if continuous == 0 { 0 } else { max_ra };
+    if !(0..=3).contains(&continuous) {
+        ctx.warnings.push(format!(
+            "{}: `Buffer continuous read` = {continuous}: modelled as read-ahead to the segment end",
+            disk.place.file
+        ));
+    }
+    let fast_write = k.num("Fast write level", 0.0)?;
+    let write_segs = k.num("Maximum number of write segments", 1.0)?.max(1.0) as u64;
+    let hits_on_writes = k.num("Allow read hits on write data", 0.0)? != 0.0;
+    for key in [
+        "Hold bus entire read xfer",
+        "Hold bus entire write xfer",
+        "Allow almost read hits",
+        "Allow sneaky full read hits",
+        "Allow sneaky partial read hits",
+        "Allow sneaky intermediate read hits",
+        "Allow write prebuffering",
+        "Preseeking level",
+        "Never disconnect",
+        "Use separate write segment",
+        "Low (write) water mark",
+        "Calc sector by sector",
+        "Minimum read-ahead (blks)",
+        "Read-ahead over requested",
+        "Read-ahead on idle hit",
+        "Read any free blocks",
+        "Immediate buffer read",
+        "Immediate buffer write",
+        "Combine seq writes",
+        "Stop prefetch in sector",
+        "Disconnect write if seek",
+        "Write hit stop prefetch",
+        "Read directly to buffer",
+        "Immed transfer partial hit",
+    ] {
+        if let Some(e) = k.entry(key) {
+            ctx.warnings.push(format!(
+                "{}:{}: `{}` = {}: buffer/bus detail not modelled",
+                e.place.file,
+                e.place.line,
+                e.key,
+                describe(&e.value)
+            ));
+        }
+    }
+    k.note(ctx, "Print stats", 1.0, "ignored")?;
+    k.note(
+        ctx,
+        "Avg sectors per cylinder",
+        0.0,
+        "ignored (hvio knows the geometry)",
+    )?;
+    if min_seek > 0.0 {
+        ctx.warnings.push(format!(
+            "{}: `Minimum seek delay` = {} ms: not modelled",
+            disk.place.file,
+            min_seek / MS
+        ));
+    }
+    k.finish(ctx);
+    let xr = bus[0].max(bulk) * MS;
+    let xw = bus[1].max(bulk) * MS;
+    Ok(HddModel {
+        name: disk.name.clone().unwrap_or_else(|| "disksim".into()),
+        geom,
+        seek,
+        rev: mech.rev,
+        head_switch: mech.head_switch,
+        write_settle: mech.write_settle,
+        overheads: Overheads([rh, rm, wh, wm]),
+        bus_per_sector: xr,
+        bus_write_per_sector: xw,
+        phases,
+        cache: CacheParams {
+            segments,
+            segment_sectors: seg_size,
+            read_ahead,
+            read_hits_on_write_data: hits_on_writes,
+            write_back: fast_write > 0.0 && segments > 0,
+            write_buffer_sectors: seg_size * write_segs,
+        },
+        queue_depth: depth,
+        policy,
+        max_queue_wait: 1_000_000_000,
+    })
+}
+
+struct Mech {
+    rev: f64,
+    head_switch: f64,
+    write_settle: f64,
+}
+
+fn map_model(dm: &Block, ctx: &mut Ctx) -> Result<(Geometry, SeekCurve, Mech), SpecError> {
+    if dm.typ != "dm_disk" {
+        return Err(berr(dm, "Model", format!("expected a dm_disk block, found {}", dm.typ)));
+    }
+    let mut k = Keys::new(dm);
+    let heads = k.req("Number of data surfaces")? as u32;
+    let cyls = k.req("Number of cylinders")? as u32;
+    let blocks = k.num_opt("Block count")?;
+    if heads == 0 || cyls == 0 {
+        return Err(berr(
+            dm,
+            "Number of data surfaces",
+            "surfaces and cylinders must be positive",
+        ));
+    }
+    let layout = k.block("Layout Model")?;
+    let geom = map_layout(layout, heads, cyls, ctx)?;
+    if let Some(bc) = blocks {
+        if bc as u64 != geom.capacity() {
+            ctx.warnings.push(format!(
+                "{}: `Block count` = {bc} but the zones hold {} blocks (DiskSim uses the zones)",
+                dm.place.file,
+                geom.capacity()
+            ));
+        }
+    }
+    let mech = k.block("Mechanical Model")?;
+    let (seek, m) = map_mech(mech, ctx)?;
+    k.finish(ctx);
+    Ok((geom, seek, m))
+}
+
+fn map_layout(l: &Block, heads: u32, cyls: u32, ctx: &mut Ctx) -> Result<Geometry, SpecError> {
+    if l.typ != "dm_layout_g1" {
+        return Err(berr(
+            l,
+            "Layout Model",
+            format!("hvio reads dm_layout_g1 layouts, found {}", l.typ),
+        ));
+    }
+    let mut k = Keys::new(l);
+    if let Some(e) = k.entry("LBN-to-PBN mapping scheme") {
+        if e.value != Value::Num(0.0) {
+            return Err(kerr(
+                e,
+                format!("{}: hvio models the normal mapping (0) only", describe(&e.value)),
+            ));
+        }
+    }
+    let scheme = k.num("Sparing scheme used", 0.0)? as i64;
+    let range = k.num("Rangesize for sparing", 1.0)?.max(1.0) as u64;
+    let scheme_e = k.entry("Sparing scheme used");
+    if ![0, 1, 2, 3, 7, 9, 10].contains(&scheme) {
+        let msg = format!("sparing scheme {scheme} is not supported (hvio: 0, 1, 2, 3, 7, 9, 10)");
+        return Err(match scheme_e {
+            Some(e) => kerr(e, msg),
+            None => berr(l, "Sparing scheme used", msg),
+        });
+    }
+    let _ = range;
+    let Some((zones_v, ze)) = k.list("Zones")? else {
+        return Err(berr(l, "Zones", "missing"));
+    };
+    let mut zones = Vec::with_capacity(zones_v.len());
+    for v in zones_v {
+        let Value::Block(zb) = v else {
+            return Err(kerr(ze, format!("expected zone blocks, found {}", describe(v))));
+        };
+        zones.push(map_zone(zb, heads, cyls, scheme, ctx)?);
+    }
+    k.finish(ctx);
+    Geometry::new(heads, cyls, zones).map_err(|e| kerr(ze, e.0))
+}
+
+fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Result<Zone, SpecError> {
+    let mut k = Keys::new(zb);
+    let first = k.req("First cylinder number")?;
+    let last = k.req("Last cylinder number")?;
+    let spt = k.req("Blocks per track")?;
+    if first < 0.0 || last < first || last >= cyls as f64 || spt < 1.0 {
+        return Err(berr(
+            zb,
+            "First cylinder number",
+            format!("zone {first}..={last} with {spt} blocks per track does not fit {cyls} cylinders"),
+        ));
+    }
+    let (first, last, spt) = (first as u32, last as u32, spt as u64);
+    let offset = k.num("Offset of first block", 0.0)?;
+    let dead = k.non_neg("Empty space at zone front", 0.0)? as u64;
+    let tskew = k.num("Skew for track switch", 0.0)?;
+    let cskew = k.num("Skew for cylinder switch", 0.0)?;
+    let spares = k.non_neg("Number of spares", 0.0)? as u64;
+    let slips = k.nums("slips")?.map(|(v, _)| v).unwrap_or_default();
+    let slips: Vec<u64> = slips.iter().map(|&s| s.max(0.0) as u64).collect();
+    if let Some((d, e)) = k.nums("defects")? {
+        if !d.is_empty() {
+            ctx.warnings.push(format!(
+                "{}:{}: {} defect(s) remapped to spares: hvio times remapped blocks at their original place",
+                e.place.file,
+                e.place.line,
+                d.len() / 2
+            ));
+        }
+    }
+    k.finish(ctx);
+    let ncyl = (last - first + 1) as u64;
+    let h = heads as u64;
+    let total = ncyl * h * spt;
+    let mut holes = vec![Hole { pbn: 0, len: dead }];
+    // Logical blocks in the zone, DiskSim's `blksinband`.
+    let slipped = slips.len() as u64;
+    let blks = match scheme {
+        0 => total - dead.min(total),
+        1 => {
+            // Slips are whole tracks; spare tracks at the zone end.
+            for &t in &slips {
+                holes.push(Hole { pbn: t * spt, len: spt });
+            }
+            total.saturating_sub(dead + spares * spt)
+        }
+        2 | 3 => {
+            // Spare sectors at the end of each cylinder (2) or track (3); a slip uses one.
+            let unit = if scheme == 2 { h * spt } else { spt };
+            let units = total / unit;
+            for &s in &slips {
+                holes.push(Hole { pbn: s, len: 1 });
+            }
+            for u in 0..units {
+                let used = slips.iter().filter(|&&s| s / unit == u).count() as u64;
+                let free = spares.saturating_sub(used);
+                if free > 0 {
+                    holes.push(Hole {
+                        pbn: (u + 1) * unit - free,
+                        len: free,
+                    });
+                }
+            }
+            total.saturating_sub(dead + spares * units)
+        }
+        7 => {
+            for &s in &slips {
+                holes.push(Hole { pbn: s, len: 1 });
+            }
+            total.saturating_sub(dead + slipped)
+        }
+        9 | 10 => {
+            for &s in &slips {
+                holes.push(Hole { pbn: s, len: 1 });
+            }
+            total.saturating_sub(dead + spares + if scheme == 10 { slipped } else { 0 })
+        }
+        _ => unreachable!("checked by the caller"),
+    };
+    // Whatever the zone holds beyond `blks` is unused spare space at its end.
+    let probe =
+        Zone::new(first, last, spt as u32, heads, 0.0, 0.0, 0.0, holes.clone()).map_err(|e| berr(zb, "slips", e.0))?;
+    if probe.lbns < blks {
+        return Err(berr(
+            zb,
+            "slips",
+            format!(
+                "the zone holds {} blocks, fewer than the {blks} its spares leave",
+                probe.lbns
+            ),
+        ));
+    }
+    if probe.lbns > blks {
+        let end_pbn = probe.lbn_to_pbn(blks);
+        holes.push(Hole {
+            pbn: end_pbn,
+            len: total - end_pbn,
+        });
+    }
+    Zone::new(first, last, spt as u32, heads, offset, tskew, cskew, holes).map_err(|e| berr(zb, "slips", e.0))
+}
+
+fn map_mech(m: &Block, ctx: &mut Ctx) -> Result<(SeekCurve, Mech), SpecError> {
+    if m.typ != "dm_mech_g1" {
+        return Err(berr(
+            m,
+            "Mechanical Model",
+            format!("hvio reads dm_mech_g1 mechanics, found {}", m.typ),
+        ));
+    }
+    let mut k = Keys::new(m);
+    if let Some((w, e)) = k.word("Access time type")? {
+        if w != "trackSwitchPlusRotation" {
+            ctx.warnings.push(format!(
+                "{}:{}: access time type `{w}`: hvio models trackSwitchPlusRotation",
+                e.place.file, e.place.line
+            ));
+        }
+    }
+    let rpm = k.req("Rotation speed (in rpms)")?;
+    if !(rpm.is_finite() && rpm > 0.0) {
+        return Err(kerr(
+            k.entry("Rotation speed (in rpms)").unwrap(),
+            format!("{rpm} must be positive"),
+        ));
+    }
+    k.note(ctx, "Percent error in rpms", 0.0, "not modelled (exact speed used)")?;
+    let single = k.num_opt("Single cylinder seek time")?;
+    let avg = k.num_opt("Average seek time")?;
+    let full = k.num_opt("Full strobe seek time")?;
+    let settle = k.non_neg("Add. write settling delay", 0.0)? * MS;
+    let hs = k.non_neg("Head switch time", 0.0)? * MS;
+    let (ty, te) = k.word("Seek type")?.ok_or_else(|| berr(m, "Seek type", "missing"))?;
+    let hpl = |k: &mut Keys, first_ten: Option<[f64; 10]>| -> Result<SeekCurve, SpecError> {
+        let (v, e) = k
+            .nums("HPL seek equation values")?
+            .ok_or_else(|| berr(m, "HPL seek equation values", "missing for an hpl seek"))?;
+        if v.len() != 6 {
+            return Err(kerr(e, format!("expected 6 values, found {}", v.len())));
+        }
+        let single = if v[5] != -1.0 { single } else { None };
+        Ok(SeekCurve::Hpl {
+            split: v[0],
+            a1: v[1],
+            b1: v[2],
+            a2: v[3],
+            b2: v[4],
+            single,
+            first_ten,
+        })
+    };
+    let seek = match ty.as_str() {
+        "hpl" => hpl(&mut k, None)?,
+        "hplplus10" | "1st10plushpl" => {
+            let (t, e) = k
+                .nums("First ten seek times")?
+                .ok_or_else(|| berr(m, "First ten seek times", "missing for hplplus10"))?;
+            let ten: [f64; 10] = t
+                .as_slice()
+                .try_into()
+                .map_err(|_| kerr(e, format!("expected 10 values, found {}", t.len())))?;
+            hpl(&mut k, Some(ten))?
+        }
+        "extracted" => {
+            let (f, e) = k
+                .word("Full seek curve")?
+                .ok_or_else(|| berr(m, "Full seek curve", "missing for an extracted seek"))?;
+            let (d, t) = read_seek_table(&m.dir.join(&f)).map_err(|err| kerr(e, err.to_string()))?;
+            SeekCurve::Table { dist: d, ms: t }
+        }
+        "const" | "constant" => {
+            let a = avg.ok_or_else(|| berr(m, "Average seek time", "missing for a constant seek"))?;
+            SeekCurve::Hpl {
+                split: f64::INFINITY,
+                a1: a,
+                b1: 0.0,
+                a2: a,
+                b2: 0.0,
+                single: None,
+                first_ten: None,
+            }
+        }
+        other => {
+            return Err(kerr(
+                te,
+                format!("seek type `{other}` not supported (hvio: hpl, hplplus10, extracted, const)"),
+            ))
+        }
+    };
+    seek.check().map_err(|msg| kerr(te, msg))?;
+    let _ = (full, avg);
+    k.finish(ctx);
+    Ok((
+        seek,
+        Mech {
+            rev: 60e9 / rpm,
+            head_switch: hs,
+            write_settle: settle,
+        },
+    ))
+}

@@ -1,0 +1,331 @@
+//! Validation against real disks, DiskSim's way: replay a measured trace
+//! closed-loop on a disk model and compare the distributions of per-request
+//! service time with the Ruemmler–Wilkes demerit figure (the RMS horizontal
+//! distance between the two CDFs, sampled at 10,000 evenly spaced quantiles).
+
+use crate::disksim::{load_disk, SpecError};
+use crate::hdd::{Hdd, HddModel};
+use hvio_core::{Device, Nanos, Op, Request};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ValidateError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("{file}:{line}: {msg}")]
+    Trace { file: String, line: usize, msg: String },
+    #[error("{file}: {msg}")]
+    File { file: String, msg: String },
+}
+
+/// One measured request of a DiskSim validation trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRecord {
+    pub write: bool,
+    pub lbn: u64,
+    pub sectors: u32,
+    /// The real disk's service time, ms.
+    pub measured_ms: f64,
+    /// Gap from this request's completion to the next request's issue, ms.
+    pub gap_ms: f64,
+}
+
+/// Reads a DiskSim validation trace: `R|W Hit|Miss|Doub|Trip LBN sectors service_us gap_us`.
+/// The second column (what the real disk's cache did) is read only to check the format.
+pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, ValidateError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ValidateError::File {
+        file: file.clone(),
+        msg: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() {
+            continue;
+        }
+        let err = |msg: String| ValidateError::Trace {
+            file: file.clone(),
+            line: i + 1,
+            msg,
+        };
+        if f.len() != 6 {
+            return Err(err(format!(
+                "expected 6 fields (R|W, Hit|Miss|Doub|Trip, LBN, sectors, service µs, gap µs), found {}",
+                f.len()
+            )));
+        }
+        let write = match f[0] {
+            "R" | "r" => false,
+            "W" | "w" => true,
+            other => return Err(err(format!("operation `{other}` is not R or W"))),
+        };
+        let lbn = f[2]
+            .parse::<u64>()
+            .map_err(|_| err(format!("LBN `{}` is not a block number", f[2])))?;
+        let sectors = f[3]
+            .parse::<u32>()
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| err(format!("size `{}` is not a positive number of sectors", f[3])))?;
+        let num = |s: &str, what: &str| {
+            s.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| err(format!("{what} `{s}` is not a non-negative number")))
+        };
+        let measured_ms = num(f[4], "service time")? / 1000.0;
+        let gap_ms = num(f[5], "inter-arrival gap")? / 1000.0;
+        out.push(TraceRecord {
+            write,
+            lbn,
+            sectors,
+            measured_ms,
+            gap_ms,
+        });
+    }
+    if out.is_empty() {
+        return Err(ValidateError::File {
+            file,
+            msg: "no requests".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// Replays `trace` closed-loop (one request outstanding; the next is issued
+/// at completion plus the recorded gap); returns each request's service time in ms.
+pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, ValidateError> {
+    let cap = model.geom.capacity();
+    let mut disk = Hdd::new(model);
+    let mut out = Vec::with_capacity(trace.len());
+    let mut done = Vec::with_capacity(4);
+    let mut now: Nanos = 0;
+    for (i, r) in trace.iter().enumerate() {
+        if r.lbn + r.sectors as u64 > cap {
+            return Err(ValidateError::Trace {
+                file: "trace".into(),
+                line: i + 1,
+                msg: format!(
+                    "request {}+{} past the end of the disk ({cap} blocks)",
+                    r.lbn, r.sectors
+                ),
+            });
+        }
+        let op = if r.write { Op::Write } else { Op::Read };
+        disk.submit(Request::new(i as u64, 0, op, r.lbn, r.sectors, now), now);
+        done.clear();
+        while done.is_empty() {
+            let t = disk.next_event().expect("a submitted request completes");
+            disk.advance(t, &mut done);
+        }
+        let end = done[0].done;
+        out.push((end - now) as f64 / 1e6);
+        now = end + (r.gap_ms * 1e6).round() as Nanos;
+    }
+    Ok(out)
+}
+
+/// The quantile function of a sample at 10,000 evenly spaced levels
+/// (k/10000, k = 1..=10000), linear between order statistics.
+pub fn quantiles(sample: &[f64]) -> Vec<f64> {
+    let mut s = sample.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    (1..=10_000)
+        .map(|k| {
+            if n == 1 {
+                return s[0];
+            }
+            let pos = k as f64 / 10_000.0 * (n - 1) as f64;
+            let i = (pos as usize).min(n - 2);
+            let f = pos - i as f64;
+            s[i] + f * (s[i + 1] - s[i])
+        })
+        .collect()
+}
+
+/// RMS of the differences of two quantile functions (ms).
+pub fn rms(q1: &[f64], q2: &[f64]) -> f64 {
+    let n = q1.len().min(q2.len()).max(1);
+    (q1.iter().zip(q2).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() / n as f64).sqrt()
+}
+
+/// A cumulative distribution as DiskSim prints it: (value, cumulative fraction) rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    pub x: Vec<f64>,
+    pub cum: Vec<f64>,
+}
+
+/// Reads the distribution titled `title` from a DiskSim output (`.outv`) file:
+/// rows `value count fraction cumulative` up to the first cumulative ≥ 1.
+pub fn read_outv_distribution(path: &Path, title: &str) -> Result<Distribution, ValidateError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ValidateError::File {
+        file: file.clone(),
+        msg: e.to_string(),
+    })?;
+    let mut lines = text.lines().enumerate().skip_while(|(_, l)| l.trim_end() != title);
+    if lines.next().is_none() {
+        return Err(ValidateError::File {
+            file,
+            msg: format!("no distribution `{title}`"),
+        });
+    }
+    let (mut x, mut cum) = (Vec::new(), Vec::new());
+    for (i, l) in lines {
+        let f: Vec<f64> = l.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        if f.len() != 4 {
+            return Err(ValidateError::Trace {
+                file,
+                line: i + 1,
+                msg: format!("expected `value count fraction cumulative`, found `{l}`"),
+            });
+        }
+        x.push(f[0]);
+        cum.push(f[3]);
+        if f[3] >= 1.0 {
+            return Ok(Distribution { x, cum });
+        }
+    }
+    Err(ValidateError::File {
+        file,
+        msg: format!("distribution `{title}` never reaches 1"),
+    })
+}
+
+impl Distribution {
+    /// The value at cumulative level `p`, linear within the row where the CDF first reaches `p`.
+    pub fn at(&self, p: f64) -> f64 {
+        let i = self.cum.partition_point(|&c| c < p).min(self.cum.len() - 1);
+        if i == 0 {
+            return self.x[0];
+        }
+        let (y0, y1) = (self.cum[i - 1], self.cum[i]);
+        let f = if y1 > y0 { (p - y0) / (y1 - y0) } else { 1.0 };
+        self.x[i - 1] + f * (self.x[i] - self.x[i - 1])
+    }
+
+    /// Its quantile function at the 10,000 levels of [`quantiles`].
+    pub fn quantiles(&self) -> Vec<f64> {
+        (1..=10_000).map(|k| self.at(k as f64 / 10_000.0)).collect()
+    }
+}
+
+/// The demerit DiskSim's own run had: its simulated distribution against the measured one, both from its `.outv`.
+pub fn disksim_demerit(outv: &Path) -> Result<f64, ValidateError> {
+    let measured = read_outv_distribution(outv, "VALIDATE Trace access time distribution")?;
+    let simulated = read_outv_distribution(outv, "IOdriver Physical access time distribution")?;
+    Ok(rms(&measured.quantiles(), &simulated.quantiles()))
+}
+
+/// The outcome of one validation replay.
+#[derive(Debug, Clone)]
+pub struct Validation {
+    pub disk: String,
+    pub requests: usize,
+    pub measured_mean_ms: f64,
+    pub simulated_mean_ms: f64,
+    pub demerit_ms: f64,
+    /// Demerit as a percentage of the measured mean.
+    pub demerit_pct: f64,
+    pub measured_q: Vec<f64>,
+    pub simulated_q: Vec<f64>,
+    /// Replay speed: simulated requests per second of wall time.
+    pub requests_per_s: f64,
+    pub warnings: Vec<String>,
+}
+
+/// Loads `spec` (a DiskSim `.parv`/`.diskspecs`), replays `trace` and compares.
+pub fn validate(spec: &Path, disk: Option<&str>, trace: &Path) -> Result<Validation, ValidateError> {
+    let loaded = load_disk(spec, disk)?;
+    let records = read_trace(trace)?;
+    let name = loaded.model.name.clone();
+    let t0 = std::time::Instant::now();
+    let sim = replay(loaded.model, &records)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let measured: Vec<f64> = records.iter().map(|r| r.measured_ms).collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (mq, sq) = (quantiles(&measured), quantiles(&sim));
+    let d = rms(&mq, &sq);
+    Ok(Validation {
+        disk: name,
+        requests: records.len(),
+        measured_mean_ms: mean(&measured),
+        simulated_mean_ms: mean(&sim),
+        demerit_ms: d,
+        demerit_pct: 100.0 * d / mean(&measured),
+        measured_q: mq,
+        simulated_q: sq,
+        requests_per_s: records.len() as f64 / secs.max(1e-9),
+        warnings: loaded.warnings,
+    })
+}
+
+impl Validation {
+    /// Writes `cdf.csv`: level, measured ms, simulated ms.
+    pub fn write_cdfs(&self, path: &Path) -> std::io::Result<()> {
+        let mut s = String::from("quantile,measured_ms,simulated_ms\n");
+        for (k, (m, x)) in self.measured_q.iter().zip(&self.simulated_q).enumerate() {
+            s.push_str(&format!("{:.4},{m:.6},{x:.6}\n", (k + 1) as f64 / 10_000.0));
+        }
+        std::fs::write(path, s)
+    }
+}
+
+impl fmt::Display for Validation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "disk {}: {} requests replayed closed-loop", self.disk, self.requests)?;
+        writeln!(f, "  measured mean service time  {:8.3} ms", self.measured_mean_ms)?;
+        writeln!(f, "  simulated mean service time {:8.3} ms", self.simulated_mean_ms)?;
+        writeln!(
+            f,
+            "  RMS demerit                 {:8.3} ms ({:.2}% of the measured mean)",
+            self.demerit_ms, self.demerit_pct
+        )?;
+        writeln!(
+            f,
+            "  replay speed                {:8.0} requests/s",
+            self.requests_per_s
+        )?;
+        if !self.warnings.is_empty() {
+            writeln!(f, "  {} parameter(s) not modelled:", self.warnings.len())?;
+            for w in &self.warnings {
+                writeln!(f, "    {w}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `hvio validate-disk SPEC TRACE [--out DIR] [--disk NAME]`: the printable
+/// report; with `out`, also `DIR/cdf.csv` (and DiskSim's own demerit when a
+/// `.outv` sits beside the trace).
+pub fn run_cli(spec: &Path, trace: &Path, out: Option<&Path>, disk: Option<&str>) -> Result<String, ValidateError> {
+    let v = validate(spec, disk, trace)?;
+    let mut report = v.to_string();
+    let outv: PathBuf = trace.with_extension("outv");
+    if outv.exists() {
+        if let Ok(d) = disksim_demerit(&outv) {
+            report.push_str(&format!(
+                "  DiskSim's own demerit       {d:8.3} ms ({:.2}%) from {}\n",
+                100.0 * d / v.measured_mean_ms,
+                outv.display()
+            ));
+        }
+    }
+    if let Some(dir) = out {
+        let io = |e: std::io::Error| ValidateError::File {
+            file: dir.display().to_string(),
+            msg: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let p = dir.join("cdf.csv");
+        v.write_cdfs(&p).map_err(io)?;
+        report.push_str(&format!("  CDFs written to {}\n", p.display()));
+    }
+    Ok(report)
+}

@@ -1,0 +1,108 @@
+//! DiskSim disk descriptions against the real-disk data in shared/.
+
+use hvio_device::disksim::load_disk;
+use hvio_device::validate::{disksim_demerit, validate};
+use std::path::PathBuf;
+
+/// `<repo>/../shared/data/hdd-validation` (a fresh clone has shared/ beside it).
+fn data() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/hdd-validation")
+}
+
+#[test]
+fn disksim_own_demerits_match_its_printed_values() {
+    let hp = disksim_demerit(&data().join("hp_c2247a.outv")).unwrap();
+    let ibm = disksim_demerit(&data().join("ibm18es.outv")).unwrap();
+    assert!((hp - 0.089).abs() < 0.0005, "HP {hp}");
+    assert!((ibm - 0.136).abs() < 0.0005, "IBM {ibm}");
+}
+
+/// Each shared disk stays within the goal: demerit ≤ 2× DiskSim's own and < 5% of the measured mean.
+#[test]
+fn shared_disks_within_goal() {
+    for (spec, trace, disksim) in [
+        ("hp_c2247a.parv", "hp_c2247a.trace", 0.089),
+        ("ibm18es.parv", "ibm18es.trace", 0.136),
+    ] {
+        let v = validate(&data().join(spec), None, &data().join(trace)).unwrap();
+        assert!(
+            v.demerit_ms <= 2.0 * disksim,
+            "{spec}: demerit {:.3} ms vs DiskSim {disksim}",
+            v.demerit_ms
+        );
+        assert!(v.demerit_pct < 5.0, "{spec}: demerit {:.2}% of the mean", v.demerit_pct);
+        assert!(
+            (v.simulated_mean_ms / v.measured_mean_ms - 1.0).abs() < 0.03,
+            "{spec}: means {:.3} vs {:.3}",
+            v.simulated_mean_ms,
+            v.measured_mean_ms
+        );
+    }
+}
+
+/// LBN → (cylinder, head, sector) → LBN on every block of every zone (slips, spares, reserved fronts included).
+#[test]
+fn lbn_chs_round_trip_on_every_zone() {
+    for spec in ["hp_c2247a.parv", "ibm18es.parv"] {
+        let l = load_disk(&data().join(spec), None).unwrap();
+        let g = &l.model.geom;
+        let mut prev = None;
+        let mut step = 0u64;
+        for (zi, z) in g.zones.iter().enumerate() {
+            // Every block of small zones; a dense sample plus both ends and every hole's neighbours otherwise.
+            let stride = if z.lbns < 200_000 { 1 } else { 97 };
+            let mut lbns: Vec<u64> = (0..z.lbns).step_by(stride).chain([0, z.lbns - 1]).collect();
+            for h in z.holes() {
+                let after = z.pbn_to_lbn_ceil(h.pbn + h.len);
+                lbns.extend([after.saturating_sub(1), after.min(z.lbns - 1)]);
+            }
+            for rel in lbns {
+                let lbn = z.first_lbn + rel;
+                let loc = g.locate(lbn);
+                assert_eq!(loc.zone as usize, zi);
+                assert!(loc.cyl >= z.first_cyl && loc.cyl <= z.last_cyl && loc.head < g.heads && loc.sector < z.spt);
+                assert_eq!(g.lbn_at(loc), Some(lbn), "{spec} zone {zi} lbn {lbn} at {loc:?}");
+                step += 1;
+            }
+            // Zones follow each other without overlap.
+            if let Some((last_cyl, end)) = prev {
+                assert!(z.first_cyl > last_cyl);
+                assert_eq!(z.first_lbn, end);
+            }
+            prev = Some((z.last_cyl, z.first_lbn + z.lbns));
+        }
+        assert!(step > 100_000);
+    }
+}
+
+#[test]
+fn hp_layout_matches_its_block_count() {
+    // HP C2247: track sparing with slipped tracks and reserved space; the zones add up to DiskSim's block count.
+    let l = load_disk(&data().join("hp_c2247a.parv"), None).unwrap();
+    assert_eq!(l.model.geom.capacity(), 2_054_864);
+    assert_eq!(l.model.geom.heads, 13);
+    let z0 = &l.model.geom.zones[0];
+    // 1632 reserved sectors at the front (17 tracks of 96): LBN 0 is on track 17.
+    let loc = l.model.geom.locate(0);
+    assert_eq!((loc.cyl, loc.head, loc.sector), (1, 4, 0));
+    // Slipped track 468: the block after LBN of track 467's end skips it.
+    let t467 = z0.pbn_to_lbn_ceil(467 * 96);
+    let before = l.model.geom.locate(t467 + 95);
+    let after = l.model.geom.locate(t467 + 96);
+    assert_eq!(before.cyl * 13 + before.head, 467);
+    assert_eq!(after.cyl * 13 + after.head, 469);
+    // Unmodelled keys are reported, not dropped.
+    assert!(l.warnings.iter().any(|w| w.contains("Minimum seek delay")));
+}
+
+#[test]
+fn a_disksim_spec_builds_through_the_device_config() {
+    let cfg: hvio_device::DeviceConfig =
+        toml::from_str(&format!("model = \"disksim\"\nspec = \"{}\"\n", "ibm18es.parv")).unwrap();
+    let d = hvio_device::build_device(&cfg, &data()).unwrap();
+    assert_eq!(d.info().capacity, 18_033_753);
+    let bad: hvio_device::DeviceConfig = toml::from_str("model = \"disksim\"\nspec = \"nope.parv\"\n").unwrap();
+    let e = hvio_device::build_device(&bad, &data()).err().unwrap();
+    assert!(e.to_string().contains("nope.parv"), "{e}");
+    assert!(toml::from_str::<hvio_device::DeviceConfig>("model = \"disksim\"\nspec = \"x\"\nbogus = 1\n").is_err());
+}
