@@ -10,10 +10,13 @@
 #     hvio's FUSE export vs nbdkit (file plugin) -> nbdfuse.
 #
 # Prints absolute IOPS and the ratios. Needs root (FUSE, loop, mount).
-# Usage: bench/serve.sh [seconds per run, default 10]
+# The machine is shared and noisy: every configuration runs ROUNDS times,
+# interleaved with its peers, and the median is reported.
+# Usage: bench/serve.sh [seconds per run, default 8] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNTIME=${1:-10}
+RUNTIME=${1:-8}
+ROUNDS=${2:-3}
 SIZE_MB=2048
 
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -62,7 +65,7 @@ hvio_conf() { # scheduler, extra tables
 path = "$W/disk.img"
 create = false
 depth = 32
-threads = 4
+engine = "io_uring"
 rotational = false
 [scheduler]
 name = "$1"
@@ -84,53 +87,63 @@ start_hvio() { # scheduler [extra]
 }
 stop_hvio() { kill -TERM "$HPID"; wait "$HPID" || true; }
 
-declare -A R
+declare -A R   # label.rw -> space-separated IOPS of every round
+add() { R[$1]="${R[$1]:-} $2"; }
+median() { python3 -c "import statistics,sys; print(int(statistics.median(int(x) for x in sys.argv[1:])))" ${R[$1]}; }
 nbd_pair() { # label uri
-  R[$1.read]=$(iops randread --ioengine=nbd --uri="$2")
-  R[$1.write]=$(iops randwrite --ioengine=nbd --uri="$2")
-  printf '  %-22s randread %7d IOPS   randwrite %7d IOPS\n' "$1" "${R[$1.read]}" "${R[$1.write]}"
+  add "$1.read" "$(iops randread --ioengine=nbd --uri="$2")"
+  add "$1.write" "$(iops randwrite --ioengine=nbd --uri="$2")"
+}
+show() { # label
+  printf '  %-22s randread %7d IOPS   randwrite %7d IOPS   (rounds: read%s; write%s)\n' "$1" \
+    "$(median "$1.read")" "$(median "$1.write")" "${R[$1.read]}" "${R[$1.write]}"
 }
 
-echo "== NBD, 4 KiB random, iodepth 32, fio nbd engine, unix socket, ${RUNTIME}s per run =="
-qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$W/qemu.sock" "$W/disk.img" &
-QPID=$!; PIDS+=("$QPID")
-wait_sock "$W/qemu.sock"
-nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock"
-kill "$QPID"; wait "$QPID" 2>/dev/null || true
-
+echo "== NBD, 4 KiB random, iodepth 32, fio nbd engine, unix socket, ${RUNTIME}s per run, median of $ROUNDS =="
 SCHED_RUN=(noop)
 for s in cfq pregather; do
   if echo "$SCHEDS" | grep -qx "$s"; then SCHED_RUN+=("$s"); fi
 done
-for s in "${SCHED_RUN[@]}"; do
-  start_hvio "$s"
-  nbd_pair "hvio-$s" "nbd+unix:///vm1?socket=$W/hvio.sock"
-  stop_hvio
+for round in $(seq "$ROUNDS"); do
+  qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$W/qemu.sock" "$W/disk.img" &
+  QPID=$!; PIDS+=("$QPID")
+  wait_sock "$W/qemu.sock"
+  nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock"
+  kill "$QPID"; wait "$QPID" 2>/dev/null || true
+  for s in "${SCHED_RUN[@]}"; do
+    start_hvio "$s"
+    nbd_pair "hvio-$s" "nbd+unix:///vm1?socket=$W/hvio.sock"
+    stop_hvio
+  done
 done
+show qemu-nbd
+for s in "${SCHED_RUN[@]}"; do show "hvio-$s"; done
 
-ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+ratio() { python3 -c "print(f'{$(median "$1")/$(median "$2"):.2f}')"; }
 echo
-echo "ratios (NBD):"
+echo "ratios (NBD, medians):"
 for rw in read write; do
-  echo "  hvio-noop / qemu-nbd  rand$rw: $(ratio "${R[hvio-noop.$rw]}" "${R[qemu-nbd.$rw]}")x   (goal >= 1.2)"
+  echo "  hvio-noop / qemu-nbd  rand$rw: $(ratio "hvio-noop.$rw" "qemu-nbd.$rw")x   (goal >= 1.2)"
   for s in "${SCHED_RUN[@]:1}"; do
-    echo "  hvio-$s / hvio-noop  rand$rw: $(ratio "${R[hvio-$s.$rw]}" "${R[hvio-noop.$rw]}")x   (goal >= 0.90)"
+    echo "  hvio-$s / hvio-noop  rand$rw: $(ratio "hvio-$s.$rw" "hvio-noop.$rw")x   (goal >= 0.90)"
   done
 done
 
 echo
-echo "== FUSE path: ext4 on loop(direct-io=on) on the export, fio libaio direct 4 KiB, iodepth 32 =="
+echo "== FUSE path: ext4 on loop(direct-io=on) on the export, fio libaio direct 4 KiB, iodepth 32, median of $ROUNDS =="
 fs_pair() { # label file-on-fuse
   local dev
   dev=$(losetup --direct-io=on --show -f "$2"); LOOPS+=("$dev")
   mkfs.ext4 -q -F "$dev"
   mkdir -p "$W/fs"; mount "$dev" "$W/fs"; MOUNTS+=("$W/fs")
   fio --name=prep --filename="$W/fs/f" --size=512M --rw=write --bs=1M --direct=1 --ioengine=libaio --iodepth=4 >/dev/null 2>&1
-  R[$1.read]=$(iops randread --filename="$W/fs/f" --size=512M --ioengine=libaio --direct=1)
-  R[$1.write]=$(iops randwrite --filename="$W/fs/f" --size=512M --ioengine=libaio --direct=1)
+  for round in $(seq "$ROUNDS"); do
+    add "$1.read" "$(iops randread --filename="$W/fs/f" --size=512M --ioengine=libaio --direct=1)"
+    add "$1.write" "$(iops randwrite --filename="$W/fs/f" --size=512M --ioengine=libaio --direct=1)"
+  done
   umount "$W/fs"; losetup -d "$dev"
   MOUNTS=(); LOOPS=()
-  printf '  %-22s randread %7d IOPS   randwrite %7d IOPS\n' "$1" "${R[$1.read]}" "${R[$1.write]}"
+  show "$1"
 }
 
 nbdkit -U "$W/kit.sock" --exit-with-parent file "$W/disk.img" &
@@ -150,7 +163,7 @@ fs_pair hvio-fuse "$W/fuse/vm1"
 stop_hvio
 
 echo
-echo "ratios (FUSE path):"
+echo "ratios (FUSE path, medians):"
 for rw in read write; do
-  echo "  hvio-fuse / nbdkit-nbdfuse  rand$rw: $(ratio "${R[hvio-fuse.$rw]}" "${R[nbdkit-nbdfuse.$rw]}")x   (goal >= 1.5)"
+  echo "  hvio-fuse / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x   (goal >= 1.5)"
 done

@@ -224,6 +224,18 @@ fn control_api_metrics_and_request_log() {
     assert_eq!(http(addr, "GET", "/nothing", "").0, 404);
     let log = d.path("requests.iolog");
     let _dir = d.stop();
+    // hvio's trace reader (what `hvio replay` uses) reads it back.
+    let recs: Vec<_> = hvio_trace::TraceReader::open(&log, &hvio_trace::ReadOptions::default())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(recs.len(), 101);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r.op == hvio_core::Op::Write && r.sectors == 8)
+            .count(),
+        50
+    );
     let text = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "fio version 3 iolog");
