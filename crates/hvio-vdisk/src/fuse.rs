@@ -391,7 +391,12 @@ pub fn mount(
     let mp = cfg.mountpoint.clone();
     Ok(Box::new(move || {
         if let Err(e) = session.umount_and_join() {
-            tracing::warn!(mountpoint = %mp.display(), error = %e, "FUSE unmount failed");
+            tracing::warn!(
+                mountpoint = %mp.display(),
+                error = %e,
+                "FUSE unmount failed (a disk file still in use, e.g. by a loop device?): the mount is left \
+                 disconnected; detach its users, then `umount -l` it"
+            );
         } else {
             tracing::info!(mountpoint = %mp.display(), "FUSE export unmounted");
         }

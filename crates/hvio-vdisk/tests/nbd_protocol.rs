@@ -233,3 +233,52 @@ fn many_in_flight_multi_conn_and_disconnect_mid_request() {
     b.disc();
     d.stop();
 }
+
+#[test]
+fn backend_enospc_goes_to_that_client_and_is_counted() {
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("\n!!!!!!!! SKIPPED: needs root to mount a small tmpfs !!!!!!!!\n");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    run(std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&small));
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Umount(small.clone());
+    // A sparse 8 MiB backing file on a 1 MiB file system: writes run out of space.
+    let d = Daemon::start(&CONF.replace("@DIR@/disk.img", &format!("{}/disk.img", small.display())));
+    let mut c = Client::connect(&d.sock(), "vm1");
+    let mut enospc = 0;
+    for i in 0..512u64 {
+        match c.write(i * 8192, &pattern(4, i)) {
+            0 => {}
+            ENOSPC => enospc += 1,
+            e => panic!("write {i}: error {e}"),
+        }
+    }
+    assert!(enospc > 0, "a 1 MiB tmpfs took 2 MiB of writes");
+    // The connection and the other clients carry on.
+    assert!(c.read(0, 4096).is_ok());
+    let mut other = Client::connect(&d.sock(), "vm2");
+    assert!(other.read(0, 4096).is_ok());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    assert!(d.engine().control(hvio_vdisk::engine::Control::Metrics(tx)));
+    let m = rx.blocking_recv().unwrap();
+    assert!(
+        m.contains(&format!("hvio_errors_total{{vm=\"vm1\",op=\"write\"}} {enospc}")),
+        "{m}"
+    );
+    assert!(m.contains(&format!("hvio_backend_errors_total {enospc}")), "{m}");
+    c.disc();
+    other.disc();
+    drop(d.stop());
+}
