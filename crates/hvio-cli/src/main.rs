@@ -7,6 +7,7 @@ mod replay;
 mod serve;
 mod sim;
 mod trace;
+mod validate_disk;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +42,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Replay a block trace under a host scheduler: per-VM table (see docs/traces.md).
     Replay(replay::ReplayArgs),
+    /// Replay a DiskSim validation trace on a DiskSim disk description: demerit vs the real disk.
+    ValidateDisk(validate_disk::ValidateDiskArgs),
 }
 
 fn main() {
@@ -55,6 +58,7 @@ fn main() {
         Command::Trace(a) => trace::trace(a),
         Command::Serve(a) => serve::serve(a),
         Command::Replay(a) => replay::replay_cmd(a),
+        Command::ValidateDisk(a) => validate_disk::validate_disk(a),
     };
     if let Err(e) = result {
         eprintln!("hvio: error: {e}");

@@ -1,0 +1,29 @@
+//! `hvio validate-disk`: replay a DiskSim validation trace on a DiskSim disk
+//! description and compare with the real disk (see docs/hdd-model.md).
+
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ValidateDiskArgs {
+    /// DiskSim 4.0 parameter file: a `.parv` (disk and buses) or a `.diskspecs`.
+    spec: PathBuf,
+    /// DiskSim validation trace (`R|W Hit|Miss LBN sectors service_us gap_us`).
+    trace: PathBuf,
+    /// Write both service-time CDFs to DIR/cdf.csv.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The `disksim_disk` block to use when the file has several.
+    #[arg(long)]
+    disk: Option<String>,
+    /// Also time this many replays and report the best replay speed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    bench: u32,
+}
+
+pub fn validate_disk(a: ValidateDiskArgs) -> Result<()> {
+    let report = hvio_device::validate::run_cli(&a.spec, &a.trace, a.out.as_deref(), a.disk.as_deref(), a.bench)?;
+    print!("{report}");
+    Ok(())
+}
