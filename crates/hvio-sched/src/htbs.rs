@@ -38,14 +38,16 @@
 //!   request from the user's log with maximum frequency of occurrences") is
 //!   taken when it holds at least `predict_share` of the log and occurs at
 //!   least twice (a stream with fewer than two logged offsets is taken to be
-//!   sequential, as the authors' module starts every queue). It idles the disk (`Dispatch::WaitUntil`, counted in
-//!   `waits`) for at most `twait` when the predicted access is within
-//!   `near_sectors` of the head, nearer than the request the tags would
-//!   dispatch instead (paper 004 §4: "if the incoming future request is
-//!   nearer than the request in the pending queue, the scheduler will
-//!   dispatch the future request"), and the stream's mean think time (the
-//!   gap between its last completion and its next arrival when it had
-//!   nothing outstanding, decayed 7/8 like CFQ's `ttime_mean`) is at most
+//!   sequential, as the authors' module starts every queue). It idles the
+//!   disk (`Dispatch::WaitUntil`, counted in `waits`) for at most `twait`
+//!   when the predicted access is within `near_sectors` of the head, nearer
+//!   than the request the tags would dispatch instead (paper 004 §4: "if the
+//!   incoming future request is nearer than the request in the pending
+//!   queue, the scheduler will dispatch the future request"; nearer by the
+//!   seek estimate, and on equal estimates by sector distance), and the
+//!   stream's mean think time (the gap between its last completion and its
+//!   next arrival when it had nothing outstanding, decayed 7/8 like CFQ's
+//!   `ttime_mean`) is at most
 //!   `twait` (or unknown yet). A request of that stream arriving before the
 //!   deadline ends the wait (`successful_waits`); a wait that runs out ends
 //!   the stream's turn (`wait_expired`). One wait per dispatched request.
@@ -87,8 +89,11 @@
 //! The module serves each queue strictly FIFO; hvio serves the oldest
 //! request when a stream's turn starts and the nearest one while it continues
 //! (paper 004's smallest-LBN rule), so a stream's far request waits at most
-//! one turn. Attribute values that are not positive finite numbers fall back
-//! to the defaults and are counted in `invalid_stream_attrs` (the scheduler
+//! one turn. pClock's proportions hold for contracts the disk can meet: when
+//! the rates add up to more than it delivers, streams stop running out of
+//! tokens, start tags equal arrival times and service follows demand.
+//! Attribute values that are not positive finite numbers fall back to the
+//! defaults and are counted in `invalid_stream_attrs` (the scheduler
 //! interface cannot return an error from `set_stream`).
 
 use super::SchedulerSpec;
