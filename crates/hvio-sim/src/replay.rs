@@ -467,6 +467,139 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
     }
 }
 
+/// How a trace file is mapped onto VMs and driven: see [`replay_trace`].
+#[derive(Clone, Debug)]
+pub struct TraceReplay {
+    /// `(device pattern, VM name)`: a pattern is a device name or a prefix ending in `*`.
+    pub map: Vec<(String, String)>,
+    /// Map by rule instead: device index (order of first appearance) modulo this many VMs `vm0`…
+    pub vms: Option<usize>,
+    /// Image size in bytes of the VMs created for the trace (default: what its devices touch).
+    pub image_size: Option<u64>,
+    pub mode: ReplayMode,
+}
+
+impl Default for TraceReplay {
+    fn default() -> Self {
+        TraceReplay {
+            map: Vec::new(),
+            vms: None,
+            image_size: None,
+            mode: ReplayMode::Open { time_scale: 1.0 },
+        }
+    }
+}
+
+/// Parses `DEVICE=VM,...` into a map.
+pub fn parse_map(text: &str) -> Result<Vec<(String, String)>> {
+    text.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            p.split_once('=')
+                .map(|(d, v)| (d.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| SimError::invalid("replay", "map", p, "is not DEVICE=VM"))
+        })
+        .collect()
+}
+
+fn pattern_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}
+
+/// Replays a trace file: a first pass finds the traced devices and the extent
+/// each touches; each device is mapped to a VM (`how.map`, else `how.vms`,
+/// else a VM per device named after it); VMs `cfg` lacks are added with
+/// images sized to their devices' extent (or `how.image_size`); the second
+/// pass streams the records (parsed on a reader thread) into [`replay`].
+/// Returns the result and the number of bad records skipped.
+pub fn replay_trace(
+    mut cfg: Config,
+    path: &std::path::Path,
+    read: &hvio_trace::ReadOptions,
+    how: &TraceReplay,
+) -> Result<(SimResult, u64)> {
+    let terr = |e: hvio_trace::TraceError| SimError::Other(e.to_string());
+    let mut r = hvio_trace::TraceReader::open(path, read).map_err(terr)?;
+    let mut max_end: Vec<u64> = Vec::new();
+    for rec in r.by_ref() {
+        let rec = rec.map_err(terr)?;
+        let d = rec.device as usize;
+        if max_end.len() <= d {
+            max_end.resize(d + 1, 0);
+        }
+        max_end[d] = max_end[d].max(rec.end());
+    }
+    let devices = r.devices().to_vec();
+    let skipped = r.skipped();
+    if devices.is_empty() {
+        return Err(SimError::Other(format!(
+            "{}: the trace has no requests",
+            path.display()
+        )));
+    }
+    if how.vms == Some(0) {
+        return Err(SimError::invalid("replay", "vms", 0, "must be at least 1"));
+    }
+    let vm_of_dev: Vec<String> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match how.vms {
+            Some(n) => format!("vm{}", i % n),
+            None => how
+                .map
+                .iter()
+                .find(|(p, _)| pattern_matches(p, d))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| d.clone()),
+        })
+        .collect();
+    let mut extra = String::new();
+    let mut names: Vec<String> = cfg.vms.iter().map(|v| v.name.clone()).collect();
+    for vm in &vm_of_dev {
+        if names.contains(vm) {
+            continue;
+        }
+        let need = vm_of_dev
+            .iter()
+            .zip(&max_end)
+            .filter(|(v, _)| *v == vm)
+            .map(|(_, e)| *e)
+            .max()
+            .unwrap_or(0)
+            * SECTOR_BYTES;
+        let size = how.image_size.unwrap_or_else(|| need.div_ceil(1 << 20).max(1) << 20);
+        let quoted = serde_json::to_string(vm).map_err(|e| SimError::Other(e.to_string()))?;
+        extra.push_str(&format!(
+            "[[vm]]\nname = {quoted}\nimage_size = {size}\njournal_size = 0\n"
+        ));
+        names.push(vm.clone());
+    }
+    if !extra.is_empty() {
+        cfg.vms.extend(Config::from_toml_str(&extra, "replay")?.vms);
+    }
+    let index: Vec<usize> = vm_of_dev
+        .iter()
+        .map(|v| names.iter().position(|n| n == v).unwrap_or(0))
+        .collect();
+    let reader = hvio_trace::TraceReader::open(path, read).map_err(terr)?.prefetch(4096);
+    let requests = reader.map(|rec| {
+        rec.map(|r| ReplayRequest {
+            time: r.time,
+            vm: index.get(r.device as usize).copied().unwrap_or(0),
+            op: r.op,
+            sector: if r.op == Op::Flush { 0 } else { r.sector },
+            sectors: r.sectors,
+            sync: r.flags.has(hvio_trace::RecFlags::SYNC) || r.op == Op::Read,
+            meta: r.flags.has(hvio_trace::RecFlags::META),
+            fua: r.flags.has(hvio_trace::RecFlags::FUA),
+        })
+    });
+    Ok((replay(&cfg, requests, how.mode)?, skipped))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,6 @@ pub mod stats;
 pub mod write;
 
 pub use error::{Loc, TraceError};
-pub use reader::{BlkAction, Format, ReadOptions, TraceReader};
+pub use reader::{BlkAction, Format, Prefetch, ReadOptions, TraceReader};
 pub use record::{RecFlags, TraceRecord};
 pub use stats::{trace_stats, TraceStats};

@@ -8,6 +8,18 @@ pub fn u64_dec(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
+    if s.len() <= 19 {
+        // Cannot overflow: no checks needed.
+        let mut v: u64 = 0;
+        for &c in s {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + d as u64;
+        }
+        return Some(v);
+    }
     let mut v: u64 = 0;
     for &c in s {
         let d = c.wrapping_sub(b'0');
@@ -82,7 +94,8 @@ impl<'a> Iterator for Split<'a> {
     #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
         let s = self.rest?;
-        match memchr::memchr(self.sep, s) {
+        // Fields are short: a plain scan beats memchr's set-up.
+        match s.iter().position(|&c| c == self.sep) {
             Some(i) => {
                 self.rest = Some(&s[i + 1..]);
                 Some(trim(&s[..i]))

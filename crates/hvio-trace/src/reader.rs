@@ -469,3 +469,73 @@ pub(crate) fn detect(input: &mut Input) -> Result<Format, TraceError> {
         unknown(format!("no known format matches the first line {:?}", snippet(first)))
     })
 }
+
+/// A [`TraceReader`] running on its own thread, handing records over in
+/// batches: the consumer (a replay) pays a channel hand-off per batch instead
+/// of the parsing. Made by [`TraceReader::prefetch`].
+pub struct Prefetch {
+    rx: std::sync::mpsc::Receiver<Vec<Result<TraceRecord, TraceError>>>,
+    cur: std::vec::IntoIter<Result<TraceRecord, TraceError>>,
+    handle: Option<std::thread::JoinHandle<TraceReader>>,
+}
+
+impl TraceReader {
+    /// Reads ahead on a background thread, `batch` records at a time (at most
+    /// four batches ahead, so memory stays bounded).
+    pub fn prefetch(mut self, batch: usize) -> Prefetch {
+        let batch = batch.max(1);
+        let (tx, rx) = std::sync::mpsc::sync_channel(4);
+        let handle = std::thread::spawn(move || {
+            loop {
+                let mut v = Vec::with_capacity(batch);
+                let mut end = false;
+                while v.len() < batch {
+                    match self.next() {
+                        Some(x) => {
+                            let err = x.is_err();
+                            v.push(x);
+                            if err {
+                                end = true;
+                                break;
+                            }
+                        }
+                        None => {
+                            end = true;
+                            break;
+                        }
+                    }
+                }
+                if (!v.is_empty() && tx.send(v).is_err()) || end {
+                    break;
+                }
+            }
+            self
+        });
+        Prefetch {
+            rx,
+            cur: Vec::new().into_iter(),
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Prefetch {
+    /// Waits for the reader thread and returns the reader (for `skipped`, `devices`).
+    pub fn finish(mut self) -> Option<TraceReader> {
+        let h = self.handle.take()?;
+        drop(std::mem::replace(&mut self.rx, std::sync::mpsc::sync_channel(0).1));
+        h.join().ok()
+    }
+}
+
+impl Iterator for Prefetch {
+    type Item = Result<TraceRecord, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(x) = self.cur.next() {
+                return Some(x);
+            }
+            self.cur = self.rx.recv().ok()?.into_iter();
+        }
+    }
+}

@@ -401,3 +401,19 @@ fn explicit_format_overrides_detection() {
     assert_eq!("VSCSI".parse::<Format>().unwrap(), Format::Vscsi1);
     assert!("nope".parse::<Format>().is_err());
 }
+
+#[test]
+fn prefetch_yields_the_same_records_and_the_error() {
+    let (_, direct, _) = read_all(&data("sda.blkparse"), &ReadOptions::default());
+    let r = TraceReader::open(data("sda.blkparse"), &ReadOptions::default()).unwrap();
+    let mut p = r.prefetch(3);
+    let got: Vec<TraceRecord> = p.by_ref().map(|x| x.unwrap()).collect();
+    assert_eq!(got, direct);
+    let back = p.finish().unwrap();
+    assert_eq!(back.devices(), ["8,0", "8,16"]);
+    let bad = b"0,1,512,r,1.0\nbad line\n0,3,512,r,2.0\n".to_vec();
+    let r = TraceReader::from_reader("m", Box::new(Cursor::new(bad)), &ReadOptions::default()).unwrap();
+    let v: Vec<_> = r.prefetch(10).collect();
+    assert_eq!(v.len(), 2);
+    assert!(v[1].is_err());
+}
