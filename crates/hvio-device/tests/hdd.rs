@@ -48,6 +48,7 @@ fn random_4k_reads_give_75_to_85_iops() {
         now = c.done;
     }
     let iops = n as f64 / (now as f64 / 1e9);
+    eprintln!("random 4 KiB reads at depth 1: {iops:.1} IOPS");
     assert!((75.0..=85.0).contains(&iops), "random 4 KiB read IOPS {iops:.1}");
 }
 
@@ -146,6 +147,7 @@ fn sequential_read_runs_at_the_zone_media_rate() {
     let outer = seq_read_rate(&mut d, 0, 2048, 32 * 2048);
     let mut d = disk(p.clone());
     let inner = seq_read_rate(&mut d, m.geom.capacity() - 40 * 2048, 2048, 32 * 2048);
+    eprintln!("sequential 1 MiB reads: outer {outer:.1} MB/s, inner {inner:.1} MB/s");
     assert!((135.0..150.0).contains(&outer), "outer {outer:.1} MB/s");
     assert!((68.0..76.0).contains(&inner), "inner {inner:.1} MB/s");
 }
@@ -213,6 +215,7 @@ fn ncq_reordering_beats_fifo() {
     };
     let one = iops(1);
     let deep = iops(32);
+    eprintln!("random 4 KiB reads, no cache: depth 1 {one:.1} IOPS, depth 32 (SPTF) {deep:.1} IOPS");
     assert!(deep > 1.5 * one, "depth 32 {deep:.0} IOPS vs depth 1 {one:.0}");
 }
 

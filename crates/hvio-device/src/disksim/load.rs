@@ -339,7 +339,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     let continuous = k.num("Buffer continuous read", 0.0)? as i64;
     let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?.max(0.0) as u64;
     let read_ahead = if continuous == 0 { 0 } else { max_ra };
-    if !(0..=3).contains(&continuous) {
+    if continuous != 0 && continuous != 3 {
         ctx.warnings.push(format!(
             "{}: `Buffer continuous read` = {continuous}: modelled as read-ahead to the segment end",
             disk.place.file
