@@ -7,6 +7,7 @@
 //! VMs) or in a guest (streams = guest threads) unchanged.
 
 pub mod anticipatory;
+pub mod bench;
 pub mod bfq;
 pub mod cfq;
 pub mod deadline;

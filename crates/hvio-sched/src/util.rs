@@ -11,16 +11,28 @@ pub type SortKey = (Sector, RequestId);
 /// Requests kept both in sector order and in FIFO (deadline) order.
 ///
 /// The sector tree is a B-tree (O(log n)). The FIFO is a deque sorted by
-/// deadline: deadlines are almost always inserted in order (arrival time plus
-/// a fixed expiry), so insertion is an O(1) push; removal is lazy — a removed
-/// request's FIFO entry is dropped when it reaches the front, and the front is
-/// always a queued request.
+/// deadline: deadlines are mostly inserted in order (arrival time plus a
+/// fixed expiry), so insertion is an O(1) push, and each request remembers
+/// its slot, so removal blanks it in O(1) without a second tree lookup;
+/// blank slots are dropped when they reach the front. A deadline earlier
+/// than the last one pushed (a queue mixing sync and async expiries) goes to
+/// a small B-tree beside the deque; the FIFO head is the earlier of the two
+/// fronts.
 #[derive(Debug, Default, Clone)]
 pub struct SortedFifo {
-    by_sector: BTreeMap<SortKey, Request>,
-    /// (deadline, sort key), ascending; may hold removed requests behind the front.
-    fifo: VecDeque<(Nanos, SortKey)>,
+    /// Request, its deadline and its deque sequence number (`LATE` if it
+    /// is in `late`).
+    by_sector: BTreeMap<SortKey, (Request, Nanos, u64)>,
+    /// Deque slot `seq − base`: (deadline, sort key), or blank once removed.
+    fifo: VecDeque<Option<(Nanos, SortKey)>>,
+    base: u64,
+    /// The largest (deadline, id) pushed on the deque.
+    last: Option<(Nanos, RequestId)>,
+    /// Out-of-order entries: (deadline, id) → sort key.
+    late: BTreeMap<(Nanos, RequestId), SortKey>,
 }
+
+const LATE: u64 = u64::MAX;
 
 impl SortedFifo {
     pub fn new() -> Self {
@@ -38,55 +50,78 @@ impl SortedFifo {
     /// Add `rq` with FIFO expiry time `deadline`.
     pub fn insert(&mut self, rq: Request, deadline: Nanos) {
         let key = (rq.sector, rq.id);
-        self.by_sector.insert(key, rq);
-        let entry = (deadline, key);
-        if self.fifo.back().is_none_or(|b| (b.0, b.1 .1) <= (deadline, rq.id)) {
-            self.fifo.push_back(entry);
+        let order = (deadline, rq.id);
+        if self.last.is_some_and(|l| order < l) {
+            self.late.insert(order, key);
+            self.by_sector.insert(key, (rq, deadline, LATE));
         } else {
-            let at = self.fifo.partition_point(|e| (e.0, e.1 .1) <= (deadline, rq.id));
-            self.fifo.insert(at, entry);
+            let seq = self.base + self.fifo.len() as u64;
+            self.fifo.push_back(Some((deadline, key)));
+            self.last = Some(order);
+            self.by_sector.insert(key, (rq, deadline, seq));
         }
     }
 
     /// Remove the request with sort key `key`.
     pub fn remove(&mut self, key: SortKey) -> Option<Request> {
-        let rq = self.by_sector.remove(&key)?;
-        while let Some(&(_, k)) = self.fifo.front() {
-            if self.by_sector.contains_key(&k) {
-                break;
+        let (rq, deadline, seq) = self.by_sector.remove(&key)?;
+        if seq == LATE {
+            self.late.remove(&(deadline, rq.id));
+        } else {
+            if let Some(slot) = self.fifo.get_mut((seq - self.base) as usize) {
+                *slot = None;
             }
-            self.fifo.pop_front();
+            while let Some(None) = self.fifo.front() {
+                self.fifo.pop_front();
+                self.base += 1;
+            }
+        }
+        if self.by_sector.is_empty() {
+            self.last = None;
         }
         Some(rq)
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
     pub fn fifo_head(&self) -> Option<(Nanos, &Request)> {
-        self.fifo.front().map(|&(dl, k)| (dl, &self.by_sector[&k]))
+        let front = self
+            .fifo
+            .front()
+            .and_then(|s| s.as_ref())
+            .map(|&(dl, k)| ((dl, k.1), k));
+        let late = self.late.iter().next().map(|(&o, &k)| (o, k));
+        let (o, k) = match (front, late) {
+            (Some(f), Some(l)) => f.min(l),
+            (f, l) => f.or(l)?,
+        };
+        Some((o.0, &self.by_sector[&k].0))
     }
 
     /// The first request at or after `key` in sector order.
     pub fn at_or_after(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.range(key..).next().map(|(_, r)| r)
+        self.by_sector.range(key..).next().map(|(_, r)| &r.0)
     }
 
     /// The first request strictly after `key` in sector order.
     pub fn after(&self, key: SortKey) -> Option<&Request> {
         use std::ops::Bound::{Excluded, Unbounded};
-        self.by_sector.range((Excluded(key), Unbounded)).next().map(|(_, r)| r)
+        self.by_sector
+            .range((Excluded(key), Unbounded))
+            .next()
+            .map(|(_, r)| &r.0)
     }
 
     /// The last request strictly before `key` in sector order.
     pub fn before(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.range(..key).next_back().map(|(_, r)| r)
+        self.by_sector.range(..key).next_back().map(|(_, r)| &r.0)
     }
 
     pub fn first(&self) -> Option<&Request> {
-        self.by_sector.values().next()
+        self.by_sector.values().next().map(|r| &r.0)
     }
 
     pub fn get(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.get(&key)
+        self.by_sector.get(&key).map(|r| &r.0)
     }
 
     pub fn contains(&self, key: SortKey) -> bool {
@@ -94,7 +129,7 @@ impl SortedFifo {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Request> {
-        self.by_sector.values()
+        self.by_sector.values().map(|r| &r.0)
     }
 }
 
