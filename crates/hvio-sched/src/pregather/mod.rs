@@ -221,7 +221,7 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::flag(
         "interval_from_completion",
         true,
-        "ZT counts from the zone's last completion when one followed its last arrival (module doc, choice 3)",
+        "ZT and AvgT count from the last completion when one followed the last arrival (module doc, choice 3)",
     ),
     ParamSpec::real(
         "forget_density",
@@ -445,12 +445,13 @@ impl Pregather {
 
     fn vm_mut(&mut self, id: StreamId) -> &mut Vm {
         let (nav, w, si) = (self.nav, self.avg_weight, self.si_window);
+        let from_completion = nav.interval_from_completion;
         self.vms.entry(id).or_insert_with(|| Vm {
             name: format!("stream{id}"),
             region: None,
             queue: VmQueue::default(),
             nav: VNavigator::new(nav),
-            loc: Locality::new(w, si),
+            loc: Locality::new(w, si, from_completion),
             slices: Vec::new(),
         })
     }
@@ -690,6 +691,7 @@ impl Scheduler for Pregather {
         if rq.sectors > 0 {
             if let Some(v) = self.vms.get_mut(&rq.stream) {
                 v.nav.completed(rq.sector, now);
+                v.loc.completed(now);
             }
         }
         if self.in_flight > 0 {

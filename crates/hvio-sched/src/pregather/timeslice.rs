@@ -41,6 +41,9 @@ pub fn slice_length(p: &SliceParams, ri: f64, si: f64) -> Nanos {
 pub struct Locality {
     /// Weight of a new sample in the decaying averages `AvgD`, `AvgT`.
     weight: f64,
+    /// `AvgT` counts an arrival that follows a completion of the VM from that completion.
+    from_completion: bool,
+    last_completion: Option<Nanos>,
     avg_d: Option<f64>,
     avg_t: Option<f64>,
     last_arrival: Option<(Sector, Nanos)>,
@@ -54,9 +57,11 @@ pub struct Locality {
 }
 
 impl Locality {
-    pub fn new(weight: f64, si_window: usize) -> Self {
+    pub fn new(weight: f64, si_window: usize, from_completion: bool) -> Self {
         Locality {
             weight,
+            from_completion,
+            last_completion: None,
             avg_d: None,
             avg_t: None,
             last_arrival: None,
@@ -81,14 +86,23 @@ impl Locality {
             return; // a flush has no position
         }
         if let Some((sector, at)) = self.last_arrival {
+            let since = match self.last_completion {
+                Some(c) if self.from_completion && c > at => c,
+                _ => at,
+            };
             Self::blend(&mut self.avg_d, sector.abs_diff(rq.sector) as f64, self.weight);
-            Self::blend(&mut self.avg_t, now.saturating_sub(at) as f64, self.weight);
+            Self::blend(&mut self.avg_t, now.saturating_sub(since) as f64, self.weight);
         }
         self.last_arrival = Some((rq.sector, now));
         self.extent = Some(match self.extent {
             None => (rq.sector, rq.end()),
             Some((lo, hi)) => (lo.min(rq.sector), hi.max(rq.end())),
         });
+    }
+
+    /// A request of this VM completed.
+    pub fn completed(&mut self, now: Nanos) {
+        self.last_completion = Some(now);
     }
 
     /// A request of this VM was dispatched (§4.3: update SI from the seek
@@ -168,7 +182,7 @@ mod tests {
 
     #[test]
     fn ri_and_si_follow_the_requests() {
-        let mut l = Locality::new(0.5, 4);
+        let mut l = Locality::new(0.5, 4, true);
         let r = |s: u64| Request::new(0, 0, Op::Read, s, 8, 0);
         l.arrived(&r(1000), 0);
         assert_eq!(l.avg_distance(), None);
@@ -178,7 +192,12 @@ mod tests {
         assert_eq!(l.avg_distance(), Some(1500.0));
         assert_eq!(l.avg_interval(), Some(ms(3)));
         assert_eq!(l.extent(), 2008);
-        assert_eq!(l.ri(3000), 0.5);
+        // An arrival 1 ms after a completion at 9 ms counts 1 ms, not 4 ms:
+        // AvgT = 3 ms + 0.5 (1 ms − 3 ms) = 2 ms.
+        l.completed(ms(9));
+        l.arrived(&r(2008), ms(10));
+        assert_eq!(l.avg_interval(), Some(ms(2)));
+        assert_eq!(l.ri(3000), (1500.0 + 0.5 * (8.0 - 1500.0)) / 3000.0);
         // Dispatches: 0 → 8 (zero), 8 → 100 (not), 108 → 108 (zero), 116 (zero).
         for s in [0, 8, 100, 108, 116] {
             l.dispatched(&r(s));

@@ -3,7 +3,7 @@
 //! 20 ms windows): execution time and the share of zero seek distances,
 //! against CFQ and AS.
 
-use super::{config, counter, disk_section, exec, pct, registered, secs, vm_toml, Guest};
+use super::{config, counter, exec, pct, registered, secs, simulate, vm_toml, Guest, DISK};
 use crate::experiments::{ExpOptions, Report};
 use crate::report::{f, Table};
 use crate::Result;
@@ -48,7 +48,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     let mut data = Vec::new();
     let mut notes = vec![format!(
         "disk: {}; λ = 2, window 20 ms; each reader: sysbench seqrd over 128 files of 2 GiB in total, 160 MB",
-        disk_section().1
+        DISK
     )];
     let (baselines, missing) = registered(&["cfq", "anticipatory"]);
     for guest in Guest::BOTH {
@@ -90,7 +90,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
             mean
         };
         for &b in bs {
-            let r = crate::run(&config(opts, guest, "pregather", &[("zone_sectors", b as f64)], &vm())?)?;
+            let r = simulate(&config(opts, guest, "pregather", &[("zone_sectors", b as f64)], &vm())?)?;
             let mean = row("pregather", Some(b), &r);
             if best.is_none_or(|(m, _)| mean < m) {
                 best = Some((mean, b));
@@ -98,10 +98,10 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         }
         // Eq. 7 read literally (intervals from arrival to arrival), at B = 2000.
         let literal = [("zone_sectors", 2000.0), ("interval_from_completion", 0.0)];
-        let r = crate::run(&config(opts, guest, "pregather", &literal, &vm())?)?;
+        let r = simulate(&config(opts, guest, "pregather", &literal, &vm())?)?;
         row("pregather (Eq. 7 literal)", Some(2000), &r);
         for s in &baselines {
-            let r = crate::run(&config(opts, guest, s, &[], &vm())?)?;
+            let r = simulate(&config(opts, guest, s, &[], &vm())?)?;
             row(s, None, &r);
         }
         if let Some((m, b)) = best {

@@ -52,23 +52,18 @@ pub const OVERHEAD: Experiment = Experiment {
     run: overhead::run,
 };
 
-/// The disk of every run: the paper's 7200 RPM 1 TB SATA disk (the `hdd`
-/// model) when this build has it, else the simulator's default disk.
-fn disk_section() -> (&'static str, &'static str) {
-    let mut t = toml::Table::new();
-    t.insert("model".into(), toml::Value::String("hdd".into()));
-    if crate::testing::device_from_table(&t).is_ok() {
-        ("[disk]\nmodel = \"hdd\"\n", "the hdd model (7200 RPM, 1 TB)")
-    } else {
-        ("", "the simulator's default disk (this build has no hdd model)")
-    }
+/// The disk of every run, as the reports name it.
+const DISK: &str = "hvio's HDD model (7200 RPM, 1 TB: seek curve, rotation, zones, read-ahead cache)";
+
+/// The paper's disk: hvio's 7200 RPM 1 TB HDD model with its defaults.
+fn disk() -> Result<Box<dyn hvio_core::Device>> {
+    hvio_device::build_device(&hvio_device::DeviceConfig::default(), std::path::Path::new(""))
+        .map_err(|e| crate::SimError::Device(e.to_string()))
 }
 
-/// Set the disk of `cfg` as [`disk_section`] does, unless it names one.
-fn apply_disk(cfg: &mut Config) {
-    if cfg.disk.is_empty() && !disk_section().0.is_empty() {
-        cfg.disk.insert("model".into(), toml::Value::String("hdd".into()));
-    }
+/// Run `cfg` on [`disk`].
+fn simulate(cfg: &Config) -> Result<SimResult> {
+    crate::run_with_device(cfg, disk()?)
 }
 
 /// Whether scheduler `name` is registered in this build.
@@ -168,9 +163,8 @@ fn vm_toml(name: &str, jobs: &[(&str, &str, &str)]) -> String {
 fn config(opts: &ExpOptions, guest: Guest, scheduler: &str, params: &[(&str, f64)], vms: &str) -> Result<Config> {
     let p: Vec<String> = params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
     let text = format!(
-        "seed = {}\nmax_time_s = 3600\n{}[host]\nscheduler = \"{scheduler}\"\nparams = {{ {} }}\n{vms}",
+        "seed = {}\nmax_time_s = 3600\n[host]\nscheduler = \"{scheduler}\"\nparams = {{ {} }}\n{vms}",
         opts.seed,
-        disk_section().0,
         p.join(", ")
     );
     let mut cfg = Config::from_toml_str(&text, &format!("pregather experiment ({scheduler})"))?;

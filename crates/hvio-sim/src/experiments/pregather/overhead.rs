@@ -4,7 +4,7 @@
 //! a closed-loop replay of Table 1's access patterns, Pregather against CFQ,
 //! Deadline and Noop, measured in this process with a monotonic clock.
 
-use super::{counter, disk_section, pct, registered};
+use super::{counter, pct, registered, simulate, DISK};
 use crate::experiments::{ExpOptions, Report};
 use crate::report::{f, Table};
 use crate::Result;
@@ -61,11 +61,7 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
     let streams = (0..4u32)
         .map(|v| StreamInfo::new(v, format!("vm{}", v + 1)).with_region(BASE + v as u64 * IMAGE, IMAGE))
         .collect();
-    let mut t = toml::Table::new();
-    if !disk_section().0.is_empty() {
-        t.insert("model".into(), toml::Value::String("hdd".into()));
-    }
-    let device = crate::testing::device_from_table(&t)?.info();
+    let device = super::disk()?.info();
     let ctx = SchedContext { streams, device };
     let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx)?;
     // Table 1: VM1 SR-M + SR-S, VM2 SW-M + SW-S, VM3 SR-M + RRW, VM4 RR + RW.
@@ -169,7 +165,7 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
     // Memory: the vNavigators during the four-VM run.
-    let r = crate::run(&super::table4::scenario(opts, super::Guest::Buffered, "pregather")?)?;
+    let r = simulate(&super::table4::scenario(opts, super::Guest::Buffered, "pregather")?)?;
     let mut mem = Table::new(
         "Memory: Pregather's prediction state per VM (four-VM run, buffered guests)",
         &["VM", "zones at the end", "peak KiB", "KiB at the end", "paper"],
@@ -227,7 +223,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         ]);
     }
     let mut notes = vec![
-        format!("disk: {}", disk_section().1),
+        format!("disk: {DISK} (its seek curve feeds Pregather's estimates)"),
         "paper, Fig. 12: the hypervisor's free memory falls by less than 2148 KB more under Pregather than under CFQ; its CPU utilisation peaks at 20 % against CFQ's 17 % (3 % more)".into(),
         "hvio measures the scheduler itself: the vNavigator's zone map (Pregather's only state beyond CFQ-like queues) and the CPU time spent in the scheduler's calls, a finer measure than the paper's whole-hypervisor utilisation; timings vary with the machine and its load".into(),
     ];

@@ -2,7 +2,7 @@
 //! at once, alone on the disk, under Pregather, CFQ and AS; and how often
 //! Pregather's waits for a future request succeeded.
 
-use super::{config, counter, disk_section, exec, pct, registered, secs, vm_toml, Guest};
+use super::{config, counter, exec, pct, registered, secs, simulate, vm_toml, Guest, DISK};
 use crate::experiments::{ExpOptions, Report};
 use crate::report::{f, Table};
 use crate::Result;
@@ -55,8 +55,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     let mut data = Vec::new();
     let mut notes = vec![format!(
         "disk: {}; each application: sysbench fileio over 128 files of 1 GiB in total, 160 MB ({} when quick)",
-        disk_section().1,
-        "16 MB"
+        DISK, "16 MB"
     )];
     for guest in Guest::BOTH {
         let mut times = Table::new(
@@ -96,7 +95,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
             let mut runs = Vec::new();
             for s in SCHEDULERS {
                 runs.push(match have.contains(&s) {
-                    true => Some(crate::run(&config(opts, guest, s, &[], &text)?)?),
+                    true => Some(simulate(&config(opts, guest, s, &[], &text)?)?),
                     false => None,
                 });
             }

@@ -4,7 +4,7 @@
 //! bandwidth (Fig. 6b), the seek-distance distribution (Table 4) and per-VM
 //! throughput over time (Fig. 7).
 
-use super::{apply_disk, counter, disk_section, exec, pct, registered, secs, sum_vm_bandwidth, Guest};
+use super::{counter, exec, pct, registered, secs, simulate, sum_vm_bandwidth, Guest, DISK};
 use crate::config::Config;
 use crate::experiments::{ExpOptions, Report};
 use crate::metrics::SimResult;
@@ -32,7 +32,6 @@ pub(super) fn scenario(opts: &ExpOptions, guest: Guest, scheduler: &str) -> Resu
     cfg.seed = opts.seed;
     cfg.host.scheduler = scheduler.into();
     cfg.host.params.clear();
-    apply_disk(&mut cfg);
     guest.apply(&mut cfg, opts.quick);
     Ok(cfg)
 }
@@ -52,7 +51,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         let mut runs: Vec<Option<SimResult>> = Vec::new();
         for s in SCHEDULERS {
             runs.push(match have.contains(&s) {
-                true => Some(crate::run(&scenario(opts, guest, s)?)?),
+                true => Some(simulate(&scenario(opts, guest, s)?)?),
                 false => None,
             });
         }
@@ -65,7 +64,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     let mut notes = vec![
         format!(
             "disk: {}; 12 GiB images; each application moves 160 MB ({} when quick); guests: {} / {}",
-            disk_section().1,
+            DISK,
             "16 MB",
             Guest::Direct.label(),
             Guest::Buffered.label()
