@@ -126,6 +126,9 @@ pub struct StoreConfig {
     pub rotational: Option<bool>,
     /// Emulator only: the device model, as the simulator's `[disk]` table.
     pub device: Option<toml::Table>,
+    /// Crash-consistency tests only: hold plain writes in memory until FLUSH
+    /// (see `volatile.rs`). Never for real data.
+    pub volatile_test: Option<crate::volatile::VolatileConfig>,
 }
 
 fn yes() -> bool {
@@ -345,6 +348,24 @@ impl Config {
         }
         if self.store.kind == StoreKind::Emulator {
             self.device_config()?;
+        }
+        if let Some(v) = &self.store.volatile_test {
+            if self.store.kind != StoreKind::File || self.store.engine != Engine::Threads {
+                return Err(ConfigError::invalid(
+                    "[store]",
+                    "volatile_test",
+                    "(table)",
+                    "needs kind = \"file\" and engine = \"threads\"",
+                ));
+            }
+            if !(0.0..=1.0).contains(&v.persist_probability) {
+                return Err(ConfigError::invalid(
+                    "[store] volatile_test",
+                    "persist_probability",
+                    v.persist_probability,
+                    "must be between 0 and 1",
+                ));
+            }
         }
         if self.nbd.max_inflight == 0 || self.nbd.max_inflight > 65536 {
             return Err(ConfigError::invalid(

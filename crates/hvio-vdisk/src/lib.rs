@@ -28,6 +28,7 @@ pub mod iolog;
 pub mod nbd;
 pub mod stats;
 pub mod store;
+pub mod volatile;
 
 pub use config::Config;
 pub use daemon::{run, start, Running, ServeError};

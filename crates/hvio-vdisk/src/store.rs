@@ -62,6 +62,8 @@ pub struct Disk {
 pub struct Store {
     pub files: Vec<BackingFile>,
     pub disks: Vec<Disk>,
+    /// Crash-consistency test facility (`[store] volatile_test`).
+    pub volatile: Option<crate::volatile::VolatileCache>,
 }
 
 fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
@@ -377,7 +379,11 @@ impl Store {
                 "backing store opened"
             );
         }
-        Ok(Store { files, disks })
+        let volatile = cfg.store.volatile_test.clone().map(crate::volatile::VolatileCache::new);
+        if volatile.is_some() {
+            tracing::warn!("[store] volatile_test: plain writes are held in memory until FLUSH (crash tests only)");
+        }
+        Ok(Store { files, disks, volatile })
     }
 
     /// Bytes of the scheduler's address space (all backing files end to end).
@@ -414,6 +420,19 @@ impl Store {
         }
         let f = &self.files[d.file];
         let off = d.base + offset;
+        if let Some(v) = &self.volatile {
+            let persist = |file: usize, at: u64, data: &[u8]| self.files[file].write(data, at, false);
+            match kind {
+                IoKind::Write if !fua => return v.write(d.file, off, buf.as_slice(), &persist),
+                IoKind::Read => {
+                    f.read(buf.as_mut_slice(), off)?;
+                    v.read(d.file, off, buf.as_mut_slice());
+                    return Ok(());
+                }
+                IoKind::Flush => v.flush(&persist)?,
+                _ => v.write_through(d.file, off, len),
+            }
+        }
         let r = match kind {
             IoKind::Read => f.read(buf.as_mut_slice(), off),
             IoKind::Write => f.write(buf.as_slice(), off, fua),
@@ -430,6 +449,9 @@ impl Store {
 
     /// Make everything written so far durable (shutdown).
     pub fn sync_all(&self) -> IoResult {
+        if let Some(v) = &self.volatile {
+            v.flush(&|file: usize, at: u64, data: &[u8]| self.files[file].write(data, at, false))?;
+        }
         for f in &self.files {
             f.sync()?;
         }

@@ -7,6 +7,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Whether `tool` can be run; if not, say so loudly (the test then skips).
 pub fn have(tool: &str) -> bool {
@@ -222,4 +224,94 @@ pub fn pattern(tag: u64, block: u64) -> Vec<u8> {
         c[8..16].copy_from_slice(&(block * 256 + i as u64).to_le_bytes());
     }
     v
+}
+
+pub const BLOCKS_PER_CLIENT: u64 = 4000;
+
+/// What one client saw: blocks whose write was acknowledged, and how many of
+/// them (in ack order) a completed FLUSH covered.
+pub struct Seen {
+    pub acked: Vec<u64>,
+    pub flushed: usize,
+    /// Blocks written with FUA and acknowledged.
+    pub fua: Vec<u64>,
+}
+
+/// Keep 16 writes of unique 4 KiB blocks (`id`'s own range) and at most one
+/// FLUSH (every 64 writes) in flight until `go` clears or the server closes;
+/// every `fua_every`-th write (0 = none) carries FUA.
+pub fn flushing_writer(sock: std::path::PathBuf, id: u64, go: Arc<AtomicBool>, fua_every: u64) -> Seen {
+    let mut c = Client::connect(&sock, "vm1");
+    let mut rd = c.s.try_clone().unwrap();
+    let base = id * BLOCKS_PER_CLIENT;
+    let mut seen = Seen {
+        acked: Vec::new(),
+        flushed: 0,
+        fua: Vec::new(),
+    };
+    let mut next = 0u64;
+    let mut inflight = 0usize;
+    let mut flush_at: Option<usize> = None; // acked count when the flush was sent
+    let mut send_failed = false;
+    loop {
+        // Keep 16 writes and at most one flush in flight.
+        while !send_failed && go.load(Ordering::Relaxed) && inflight < 16 && next < BLOCKS_PER_CLIENT {
+            let blk = base + next;
+            let mut b = Vec::with_capacity(28 + 4096);
+            b.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
+            let fua = fua_every > 0 && next % fua_every == fua_every - 1;
+            b.extend_from_slice(&(if fua { CMD_FLAG_FUA } else { 0 }).to_be_bytes());
+            b.extend_from_slice(&CMD_WRITE.to_be_bytes());
+            b.extend_from_slice(&blk.to_be_bytes());
+            b.extend_from_slice(&(blk * 4096).to_be_bytes());
+            b.extend_from_slice(&4096u32.to_be_bytes());
+            b.extend_from_slice(&pattern(7, blk));
+            if c.s.write_all(&b).is_err() {
+                send_failed = true;
+                break;
+            }
+            next += 1;
+            inflight += 1;
+            if next.is_multiple_of(64) && flush_at.is_none() {
+                let mut f = Vec::new();
+                f.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
+                f.extend_from_slice(&0u16.to_be_bytes());
+                f.extend_from_slice(&CMD_FLUSH.to_be_bytes());
+                f.extend_from_slice(&u64::MAX.to_be_bytes());
+                f.extend_from_slice(&0u64.to_be_bytes());
+                f.extend_from_slice(&0u32.to_be_bytes());
+                if c.s.write_all(&f).is_err() {
+                    send_failed = true;
+                    break;
+                }
+                flush_at = Some(seen.acked.len());
+                inflight += 1;
+            }
+        }
+        if inflight == 0 {
+            break;
+        }
+        let mut h = [0u8; 16];
+        if rd.read_exact(&mut h).is_err() {
+            break; // the server closed after draining
+        }
+        let err = u32::from_be_bytes(h[4..8].try_into().unwrap());
+        let cookie = u64::from_be_bytes(h[8..16].try_into().unwrap());
+        inflight -= 1;
+        if cookie == u64::MAX {
+            // Writes acknowledged before the flush was sent are covered by it.
+            if err == 0 {
+                seen.flushed = seen.flushed.max(flush_at.unwrap());
+            }
+            flush_at = None;
+        } else if err == 0 {
+            seen.acked.push(cookie);
+            if fua_every > 0 && (cookie - base) % fua_every == fua_every - 1 {
+                seen.fua.push(cookie);
+            }
+        } else {
+            assert_eq!(err, ESHUTDOWN, "write {cookie} failed with {err}");
+        }
+    }
+    seen
 }
