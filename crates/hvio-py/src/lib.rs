@@ -47,6 +47,55 @@ fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) ->
     serde_json::to_string(&r).map_err(err)
 }
 
+/// Replay a block trace (any format hvio-trace reads) under a config's disk,
+/// host scheduler and VMs (`text` empty: defaults); JSON result. `map` is
+/// `DEVICE=VM,...`; `closed` a per-VM depth (else open loop at `time_scale`).
+#[pyfunction]
+#[pyo3(signature = (path, text="", origin="replay.toml", scheduler=None, format=None, map=None, vms=None, image_size=None, time_scale=1.0, closed=None, skip_bad=false))]
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    py: Python<'_>,
+    path: &str,
+    text: &str,
+    origin: &str,
+    scheduler: Option<String>,
+    format: Option<&str>,
+    map: Option<&str>,
+    vms: Option<usize>,
+    image_size: Option<u64>,
+    time_scale: f64,
+    closed: Option<u32>,
+    skip_bad: bool,
+) -> PyResult<String> {
+    use hvio_sim::replay::{parse_map, replay_trace, ReplayMode, TraceReplay};
+    let mut cfg = parse(text, origin)?;
+    if let Some(s) = scheduler {
+        if s != cfg.host.scheduler {
+            cfg.host.params.clear();
+        }
+        cfg.host.scheduler = s;
+    }
+    let read = hvio_trace::ReadOptions {
+        format: format.map(str::parse).transpose().map_err(err)?,
+        skip_bad,
+        ..Default::default()
+    };
+    let how = TraceReplay {
+        map: map.map(parse_map).transpose().map_err(err)?.unwrap_or_default(),
+        vms,
+        image_size,
+        mode: match closed {
+            Some(depth) => ReplayMode::Closed { depth },
+            None => ReplayMode::Open { time_scale },
+        },
+    };
+    let path = std::path::PathBuf::from(path);
+    let (r, _) = py
+        .allow_threads(|| replay_trace(cfg, &path, &read, &how))
+        .map_err(err)?;
+    serde_json::to_string(&r).map_err(err)
+}
+
 /// Run a named experiment; JSON report.
 #[pyfunction]
 #[pyo3(signature = (name, quick=false, seed=1))]
@@ -97,6 +146,7 @@ fn default_scenario() -> &'static str {
 fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HvioError", m.py().get_type::<HvioError>())?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
