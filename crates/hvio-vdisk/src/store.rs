@@ -179,6 +179,11 @@ impl BackingFile {
     fn open(path: &Path, need: u64, create: bool, want_direct: bool) -> Result<BackingFile, StoreError> {
         let meta = std::fs::metadata(path);
         let block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
+        if create && meta.is_err() {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+            }
+        }
         let buffered = OpenOptions::new()
             .read(true)
             .write(true)
@@ -474,7 +479,7 @@ mod tests {
     fn cfg(dir: &Path) -> Config {
         Config::from_toml_str(
             &format!(
-                "[store]\npath = \"{}/disk.img\"\n[[vm]]\nname = \"a\"\nsize = \"1MiB\"\n[[vm]]\nname = \"b\"\nsize = \"1MiB\"\n[[vm]]\nname = \"c\"\nsize = \"64KiB\"\nimage = \"{}/c.img\"\n",
+                "[store]\npath = \"{}/new/dir/disk.img\"\n[[vm]]\nname = \"a\"\nsize = \"1MiB\"\n[[vm]]\nname = \"b\"\nsize = \"1MiB\"\n[[vm]]\nname = \"c\"\nsize = \"64KiB\"\nimage = \"{}/c.img\"\n",
                 dir.display(),
                 dir.display()
             ),
