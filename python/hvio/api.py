@@ -176,3 +176,31 @@ def experiments() -> pd.DataFrame:
 def reproduce(name: str, *, quick: bool = False, seed: int = 1) -> Report:
     """Run a paper's experiment by name (``hvio.experiments()`` lists them)."""
     return Report(json.loads(_hvio.reproduce(name, quick, seed)))
+
+
+def replay(
+    trace: str | PathLike,
+    config: ConfigLike | None = None,
+    *,
+    scheduler: str | None = None,
+    format: str | None = None,
+    map: str | None = None,
+    vms: int | None = None,
+    image_size: int | None = None,
+    time_scale: float = 1.0,
+    closed: int | None = None,
+    skip_bad: bool = False,
+) -> Result:
+    """Replay a block trace (blkparse, blktrace, fio iolog, MSR, SPC, Alibaba,
+    Tencent, FIU, DiskSim, MQSim, vSCSI; gzip or not) under a host scheduler.
+
+    ``config`` gives the disk, host and VMs (optional); ``map`` maps traced
+    devices to VMs (``"DEV=VM,prefix*=VM"``), ``vms`` maps them by rule (index
+    modulo N); ``closed`` replays closed-loop at that per-VM depth, otherwise
+    open loop at the recorded times scaled by ``time_scale``. See docs/traces.md.
+    """
+    text, origin = _config_text(config) if config is not None else ("", "replay.toml")
+    raw = _hvio.replay(
+        str(trace), text, origin, scheduler, format, map, vms, image_size, time_scale, closed, skip_bad
+    )
+    return Result(json.loads(raw))
