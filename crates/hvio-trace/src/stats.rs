@@ -89,12 +89,14 @@ pub struct DeviceStats {
     pub requests: u64,
     pub reads: u64,
     pub bytes: u64,
-    /// Fraction of this device's requests that start where its previous one ended.
+    /// Fraction of this device's data requests that start where its previous one ended.
     pub sequential_fraction: f64,
     #[serde(skip)]
     last_end: Option<u64>,
     #[serde(skip)]
     seq: u64,
+    #[serde(skip)]
+    data: u64,
 }
 
 /// The report of `hvio trace stats`.
@@ -198,6 +200,7 @@ impl StatsBuilder {
         if matches!(r.op, Op::Read | Op::Write) {
             self.data += 1;
             dev.bytes += bytes;
+            dev.data += 1;
             s.min_size_bytes = s.min_size_bytes.min(bytes);
             s.max_size_bytes = s.max_size_bytes.max(bytes);
             let b = if bytes <= 512 {
@@ -245,8 +248,7 @@ impl StatsBuilder {
         };
         for (i, d) in s.devices.iter_mut().enumerate() {
             d.device = device_names.get(i).cloned().unwrap_or_else(|| i.to_string());
-            let data = d.requests.max(1);
-            d.sequential_fraction = d.seq as f64 / data as f64;
+            d.sequential_fraction = d.seq as f64 / d.data.max(1) as f64;
         }
         if self.gaps_n > 0 {
             let n = self.gaps_n as f64;
@@ -384,6 +386,7 @@ mod tests {
         assert_eq!(s.size_histogram[7].1, 1); // 64 KiB
         assert!((s.inter_arrival.mean_us - 2.0).abs() < 1e-9);
         assert_eq!(s.devices[0].requests, 3);
+        assert!((s.devices[0].sequential_fraction - 0.5).abs() < 1e-12);
         assert_eq!(s.duration_s, 6e-6);
         assert!(s.to_string().contains("requests    4"));
     }
