@@ -7,6 +7,8 @@ use clap::{Args, ValueEnum};
 pub enum Which {
     /// Simulated requests per second: 4 VMs × 16 threads under deadline.
     Sim,
+    /// Scheduler decision cost (insert + dispatch + complete) at 1k and 100k queued.
+    Schedulers,
 }
 
 #[derive(Args)]
@@ -42,6 +44,13 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                 );
             }
             println!("goal: >= 3,000,000 requests/s; DiskSim 4.0 does 57,000-84,000 on this machine");
+        }
+        Which::Schedulers => {
+            println!("hvio bench schedulers: thread CPU ns per insert + dispatch + complete, 200,000 decisions");
+            print!("{}", hvio_sched::bench::table(200_000));
+            println!(
+                "goal: <= 200 ns deadline, <= 600 ns cfq/bfq/anticipatory; Linux: 700 ns mq-deadline, 1900 ns bfq"
+            );
         }
     }
     Ok(())

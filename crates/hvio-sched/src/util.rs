@@ -253,6 +253,33 @@ pub fn elevator_next(
 mod sorted_fifo_tests {
     use super::*;
     use hvio_core::Op;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against a plain model: any mix of inserts (deadlines in or out of
+        /// order) and removals keeps the FIFO head the earliest (deadline, id)
+        /// and the sector order intact.
+        #[test]
+        fn matches_a_model(ops in prop::collection::vec((any::<bool>(), 0u64..64, 0u64..1000, any::<prop::sample::Index>()), 1..200)) {
+            let mut q = SortedFifo::new();
+            let mut model: Vec<(Nanos, RequestId, Sector)> = Vec::new();
+            for (id, (ins, sector, dl, pick)) in ops.into_iter().enumerate() {
+                let id = id as u64;
+                if ins || model.is_empty() {
+                    q.insert(Request::new(id, 0, Op::Read, sector, 8, 0), dl);
+                    model.push((dl, id, sector));
+                } else {
+                    let (_, rid, sec) = model.remove(pick.index(model.len()));
+                    prop_assert_eq!(q.remove((sec, rid)).map(|r| r.id), Some(rid));
+                }
+                let want = model.iter().min_by_key(|m| (m.0, m.1)).map(|m| (m.0, m.1));
+                prop_assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), want);
+                prop_assert_eq!(q.len(), model.len());
+                let first = model.iter().min_by_key(|m| (m.2, m.1)).map(|m| m.1);
+                prop_assert_eq!(q.first().map(|r| r.id), first);
+            }
+        }
+    }
 
     #[test]
     fn fifo_front_skips_removed_requests_and_keeps_deadline_order() {
