@@ -19,6 +19,17 @@ enum TraceCommand {
     Stats(StatsArgs),
     /// Rewrite a trace as blkparse-style text or a fio iolog v3.
     Convert(ConvertArgs),
+    /// Parse an fio job file: the jobs hvio reads from it and the options it ignores.
+    Fio(FioArgs),
+}
+
+#[derive(Args)]
+struct FioArgs {
+    /// The fio job file.
+    file: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// How to read a trace (shared by `trace` and `replay`).
@@ -86,7 +97,45 @@ pub fn trace(a: TraceArgs) -> Result<()> {
     match a.command {
         TraceCommand::Stats(s) => stats(s),
         TraceCommand::Convert(c) => convert(c),
+        TraceCommand::Fio(f) => fio(f),
     }
+}
+
+fn fio(a: FioArgs) -> Result<()> {
+    let f = hvio_trace::fio::parse_job_file(&a.file)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&f)?);
+        return Ok(());
+    }
+    for j in &f.jobs {
+        let split = |v: &Vec<(u64, u32)>| v.iter().map(|(b, p)| format!("{b}/{p}")).collect::<Vec<_>>().join(":");
+        println!(
+            "[{}] rw={} bs={},{},{} bssplit={}|{} size={:?} offset={:?} nrfiles={} numjobs={} iodepth={} thinktime_us={} rate_iops={:?} fsync={} rwmixread={} random_distribution={:?} runtime_us={:?} time_based={}",
+            j.name,
+            j.rw.name(),
+            j.bs[0],
+            j.bs[1],
+            j.bs[2],
+            split(&j.bssplit[0]),
+            split(&j.bssplit[1]),
+            j.size,
+            j.offset,
+            j.nrfiles,
+            j.numjobs,
+            j.iodepth,
+            j.thinktime_us,
+            j.rate_iops,
+            j.fsync,
+            j.rwmixread,
+            j.random_distribution,
+            j.runtime_us,
+            j.time_based
+        );
+    }
+    for w in &f.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(())
 }
 
 fn stats(a: StatsArgs) -> Result<()> {

@@ -79,3 +79,28 @@ fn replay_under_two_schedulers() {
     assert!(!ok);
     assert!(err.contains("no-such-scheduler"), "{err}");
 }
+
+#[test]
+fn fio_job_files_print_jobs_and_warnings() {
+    let dir = std::env::temp_dir().join(format!("hvio-cli-fio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("j.fio");
+    std::fs::write(
+        &p,
+        "[global]\nioengine=libaio\nsize=1g\n[reader]\nrw=randread\nbs=4k\niodepth=8\n",
+    )
+    .unwrap();
+    let (ok, out, err) = hvio(&["trace", "fio", p.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("[reader] rw=randread bs=4096,4096,4096"), "{out}");
+    assert!(out.contains("size=Some(Bytes(1073741824))"), "{out}");
+    assert!(
+        err.contains("j.fio:2: [global] ioengine: not modelled by hvio; ignored"),
+        "{err}"
+    );
+    std::fs::write(&p, "[reader]\nrw=backwards\n").unwrap();
+    let (ok, _, err) = hvio(&["trace", "fio", p.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("j.fio:2: rw:"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
