@@ -15,7 +15,7 @@
 //!   queued or in flight, or an arrival within the last `target_latency`).
 //!   With weights 2:1 and the Linux default 300 ms that is 200 ms and 100 ms
 //!   (the blkio `group_slice`; the paper states no other rule). A slice starts
-//!   at the VM's first dispatch. VMs are served in rounds, heaviest first;
+//!   at the VM's first completion in it, as CFQ's do. VMs are served in rounds, heaviest first;
 //!   a round ends when every backlogged VM has had a slice.
 //! - **Disk state** (§4.2): a VM is *backlogged* when it has pending
 //!   (queued, not dispatched) requests. When every active VM is backlogged
@@ -277,7 +277,7 @@ impl Vm {
 struct Active {
     vm: usize,
     slice: Nanos,
-    /// Set at the first dispatch of the slice.
+    /// Set at the VM's first completion in the slice.
     start: Option<Nanos>,
 }
 
@@ -563,9 +563,6 @@ impl IShare {
         vm.in_flight += 1;
         self.queued -= 1;
         self.head = rq.end();
-        if let Some(a) = self.active.as_mut() {
-            a.start.get_or_insert(now);
-        }
         let crossed = self.last_vm.is_some_and(|v| v != i);
         self.last_vm = Some(i);
         self.dispatched_at.insert(rq.id, (now, crossed));
@@ -707,6 +704,13 @@ impl Scheduler for IShare {
             }
         }
         vm.last_completion = Some(now);
+        // The slice starts at the served VM's first completion (as CFQ's):
+        // the seek that brought the head to it is not charged to it.
+        if let Some(a) = self.active.as_mut() {
+            if a.vm == i {
+                a.start.get_or_insert(now);
+            }
+        }
         self.note_state(now);
     }
 

@@ -174,27 +174,28 @@ const PRINTED: &[(&str, f64)] = &[("dyiso_gap", 0.0), ("switch_cost", 0.0)];
 
 #[test]
 fn dyiso_thinkt_at_least_slice_rest_ends_the_slice() {
-    // Slice ends at 200 ms; at 1 ms, 199 ms are left: thinkt 199 ms ends it.
-    let mut s = dry_served_vm(199_000.0, 100.0, 5000.0, PRINTED);
+    // The slice started at VM0's first completion (1 ms) and ends at 201 ms:
+    // at 1 ms, 200 ms are left, and thinkt 200 ms ends it.
+    let mut s = dry_served_vm(200_000.0, 100.0, 5000.0, PRINTED);
     assert_eq!(take(&mut s, ms(1)).stream, 1);
     assert_eq!(s.switches(SwitchReason::DyIsoThinkt), 1);
     // 1 µs less keeps it (VM1's await is above VM0's) and wakes 1 µs later,
     // when slice_rest has fallen to thinkt.
-    let mut s = dry_served_vm(198_999.0, 100.0, 5000.0, PRINTED);
+    let mut s = dry_served_vm(199_999.0, 100.0, 5000.0, PRINTED);
     assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(1) + us(1)));
 }
 
 #[test]
 fn dyiso_idle_wait_wakes_when_thinkt_reaches_slice_rest() {
-    // thinkt 150 ms, slice ends at 200 ms, group_idle 1 s: wake at 50 ms, then end by thinkt.
+    // thinkt 150 ms, slice ends at 201 ms, group_idle 1 s: wake at 51 ms, then end by thinkt.
     let mut s = dry_served_vm(
         150_000.0,
         100.0,
         5000.0,
         &[("group_idle", 1000.0), ("dyiso_gap", 0.0), ("switch_cost", 0.0)],
     );
-    assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(50)));
-    assert_eq!(take(&mut s, ms(50)).stream, 1);
+    assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(51)));
+    assert_eq!(take(&mut s, ms(51)).stream, 1);
     assert_eq!(s.switches(SwitchReason::DyIsoThinkt), 1);
 }
 

