@@ -2,11 +2,16 @@
 //!
 //! - [`hdd`]: a hard disk (zones, skews, seek curve, rotation, segmented
 //!   read-ahead cache, optional write-back cache, optional NCQ reordering).
+//! - [`disksim`]: DiskSim 4.0 disk descriptions mapped onto the HDD model;
+//!   [`validate`]: replaying DiskSim validation traces (the demerit figure).
+//! - [`ssd`]: a flash SSD (page-mapped FTL, greedy GC, channel/die parallelism).
 //!
 //! Build one from a config with [`build_device`].
 
 pub mod disksim;
+mod done;
 pub mod hdd;
+pub mod ssd;
 pub mod validate;
 
 use hvio_core::Device;
@@ -53,6 +58,8 @@ pub enum DeviceConfig {
     Hdd(HddParams),
     /// A DiskSim 4.0 disk description (`.parv` or `.diskspecs`).
     Disksim(DisksimConfig),
+    /// A flash SSD (page-mapped FTL, greedy GC), with optional overrides.
+    Ssd(ssd::SsdParams),
 }
 
 /// `model = "disksim"`: a DiskSim disk description.
@@ -75,7 +82,10 @@ impl Default for DeviceConfig {
 
 /// Builds the device a config describes; relative paths resolve against `base_dir`.
 pub fn build_device(cfg: &DeviceConfig, base_dir: &Path) -> Result<Box<dyn Device>, DeviceError> {
-    Ok(Box::new(Hdd::new(build_hdd_model(cfg, base_dir)?)))
+    match cfg {
+        DeviceConfig::Ssd(p) => Ok(Box::new(p.build()?)),
+        _ => Ok(Box::new(Hdd::new(build_hdd_model(cfg, base_dir)?))),
+    }
 }
 
 /// The HDD model a config describes (see [`build_device`]).
@@ -93,5 +103,6 @@ pub fn build_hdd_model(cfg: &DeviceConfig, base_dir: &Path) -> Result<HddModel, 
             }
             Ok(m)
         }
+        DeviceConfig::Ssd(_) => Err(DeviceError::param("model", "ssd", "not a hard disk")),
     }
 }

@@ -2,6 +2,7 @@
 
 use super::geometry::Loc;
 use super::model::{round_ns, HddModel, HddSeek, Overheads, QueuePolicy};
+use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -55,7 +56,7 @@ pub struct Hdd {
     last_write: bool,
     mech_free: Nanos,
     pending: VecDeque<Request>,
-    done: VecDeque<Completion>,
+    done: DoneQueue,
     in_flight: usize,
     segs: Vec<Segment>,
     prefetch: Option<Prefetch>,
@@ -76,7 +77,7 @@ impl Hdd {
             last_write: false,
             mech_free: 0,
             pending: VecDeque::with_capacity(depth + 1),
-            done: VecDeque::with_capacity(depth + 1),
+            done: DoneQueue::with_capacity(depth + 1),
             in_flight: 0,
             segs: vec![Segment::default(); m.cache.segments],
             prefetch: None,
@@ -465,8 +466,7 @@ impl Hdd {
     }
 
     fn push_done(&mut self, c: Completion) {
-        let pos = self.done.partition_point(|x| (x.done, x.rq.id) <= (c.done, c.rq.id));
-        self.done.insert(pos, c);
+        self.done.push(c);
     }
 }
 
@@ -542,7 +542,7 @@ impl Device for Hdd {
         } else {
             None
         };
-        match (self.done.front().map(|c| c.done), mech) {
+        match (self.done.next(), mech) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -550,14 +550,7 @@ impl Device for Hdd {
 
     fn advance(&mut self, now: Nanos, out: &mut Vec<Completion>) {
         self.run_mech(now);
-        while let Some(c) = self.done.front() {
-            if c.done > now {
-                break;
-            }
-            out.push(*c);
-            self.done.pop_front();
-            self.in_flight -= 1;
-        }
+        self.in_flight -= self.done.drain_due(now, out);
     }
 
     fn head(&self) -> u64 {

@@ -1,0 +1,35 @@
+//! Completions scheduled but not yet delivered, in (time, id) order.
+
+use hvio_core::{Completion, Nanos};
+use std::collections::VecDeque;
+
+/// A small ordered queue of future completions (preallocated: no allocation per request).
+#[derive(Debug, Default)]
+pub(crate) struct DoneQueue(VecDeque<Completion>);
+
+impl DoneQueue {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        DoneQueue(VecDeque::with_capacity(n))
+    }
+
+    /// Adds a completion, keeping (done, id) order.
+    pub(crate) fn push(&mut self, c: Completion) {
+        let at = self.0.partition_point(|x| (x.done, x.rq.id) <= (c.done, c.rq.id));
+        self.0.insert(at, c);
+    }
+
+    /// When the earliest completion is due.
+    pub(crate) fn next(&self) -> Option<Nanos> {
+        self.0.front().map(|c| c.done)
+    }
+
+    /// Moves every completion due by `now` to `out`; returns how many.
+    pub(crate) fn drain_due(&mut self, now: Nanos, out: &mut Vec<Completion>) -> usize {
+        let mut n = 0;
+        while self.0.front().is_some_and(|c| c.done <= now) {
+            out.extend(self.0.pop_front());
+            n += 1;
+        }
+        n
+    }
+}
