@@ -54,13 +54,14 @@
 //!      revolution (`switch_cost`). A plain `await` of sequential reads says
 //!      nothing of the seek between two images that every switch costs, and
 //!      switching on it collapses sequential throughput.
-//! - **The next VM** (§4.2): after a DyIso decision, a backlogged VM whose
-//!   `await` is not above the served VM's (and below `max_seektime`), not yet
-//!   served this round, closest to the head; if every such VM was served this
-//!   round, a new round starts among them; if there is none, the next
-//!   backlogged VM in weight order. After a slice expires or its idle wait
-//!   runs out: the heaviest backlogged VM not served this round (a new round
-//!   when none is left).
+//! - **The next VM** (§4.2): after a DyIso decision, a backlogged VM not yet
+//!   served this round that wins line 12, closest to the head; otherwise the
+//!   heaviest backlogged VM not yet served this round, or a new round.
+//!   "Served" means "used its slice": a VM whose slice DyIso ended early keeps
+//!   the rest of it for later in the round (its budget), and a round ends when
+//!   no backlogged VM has slice left — otherwise the VM that happens to look
+//!   faster takes the disk back with a fresh slice after every switch and
+//!   the other starves.
 //!
 //! The weighted averages follow the printed Eq. 2–3 (history weighs 7/8, the
 //! newest interval 1/8); the module [`dyiso`] explains why and how the

@@ -1,5 +1,5 @@
 //! Paper 003 §5.3, Fig. 4: two VMs (weights 2:1) whose workload changes
-//! every 100 s — O-SW, U-SR, U-SR, O-SR, U-SW, O-SW, O-RW — under CFQ, Blkio
+//! every 100 s in the paper (every 25 s here, to keep the run short) — O-SW, U-SR, U-SR, O-SR, U-SW, O-SW, O-RW — under CFQ, Blkio
 //! and iShare; per-VM bandwidth over time, and per phase.
 //!
 //! The workloads are those of `ishare-tables` (Table I; U-* issue one request
@@ -15,7 +15,7 @@ use serde_json::json;
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "ishare-fig4",
-    title: "Changing load: a new Table I workload every 100 s under CFQ, Blkio and iShare",
+    title: "Changing load: a new Table I workload every phase (paper: 100 s; here 25 s) under CFQ, Blkio and iShare",
     paper: "003 §5.3, Fig. 4",
     run,
 };
