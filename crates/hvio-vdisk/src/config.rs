@@ -589,6 +589,17 @@ size = 1048576
 "#;
 
     #[test]
+    fn the_example_configs_are_valid() {
+        for name in ["host.toml", "host-emulated-hdd.toml"] {
+            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples")
+                .join(name);
+            let c = Config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(c.vms.len(), 2, "{name}");
+        }
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
