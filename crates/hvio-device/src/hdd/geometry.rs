@@ -281,11 +281,38 @@ impl Geometry {
         z.first_lbn + z.pbn_to_lbn_ceil(pbn_next)
     }
 
-    /// The physical sector on `loc`'s track of an LBN known to be on that track.
+    /// The physical sector on `loc`'s track of an LBN known to be on that track
+    /// (`loc_lbn` is the LBN at `loc`).
     #[inline]
-    pub fn sector_on_track(&self, loc: Loc, lbn: u64) -> u32 {
+    pub fn sector_on_track(&self, loc: Loc, loc_lbn: u64, lbn: u64) -> u32 {
         let z = &self.zones[loc.zone as usize];
+        if z.holes.is_empty() {
+            return loc.sector + (lbn - loc_lbn) as u32;
+        }
         z.lbn_to_pbn(lbn - z.first_lbn) as u32 % z.spt
+    }
+
+    /// The position of the LBN after the one at `loc`, without a search when
+    /// the zone has no holes (the common case); `None` otherwise.
+    #[inline]
+    pub fn next_loc(&self, loc: Loc) -> Option<Loc> {
+        let z = &self.zones[loc.zone as usize];
+        if !z.holes.is_empty() {
+            return None;
+        }
+        let mut n = loc;
+        n.sector += 1;
+        if n.sector < z.spt {
+            return Some(n);
+        }
+        n.sector = 0;
+        n.head += 1;
+        if n.head < self.heads {
+            return Some(n);
+        }
+        n.head = 0;
+        n.cyl += 1;
+        (n.cyl <= z.last_cyl).then_some(n)
     }
 
     /// Angular position (in revolutions, 0..1) where physical sector `loc.sector` begins.

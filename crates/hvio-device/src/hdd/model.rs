@@ -204,7 +204,7 @@ impl HddModel {
             let last_sector = if run_end == lbn + 1 {
                 loc.sector
             } else {
-                g.sector_on_track(loc, run_end - 1)
+                g.sector_on_track(loc, lbn, run_end - 1)
             };
             let phys = (last_sector - loc.sector + 1) as f64;
             let t_run = t + phys * sector_t;
@@ -221,12 +221,12 @@ impl HddModel {
             }
             t = t_run;
             lbn = run_end;
+            let mut last = loc;
+            last.sector = last_sector;
             if lbn >= end {
-                let mut last = loc;
-                last.sector = last_sector;
                 return ((t, lbn), last);
             }
-            let next = g.locate(lbn);
+            let next = g.next_loc(last).unwrap_or_else(|| g.locate(lbn));
             t += self.reposition(loc, next, write);
             if t > stop {
                 return ((stop, lbn), loc);
