@@ -191,14 +191,13 @@ impl Hdd {
         let tf = t as f64;
         let n = (rq.sectors as u64).max(1);
         let (a, b) = (rq.sector, rq.sector + n);
-        let m = self.m.clone();
         let mut sb = [0.0f64; 4]; // overhead, seek, rotation, transfer
         let mut hit = false;
-        let ph = m.phases;
+        let ph = self.m.phases;
         match rq.op {
             Op::Read => {
                 self.stats.reads += 1;
-                let xr = m.bus_per_sector;
+                let xr = self.m.bus_per_sector;
                 if let Some(i) = self.cached(a, b, tf) {
                     // Full hit: data goes straight from the buffer.
                     hit = true;
@@ -232,7 +231,7 @@ impl Hdd {
                     }
                     let seg = (mask != 0).then(|| 63 - mask.leading_zeros() as usize);
                     let from = seg.map_or(a, |i| self.segs[i].end);
-                    let acc = m.access(self.head, tf + oh, from, b - from, false);
+                    let acc = self.m.access(self.head, tf + oh, from, b - from, false);
                     let media_start = tf + oh + acc.seek + acc.rotation;
                     let t_end = media_start + acc.transfer;
                     // Data flows to the host as it comes off the media, at the bus rate.
@@ -241,7 +240,7 @@ impl Hdd {
                     let mark = if ph.watermark_by_request {
                         ph.read_watermark * n as f64
                     } else {
-                        ph.read_watermark * m.cache.segment_sectors as f64
+                        ph.read_watermark * self.m.cache.segment_sectors as f64
                     };
                     let ready = mark.ceil().clamp(1.0, media_n) / media_n * acc.transfer;
                     let bus_start = media_start + ready + ph.read_reconnect + ph.data_prep;
@@ -258,9 +257,9 @@ impl Hdd {
                 self.invalidate(a, b);
                 let oh = self.overhead(Overheads::WRITE_MISS);
                 let mech = ph.write_mech_delay.unwrap_or(oh);
-                let mut acc = m.access(self.head, tf + mech, a, n, true);
+                let mut acc = self.m.access(self.head, tf + mech, a, n, true);
                 let mut media_start = tf + mech + acc.seek + acc.rotation;
-                let xw = m.bus_write_per_sector;
+                let xw = self.m.bus_write_per_sector;
                 let bus_start = tf + ph.write_data_delay.unwrap_or(oh + ph.data_prep);
                 let bus_end = bus_start + n as f64 * xw;
                 // The media can only write what has arrived: when the host
@@ -269,16 +268,16 @@ impl Hdd {
                 let sector_t = acc.transfer / n as f64;
                 let need = bus_start + xw + (n - 1) as f64 * (xw - sector_t).max(0.0);
                 if media_start < need {
-                    let turns = ((need - media_start) / m.rev).ceil();
-                    acc.rotation += turns * m.rev;
-                    media_start += turns * m.rev;
+                    let turns = ((need - media_start) / self.m.rev).ceil();
+                    acc.rotation += turns * self.m.rev;
+                    media_start += turns * self.m.rev;
                 }
                 let t_end = media_start + acc.transfer;
                 let done = t_end.max(bus_end + ph.write_disconnect) + ph.write_reconnect + ph.complete[1];
                 sb = [mech, acc.seek, acc.rotation, done - media_start];
                 self.head = acc.end;
                 self.head_lbn = b;
-                if m.cache.read_hits_on_write_data && !self.segs.is_empty() {
+                if self.m.cache.read_hits_on_write_data && !self.segs.is_empty() {
                     let i = self.victim();
                     self.segs[i] = Segment {
                         start: a,
