@@ -477,6 +477,7 @@ impl Engine {
             }
             self.now = t;
             self.events += 1;
+
             match ev {
                 Ev::ThreadIssue { vm, thread } => {
                     self.thread_fill(vm as usize, thread, t)?;
@@ -702,9 +703,10 @@ impl Engine {
                 }
                 Dispatch::WaitUntil(t) => {
                     debug_assert!(t > now, "guest scheduler asked to wait for the past");
+                    let t = t.max(now + 1);
                     if vm.timer_at != Some(t) {
                         vm.timer_at = Some(t);
-                        self.push(t.max(now + 1), Ev::GuestTimer { vm: vi as u16 });
+                        self.push(t, Ev::GuestTimer { vm: vi as u16 });
                     }
                     return;
                 }
@@ -748,9 +750,10 @@ impl Engine {
                 }
                 Dispatch::WaitUntil(t) => {
                     debug_assert!(t > now, "host scheduler asked to wait for the past");
+                    let t = t.max(now + 1);
                     if self.host_timer_at != Some(t) {
                         self.host_timer_at = Some(t);
-                        self.push(t.max(now + 1), Ev::HostTimer);
+                        self.push(t, Ev::HostTimer);
                     }
                     return;
                 }
@@ -761,9 +764,12 @@ impl Engine {
 
     fn schedule_device(&mut self) {
         if let Some(t) = self.device.next_event() {
+            // A device may report an event already due: run it now. Remember
+            // the time actually scheduled, so that event clears the mark.
+            let t = t.max(self.now);
             if self.device_event_at.is_none_or(|at| t < at) {
                 self.device_event_at = Some(t);
-                self.push(t.max(self.now), Ev::Device);
+                self.push(t, Ev::Device);
             }
         }
     }
@@ -795,7 +801,8 @@ impl Engine {
             self.push(t, Ev::GuestDone { slot });
         }
         self.completions = done;
-        self.device_event_at = None;
+        // Only the event that was scheduled clears `device_event_at` (in
+        // `run`): a stale, earlier one must not make us schedule duplicates.
         self.schedule_device();
         self.host_kick();
     }

@@ -29,7 +29,7 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../../experiments/paper000-f
 
 /// Run `cfg` on the device its `[disk]` section describes.
 pub fn run(cfg: &Config) -> Result<SimResult> {
-    run_with_device(cfg, testing::device_from_table(&cfg.disk)?)
+    run_with_device(cfg, testing::device_from_table(&cfg.disk, &cfg.base_dir)?)
 }
 
 /// Run `cfg` on a given device (tests, custom models).

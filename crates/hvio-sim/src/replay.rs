@@ -204,7 +204,12 @@ where
     I: IntoIterator<Item = std::result::Result<ReplayRequest, E>>,
     E: std::fmt::Display,
 {
-    replay_with_device(cfg, crate::testing::device_from_table(&cfg.disk)?, trace, mode)
+    replay_with_device(
+        cfg,
+        crate::testing::device_from_table(&cfg.disk, &cfg.base_dir)?,
+        trace,
+        mode,
+    )
 }
 
 /// [`replay`] on a given device.

@@ -102,15 +102,27 @@ impl Device for SimpleDisk {
     }
 }
 
-/// Build the device of a `[disk]` table.
-pub fn device_from_table(t: &toml::Table) -> Result<Box<dyn Device>> {
-    match t.get("model").and_then(|v| v.as_str()).unwrap_or("simple") {
-        "simple" => Ok(Box::new(SimpleDisk::new(1_953_525_168))),
-        other => Err(SimError::invalid(
-            "[disk]",
-            "model",
-            format!("\"{other}\""),
-            "unknown device model",
-        )),
+/// Build the device of a `[disk]` table: `model = "simple"` is the test disk
+/// above; anything else (the default `hdd`, `disksim`, ...) is
+/// [`hvio_device::DeviceConfig`].
+pub fn device_from_table(t: &toml::Table, base_dir: &std::path::Path) -> Result<Box<dyn Device>> {
+    if t.get("model").and_then(|v| v.as_str()) == Some("simple") {
+        if let Some(k) = t.keys().find(|k| *k != "model") {
+            return Err(SimError::invalid(
+                "[disk]",
+                k,
+                t[k.as_str()].to_string(),
+                "the simple test disk has no parameters",
+            ));
+        }
+        return Ok(Box::new(SimpleDisk::new(1_953_525_168)));
     }
+    let cfg: hvio_device::DeviceConfig = if t.is_empty() {
+        hvio_device::DeviceConfig::default()
+    } else {
+        toml::Value::Table(t.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| SimError::Device(format!("[disk]: {}", e.message())))?
+    };
+    hvio_device::build_device(&cfg, base_dir).map_err(|e| SimError::Device(format!("[disk]: {e}")))
 }

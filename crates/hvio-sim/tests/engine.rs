@@ -126,3 +126,25 @@ fn guest_and_host_schedulers_pair_freely() {
         assert_eq!(r.jobs.iter().map(|j| j.reads + j.writes).sum::<u64>(), 5000);
     }
 }
+
+#[test]
+fn default_scenario_finishes_under_every_scheduler() {
+    // A scaled-down paper 000 scenario on the default HDD model: every
+    // registered host scheduler must finish every job (no lost device
+    // event, no endless idling).
+    let mut text = DEFAULT_SCENARIO.to_string();
+    for p in ["SR-M", "SR-S", "SW-M", "SW-S", "RRW", "RR", "RW"] {
+        text = text.replace(
+            &format!("preset = \"{p}\""),
+            &format!("preset = \"{p}\"\nrequests = 300"),
+        );
+    }
+    let base = cfg(&text);
+    for name in hvio_sched::names() {
+        let mut c = base.clone();
+        c.host.scheduler = name.to_string();
+        let r = run(&c).unwrap();
+        assert!(!r.truncated, "{name} did not finish");
+        assert!(r.jobs.iter().all(|j| j.finished && j.reads + j.writes == 300), "{name}");
+    }
+}
