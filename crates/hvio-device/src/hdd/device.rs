@@ -56,6 +56,8 @@ pub struct Hdd {
     last_write: bool,
     mech_free: Nanos,
     pending: VecDeque<Request>,
+    /// Where each pending request starts (located once, at submission).
+    pending_at: VecDeque<Loc>,
     done: DoneQueue,
     in_flight: usize,
     segs: Vec<Segment>,
@@ -77,6 +79,7 @@ impl Hdd {
             last_write: false,
             mech_free: 0,
             pending: VecDeque::with_capacity(depth + 1),
+            pending_at: VecDeque::with_capacity(depth + 1),
             done: DoneQueue::with_capacity(depth + 1),
             in_flight: 0,
             segs: vec![Segment::default(); m.cache.segments],
@@ -419,7 +422,7 @@ impl Hdd {
         }
         let tf = t as f64;
         let mut best = (f64::INFINITY, first);
-        for (i, r) in self.pending.iter().enumerate() {
+        for (i, (r, &at)) in self.pending.iter().zip(&self.pending_at).enumerate() {
             if r.arrival > t {
                 continue;
             }
@@ -429,7 +432,7 @@ impl Hdd {
             {
                 0.0
             } else {
-                self.m.positioning(self.head, tf, r.sector, r.op == Op::Write)
+                self.m.positioning(self.head, tf, at, r.op == Op::Write)
             };
             if cost < best.0 {
                 best = (cost, i);
@@ -449,6 +452,7 @@ impl Hdd {
                     continue;
                 }
                 self.pending.remove(i);
+                self.pending_at.remove(i);
                 let c = self.serve(rq, t);
                 self.mech_free = c.done;
                 self.push_done(c);
@@ -532,6 +536,13 @@ impl Device for Hdd {
             self.push_done(c);
         } else {
             self.pending.push_back(rq);
+            // Only a reordering queue needs positions up front.
+            let at = if self.m.queue_depth > 1 {
+                self.m.geom.locate(rq.sector)
+            } else {
+                Loc::default()
+            };
+            self.pending_at.push_back(at);
         }
         self.run_mech(now);
     }

@@ -157,11 +157,10 @@ impl HddModel {
         w * self.rev
     }
 
-    /// Seek + rotation from head position `from` at time `t` to `lbn`: an
-    /// estimate for queue ordering (no state changes).
+    /// Seek + rotation from head position `from` at time `t` to position
+    /// `to`: an estimate for queue ordering (no state changes).
     #[inline]
-    pub fn positioning(&self, from: Loc, t: f64, lbn: u64, write: bool) -> f64 {
-        let to = self.geom.locate(lbn);
+    pub fn positioning(&self, from: Loc, t: f64, to: Loc, write: bool) -> f64 {
         let s = self.reposition(from, to, write);
         s + self.rot_wait(t + s, to)
     }
