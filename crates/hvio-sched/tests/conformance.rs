@@ -235,6 +235,7 @@ const WAIT_BOUNDS: &[(&str, Nanos, &str)] = &[
         "the served VM's slice, at most TS⁰·(100 % − 55 %)·10 = 900 ms (Eq. 8)",
     ),
     ("mq-deadline", 520_000_000, "read_expire + one fifo_batch"),
+    ("ishare", 300_000_000, "the served VM's slice, at most target_latency"),
     (
         "bfq",
         150_000_000,
