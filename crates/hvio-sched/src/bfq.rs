@@ -641,12 +641,22 @@ impl Bfq {
     }
 
     /// `bfq_asymmetric_scenario`: differing weights among busy queues,
-    /// several classes busy, or more than one group with pending requests.
+    /// several classes busy, or groups of differing weights with pending
+    /// requests.
     fn asymmetric(&self) -> bool {
         let mut weights = self.queues.iter().filter(|q| q.busy).map(|q| self.ents[q.ent].weight);
         let varied = weights.next().is_some_and(|w0| weights.any(|w| w != w0));
         let classes = self.busy_per_class.iter().filter(|&&n| n > 0).count() > 1;
-        let groups = self.groups.iter().filter(|g| g.pending > 0).count() > 1;
+        // Every stream is a group here, also where Linux would have all
+        // processes in the root group (threads in a guest): so groups with
+        // pending requests make the scenario asymmetric only when their
+        // weights differ.
+        let mut gw = self
+            .groups
+            .iter()
+            .filter(|g| g.pending > 0)
+            .map(|g| self.ents[g.ent].weight);
+        let groups = gw.next().is_some_and(|w0| gw.any(|w| w != w0));
         varied || classes || groups
     }
 
