@@ -245,33 +245,43 @@ fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The host scheduler of `cfg`: one stream per VM, with its weight, its
+/// image's span as the region, and its scheduler attributes.
+pub(crate) fn build_host_scheduler(
+    cfg: &Config,
+    layouts: &[VmLayout],
+    info: &DeviceInfo,
+) -> Result<Box<dyn Scheduler>> {
+    let streams: Vec<StreamInfo> = cfg
+        .vms
+        .iter()
+        .zip(layouts)
+        .enumerate()
+        .map(|(i, (vc, l))| {
+            let (start, len) = l.span();
+            let mut s = StreamInfo::new(i as StreamId, vc.name.clone())
+                .with_weight(vc.weight)
+                .with_region(start, len);
+            s.attrs = vc.attrs.clone();
+            s
+        })
+        .collect();
+    Ok(hvio_sched::build(
+        &cfg.host.scheduler,
+        &cfg.host.params,
+        &SchedContext {
+            streams,
+            device: info.clone(),
+        },
+    )?)
+}
+
 impl Engine {
     /// Build a run of `cfg` on `device`.
     pub fn new(cfg: &Config, device: Box<dyn Device>) -> Result<Engine> {
         let info = device.info();
         let layouts = cfg.layout(info.capacity)?;
-        let host_streams: Vec<StreamInfo> = cfg
-            .vms
-            .iter()
-            .zip(&layouts)
-            .enumerate()
-            .map(|(i, (vc, l))| {
-                let (start, len) = l.span();
-                let mut s = StreamInfo::new(i as StreamId, vc.name.clone())
-                    .with_weight(vc.weight)
-                    .with_region(start, len);
-                s.attrs = vc.attrs.clone();
-                s
-            })
-            .collect();
-        let host = hvio_sched::build(
-            &cfg.host.scheduler,
-            &cfg.host.params,
-            &SchedContext {
-                streams: host_streams,
-                device: info.clone(),
-            },
-        )?;
+        let host = build_host_scheduler(cfg, &layouts, &info)?;
         let mut vms = Vec::new();
         for (vi, (vc, layout)) in cfg.vms.iter().zip(layouts).enumerate() {
             // Guest file system: the journal/metadata area first, then each

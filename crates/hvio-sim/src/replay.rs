@@ -236,28 +236,7 @@ where
         v.jobs.clear();
     }
     let layouts = jobless.layout(info.capacity)?;
-    let streams: Vec<StreamInfo> = cfg
-        .vms
-        .iter()
-        .zip(&layouts)
-        .enumerate()
-        .map(|(i, (vc, l))| {
-            let (start, len) = l.span();
-            let mut s = StreamInfo::new(i as StreamId, vc.name.clone())
-                .with_weight(vc.weight)
-                .with_region(start, len);
-            s.attrs = vc.attrs.clone();
-            s
-        })
-        .collect();
-    let host = hvio_sched::build(
-        &cfg.host.scheduler,
-        &cfg.host.params,
-        &SchedContext {
-            streams,
-            device: info.clone(),
-        },
-    )?;
+    let host = crate::engine::build_host_scheduler(cfg, &layouts, &info)?;
     let image_sectors = layouts.iter().map(|l| l.image_sectors).max().unwrap_or(0);
     let interval_s = cfg.output.interval_s.unwrap_or(1.0);
     if !(interval_s.is_finite() && interval_s > 0.0) {
