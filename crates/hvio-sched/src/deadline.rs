@@ -20,45 +20,46 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     build,
 };
 
-static PARAMS: &[ParamSpec] = &[
-    ParamSpec::int(
-        "read_expire",
-        500.0,
-        "ms",
-        0.0,
-        1e7,
-        "deadline of a read after its arrival",
-    ),
-    ParamSpec::int(
-        "write_expire",
-        5000.0,
-        "ms",
-        0.0,
-        1e7,
-        "deadline of a write after its arrival",
-    ),
-    ParamSpec::int(
-        "writes_starved",
-        2.0,
-        "count",
-        0.0,
-        1e6,
-        "read batches that may pass pending writes before a write batch",
-    ),
-    ParamSpec::int(
-        "fifo_batch",
-        16.0,
-        "requests",
-        1.0,
-        1e6,
-        "requests dispatched in one sector-ordered batch",
-    ),
-    ParamSpec::flag(
-        "front_merges",
-        true,
-        "allow front merges (hvio merges in the driver, kept for Linux parity)",
-    ),
-];
+/// The legacy deadline tunables; mq-deadline shares them (plus its own).
+pub(crate) const READ_EXPIRE: ParamSpec = ParamSpec::int(
+    "read_expire",
+    500.0,
+    "ms",
+    0.0,
+    1e7,
+    "deadline of a read after its arrival",
+);
+pub(crate) const WRITE_EXPIRE: ParamSpec = ParamSpec::int(
+    "write_expire",
+    5000.0,
+    "ms",
+    0.0,
+    1e7,
+    "deadline of a write after its arrival",
+);
+pub(crate) const WRITES_STARVED: ParamSpec = ParamSpec::int(
+    "writes_starved",
+    2.0,
+    "count",
+    0.0,
+    1e6,
+    "read batches that may pass pending writes before a write batch",
+);
+pub(crate) const FIFO_BATCH: ParamSpec = ParamSpec::int(
+    "fifo_batch",
+    16.0,
+    "requests",
+    1.0,
+    1e6,
+    "requests dispatched in one sector-ordered batch",
+);
+pub(crate) const FRONT_MERGES: ParamSpec = ParamSpec::flag(
+    "front_merges",
+    true,
+    "accepted for Linux parity; hvio's simulator and daemon do not merge requests",
+);
+
+static PARAMS: &[ParamSpec] = &[READ_EXPIRE, WRITE_EXPIRE, WRITES_STARVED, FIFO_BATCH, FRONT_MERGES];
 
 fn build(p: Params, _: &SchedContext) -> Box<dyn Scheduler> {
     Box::new(Deadline::new(&p))

@@ -15,7 +15,7 @@
 //!
 //! Departures (docs/schedulers.md): flushes take the at-head dispatch list
 //! (blk-mq sends them around the scheduler, ahead of queued requests); no
-//! merging (hvio merges in the driver; `front_merges` is kept for parity);
+//! merging (hvio does not merge requests; `front_merges` is kept for parity);
 //! no zoned-device write locking; `async_depth` caps in-flight async and
 //! write requests at dispatch instead of at tag allocation.
 
@@ -33,43 +33,11 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
 };
 
 pub static PARAMS: &[ParamSpec] = &[
-    ParamSpec::int(
-        "read_expire",
-        500.0,
-        "ms",
-        0.0,
-        1e7,
-        "deadline of a read after its arrival",
-    ),
-    ParamSpec::int(
-        "write_expire",
-        5000.0,
-        "ms",
-        0.0,
-        1e7,
-        "deadline of a write after its arrival",
-    ),
-    ParamSpec::int(
-        "writes_starved",
-        2.0,
-        "count",
-        0.0,
-        1e6,
-        "read batches that may pass pending writes before a write batch",
-    ),
-    ParamSpec::int(
-        "fifo_batch",
-        16.0,
-        "requests",
-        1.0,
-        1e6,
-        "requests dispatched in one sector-ordered batch",
-    ),
-    ParamSpec::flag(
-        "front_merges",
-        true,
-        "allow front merges (hvio merges in the driver, kept for Linux parity)",
-    ),
+    crate::deadline::READ_EXPIRE,
+    crate::deadline::WRITE_EXPIRE,
+    crate::deadline::WRITES_STARVED,
+    crate::deadline::FIFO_BATCH,
+    crate::deadline::FRONT_MERGES,
     ParamSpec::int(
         "prio_aging_expire",
         10000.0,
