@@ -163,18 +163,10 @@ impl Scheduler for Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hvio_core::{DeviceInfo, Op, ParamValues};
+    use hvio_core::{DeviceInfo, Op};
 
     fn sched(over: &[(&str, f64)]) -> Box<dyn Scheduler> {
-        let mut o = ParamValues::new();
-        for (k, v) in over {
-            o.insert(k.to_string(), *v);
-        }
-        let ctx = SchedContext {
-            streams: vec![],
-            device: DeviceInfo::test_disk(1 << 30),
-        };
-        crate::build("deadline", &o, &ctx).unwrap()
+        crate::testutil::build("deadline", &[], over, DeviceInfo::test_disk(1 << 30))
     }
 
     fn take(s: &mut dyn Scheduler, now: Nanos) -> Request {

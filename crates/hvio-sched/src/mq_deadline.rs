@@ -296,18 +296,10 @@ impl Scheduler for MqDeadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hvio_core::{ms, s, DeviceInfo, ParamValues};
+    use hvio_core::{ms, s, DeviceInfo};
 
     fn sched(over: &[(&str, f64)]) -> Box<dyn Scheduler> {
-        let mut o = ParamValues::new();
-        for (k, v) in over {
-            o.insert(k.to_string(), *v);
-        }
-        let ctx = SchedContext {
-            streams: vec![],
-            device: DeviceInfo::test_disk(1 << 30),
-        };
-        crate::build("mq-deadline", &o, &ctx).unwrap()
+        crate::testutil::build("mq-deadline", &[], over, DeviceInfo::test_disk(1 << 30))
     }
 
     fn rq(id: u64, op: Op, sector: Sector, class: IoClass, now: Nanos) -> Request {

@@ -218,7 +218,6 @@ pub struct Engine {
     device: Box<dyn Device>,
     device_event_at: Option<Nanos>,
     completions: Vec<Completion>,
-    last_dispatch_end: Option<u64>,
     seek: SeekDistribution,
     host_requests: u64,
     host_bytes: u64,
@@ -414,7 +413,6 @@ impl Engine {
             device,
             device_event_at: None,
             completions: Vec::new(),
-            last_dispatch_end: None,
             seek: SeekDistribution::new(image_sectors),
             host_requests: 0,
             host_bytes: 0,
@@ -748,12 +746,7 @@ impl Engine {
         while self.device.can_accept() {
             match self.host.dispatch(now) {
                 Dispatch::Request(rq) => {
-                    if rq.op != Op::Flush {
-                        if let Some(last) = self.last_dispatch_end {
-                            self.seek.record(rq.sector as i64 - last as i64);
-                        }
-                        self.last_dispatch_end = Some(rq.end());
-                    }
+                    self.seek.dispatched(&rq);
                     self.slots[(rq.id & SLOT_MASK) as usize].host_dispatch = now;
                     self.device.submit(rq, now);
                     self.schedule_device();

@@ -168,6 +168,9 @@ pub struct SeekDistribution {
     /// Counts by ⌈log2 |distance|⌉ (index 0 = zero distance), signed: backward then forward.
     pub log2_backward: Vec<u64>,
     pub log2_forward: Vec<u64>,
+    /// End of the previous dispatched request (the head, as blktrace sees it).
+    #[serde(skip)]
+    last_end: Option<u64>,
 }
 
 impl SeekDistribution {
@@ -179,6 +182,19 @@ impl SeekDistribution {
             ..Default::default()
         }
     }
+    /// A request went to the device: record its distance from where the
+    /// previous one ended (flushes have no position and are skipped).
+    #[inline]
+    pub fn dispatched(&mut self, rq: &hvio_core::Request) {
+        if rq.op == hvio_core::Op::Flush {
+            return;
+        }
+        if let Some(last) = self.last_end {
+            self.record(rq.sector as i64 - last as i64);
+        }
+        self.last_end = Some(rq.end());
+    }
+
     #[inline]
     pub fn record(&mut self, distance: i64) {
         self.total += 1;

@@ -83,7 +83,6 @@ struct Replayer {
     free: Vec<u32>,
     seq: u64,
     seek: SeekDistribution,
-    last_end: Option<u64>,
     busy: Nanos,
     sum_seek: Nanos,
     sum_rotation: Nanos,
@@ -138,12 +137,7 @@ impl Replayer {
         while self.device.can_accept() {
             match self.host.dispatch(now) {
                 Dispatch::Request(rq) => {
-                    if rq.op != Op::Flush {
-                        if let Some(last) = self.last_end {
-                            self.seek.record(rq.sector as i64 - last as i64);
-                        }
-                        self.last_end = Some(rq.end());
-                    }
+                    self.seek.dispatched(&rq);
                     self.device.submit(rq, now);
                 }
                 Dispatch::WaitUntil(t) => {
@@ -277,7 +271,6 @@ where
         free: Vec::new(),
         seq: 0,
         seek: SeekDistribution::new(image_sectors),
-        last_end: None,
         busy: 0,
         sum_seek: 0,
         sum_rotation: 0,
