@@ -116,6 +116,9 @@ pub struct VmConfig {
     /// Period of the guest journal commit while data was written (ext3/4 default 5 s; 0 = off).
     #[serde(default = "default_commit")]
     pub journal_commit_s: f64,
+    /// The guest page cache of the jobs with `direct = false`.
+    #[serde(default)]
+    pub page_cache: crate::pagecache::PageCacheConfig,
     #[serde(default, rename = "job")]
     pub jobs: Vec<JobConfig>,
 }
@@ -314,6 +317,17 @@ impl Config {
                 let job = jc.resolve(&format!("{ctx} job {j}"))?;
                 used += job.size;
                 jobs.push(job);
+            }
+            if jobs.iter().any(|j| !j.direct) {
+                vm.page_cache.check(&ctx)?;
+                if !vm.journal_size.0.is_multiple_of(crate::pagecache::PAGE_BYTES) {
+                    return Err(SimError::invalid(
+                        &ctx,
+                        "journal_size",
+                        vm.journal_size.0,
+                        "must be whole 4 KiB pages when a job is buffered (direct = false)",
+                    ));
+                }
             }
             if used > vm.image_size.0 {
                 return Err(SimError::invalid(

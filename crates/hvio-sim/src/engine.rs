@@ -14,13 +14,14 @@
 use crate::config::{Config, VmLayout};
 use crate::error::{Result, SimError};
 use crate::metrics::*;
+use crate::pagecache::{self, FileSpan, PageCache, Run, PAGE_SECTORS};
 use crate::records::RecordWriter;
 use crate::workload::{Job, Sharing};
 use hvio_core::*;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as JobRng;
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
@@ -43,6 +44,16 @@ enum Ev {
     },
     Device,
     JournalTick {
+        vm: u16,
+    },
+    /// A buffered (page-cache) operation of a thread is done: its pages were
+    /// there (or arrived) and were copied, or its write was copied in.
+    BufferedDone {
+        vm: u16,
+        thread: u32,
+    },
+    /// The guest's periodic write-back (`dirty_writeback_centisecs`).
+    Flusher {
         vm: u16,
     },
 }
@@ -79,6 +90,12 @@ enum Kind {
     FsyncFlush,
     /// Periodic journal commit / metadata write-back (nobody waits).
     Journal,
+    /// A page-cache read (read-ahead or a miss) for buffered jobs.
+    CacheRead,
+    /// A page-cache write-back; `flusher`: by the background flusher.
+    CacheWrite {
+        flusher: bool,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -146,6 +163,11 @@ struct JobState {
     end: Option<Nanos>,
     live_threads: u32,
     counts: IoCount,
+    /// First image sector of the job's files and each file's sectors.
+    file_first: u64,
+    file_sectors: u64,
+    /// Buffered jobs: writes since the job's last fsync (sysbench counts per job).
+    writes_since_fsync: u32,
 }
 
 impl JobState {
@@ -162,6 +184,62 @@ impl JobState {
         }
         self.issued_bytes < j.size
     }
+
+    /// Draw the next request of the job for area `area`: (image sector,
+    /// sectors, read), and count it as issued.
+    fn draw(&mut self, area: usize) -> (u64, u64, bool) {
+        let j = &self.job;
+        let bytes = if j.bssplit.len() == 1 {
+            j.bssplit[0].0
+        } else {
+            let x = self.rng.gen_range(0..100u32);
+            j.bssplit
+                .iter()
+                .find(|b| x < b.1)
+                .map(|b| b.0)
+                .unwrap_or(j.bssplit[0].0)
+        };
+        let read = match j.read_pct {
+            100 => true,
+            0 => false,
+            p => self.rng.gen_range(0..100u32) < p,
+        };
+        let want = bytes / SECTOR_BYTES;
+        let area = &mut self.areas[area];
+        let off = if j.rw.random() {
+            let align = (j.min_bs() / SECTOR_BYTES).max(1);
+            let slots = (area.total / align).max(1);
+            self.rng.gen_range(0..slots) * align
+        } else {
+            area.cursor
+        };
+        let (sector, avail) = area.locate(off.min(area.total - 1));
+        let sectors = want.min(avail).max(1);
+        if !j.rw.random() {
+            area.cursor = (off + sectors) % area.total;
+        }
+        self.issued += 1;
+        self.issued_bytes += sectors * SECTOR_BYTES;
+        (sector, sectors, read)
+    }
+
+    /// The file holding image sector `sector`, in pages, for the page cache.
+    fn file_of(&self, ji: usize, sector: u64) -> FileSpan {
+        let idx = (sector - self.file_first) / self.file_sectors;
+        FileSpan {
+            key: ((ji as u64) << 32) | idx,
+            first: (self.file_first + idx * self.file_sectors) / PAGE_SECTORS,
+            pages: self.file_sectors / PAGE_SECTORS,
+        }
+    }
+
+    /// All of the job's files, as (first page, pages).
+    fn pages(&self) -> (u64, u64) {
+        (
+            self.file_first / PAGE_SECTORS,
+            self.file_sectors * self.job.nrfiles as u64 / PAGE_SECTORS,
+        )
+    }
 }
 
 struct Thread {
@@ -174,6 +252,16 @@ struct Thread {
     /// An fsync (journal write + flush) is in progress.
     in_fsync: bool,
     done: bool,
+    /// Buffered jobs: pages (or write-backs) the thread waits for.
+    waiting: u32,
+    /// Buffered jobs: the operation in progress (issued, bytes, read).
+    op: Option<(Nanos, u64, bool)>,
+    /// Buffered jobs: an fsync of these pages (first, count) is due.
+    fsync_pages: Option<(u64, u64)>,
+    /// Buffered jobs: blocked above `dirty_ratio`.
+    throttled: bool,
+    /// Buffered writers: the end-of-run fsync was done.
+    final_synced: bool,
 }
 
 struct Vm {
@@ -190,6 +278,14 @@ struct Vm {
     journal_cursor: u64,
     commit_every: Nanos,
     dirty: bool,
+    /// The page cache, when a job is buffered.
+    cache: Option<PageCache>,
+    flusher_stream: StreamId,
+    /// Flusher write-back requests: queued for submission, and in flight.
+    wb_queue: VecDeque<Run>,
+    wb_inflight: u32,
+    /// Writers blocked above `dirty_ratio`.
+    throttled: Vec<u32>,
     rng: JobRng,
     host_requests: u64,
     host_bytes: u64,
@@ -201,6 +297,21 @@ struct Vm {
 impl Vm {
     fn active(&self) -> bool {
         self.jobs.iter().any(|j| j.end.is_none())
+    }
+
+    /// Count one application operation of thread `ti` (its job's counts and
+    /// the VM's throughput series).
+    fn record_op(&mut self, ti: u32, read: bool, bytes: u64, latency: Nanos, now: Nanos, interval: Nanos) {
+        let job = &mut self.jobs[self.threads[ti as usize].job as usize];
+        job.outstanding -= 1;
+        job.counts.record(read, bytes, latency);
+        let b = (now / interval) as usize;
+        if self.series_ops.len() <= b {
+            self.series_ops.resize(b + 1, 0);
+            self.series_bytes.resize(b + 1, 0);
+        }
+        self.series_ops[b] += 1;
+        self.series_bytes[b] += bytes;
     }
 }
 
@@ -292,6 +403,7 @@ impl Engine {
             let mut streams = Vec::new();
             for (ji, job) in layout.jobs.iter().enumerate() {
                 let file_sectors = job.size / SECTOR_BYTES / job.nrfiles as u64;
+                let file_first = next;
                 let files: Vec<(u64, u64)> = (0..job.nrfiles as u64)
                     .map(|f| (next + f * file_sectors, file_sectors))
                     .collect();
@@ -332,6 +444,11 @@ impl Engine {
                         fsync_due: false,
                         in_fsync: false,
                         done: false,
+                        waiting: 0,
+                        op: None,
+                        fsync_pages: None,
+                        throttled: false,
+                        final_synced: false,
                     });
                 }
                 jobs.push(JobState {
@@ -345,10 +462,22 @@ impl Engine {
                     end: None,
                     live_threads: job.numjobs,
                     counts: IoCount::default(),
+                    file_first,
+                    file_sectors,
+                    writes_since_fsync: 0,
                 });
             }
             let journal_stream = threads.len() as StreamId;
             streams.push(StreamInfo::new(journal_stream, "journal"));
+            let cache = layout
+                .jobs
+                .iter()
+                .any(|j| !j.direct)
+                .then(|| PageCache::new(&vc.page_cache));
+            let flusher_stream = journal_stream + 1;
+            if cache.is_some() {
+                streams.push(StreamInfo::new(flusher_stream, "flusher"));
+            }
             let guest_info = DeviceInfo {
                 capacity: layout.image_sectors,
                 rotational: info.rotational,
@@ -378,6 +507,11 @@ impl Engine {
                 journal_cursor: 0,
                 commit_every: (vc.journal_commit_s * 1e9).round() as Nanos,
                 dirty: false,
+                cache,
+                flusher_stream,
+                wb_queue: VecDeque::new(),
+                wb_inflight: 0,
+                throttled: Vec::new(),
                 rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
                 host_requests: 0,
                 host_bytes: 0,
@@ -444,6 +578,10 @@ impl Engine {
             if e.vms[vi].commit_every > 0 && !e.vms[vi].jobs.is_empty() {
                 let t = e.vms[vi].commit_every;
                 e.push(t, Ev::JournalTick { vm: vi as u16 });
+            }
+            if let Some(c) = &e.vms[vi].cache {
+                let t = c.config().dirty_writeback_centisecs as Nanos * 10 * NS_PER_MS;
+                e.push(t, Ev::Flusher { vm: vi as u16 });
             }
         }
         Ok(e)
@@ -513,6 +651,8 @@ impl Engine {
                     self.device_advance();
                 }
                 Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
+                Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
+                Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
             }
             // Device idle while the host holds requests: anticipation / idling.
             let idle = self.device.in_flight() == 0 && self.host.has_work();
@@ -537,6 +677,9 @@ impl Engine {
                 return Ok(());
             }
             let job = &mut vm.jobs[th.job as usize];
+            if !job.job.direct {
+                return self.buffered_fill(vi, ti, now);
+            }
             if th.fsync_due {
                 if th.outstanding > 0 {
                     return Ok(());
@@ -552,41 +695,9 @@ impl Engine {
                 }
                 return Ok(());
             }
-            // Draw the request: size, direction, offset.
-            let j = &job.job;
-            let bytes = if j.bssplit.len() == 1 {
-                j.bssplit[0].0
-            } else {
-                let x = job.rng.gen_range(0..100u32);
-                j.bssplit
-                    .iter()
-                    .find(|b| x < b.1)
-                    .map(|b| b.0)
-                    .unwrap_or(j.bssplit[0].0)
-            };
-            let read = match j.read_pct {
-                100 => true,
-                0 => false,
-                p => job.rng.gen_range(0..100u32) < p,
-            };
-            let want = bytes / SECTOR_BYTES;
-            let area = &mut job.areas[th.area as usize];
-            let off = if j.rw.random() {
-                let align = (j.min_bs() / SECTOR_BYTES).max(1);
-                let slots = (area.total / align).max(1);
-                job.rng.gen_range(0..slots) * align
-            } else {
-                area.cursor
-            };
-            let (sector, avail) = area.locate(off.min(area.total - 1));
-            let sectors = want.min(avail).max(1);
-            if !j.rw.random() {
-                area.cursor = (off + sectors) % area.total;
-            }
-            job.issued += 1;
-            job.issued_bytes += sectors * SECTOR_BYTES;
+            let (sector, sectors, read) = job.draw(th.area as usize);
             job.outstanding += 1;
-            let fsync_every = j.fsync;
+            let fsync_every = job.job.fsync;
             let op = if read { Op::Read } else { Op::Write };
             let th = &mut vm.threads[ti as usize];
             th.outstanding += 1;
@@ -833,25 +944,290 @@ impl Engine {
                 self.after_thread_completion(vi, s.thread)?;
             }
             Kind::Data => {
-                let bytes = s.guest.bytes();
-                let lat = now - s.issued;
-                let read = s.guest.is_read();
-                let th = &mut vm.threads[s.thread as usize];
-                th.outstanding -= 1;
-                let job = &mut vm.jobs[th.job as usize];
-                job.outstanding -= 1;
-                job.counts.record(read, bytes, lat);
-                let b = (now / interval) as usize;
-                if vm.series_ops.len() <= b {
-                    vm.series_ops.resize(b + 1, 0);
-                    vm.series_bytes.resize(b + 1, 0);
-                }
-                vm.series_ops[b] += 1;
-                vm.series_bytes[b] += bytes;
+                vm.threads[s.thread as usize].outstanding -= 1;
+                vm.record_op(
+                    s.thread,
+                    s.guest.is_read(),
+                    s.guest.bytes(),
+                    now - s.issued,
+                    now,
+                    interval,
+                );
                 self.after_thread_completion(vi, s.thread)?;
+            }
+            Kind::CacheRead => {
+                let run = Self::pages_of(&s.guest);
+                let woken = vm.cache.as_mut().map(|c| c.read_done(run)).unwrap_or_default();
+                for t in woken {
+                    self.page_arrived(vi, t, now)?;
+                }
+            }
+            Kind::CacheWrite { flusher } => {
+                let run = Self::pages_of(&s.guest);
+                vm.wb_inflight -= flusher as u32;
+                let woken = vm.cache.as_mut().map(|c| c.write_done(run)).unwrap_or_default();
+                for t in woken {
+                    self.page_arrived(vi, t, now)?;
+                }
+                self.wake_throttled(vi)?;
+                self.flusher_pump(vi)?;
             }
         }
         self.guest_kick(vi);
+        Ok(())
+    }
+
+    /// Image pages of a page-cache request.
+    fn pages_of(rq: &Request) -> Run {
+        Run {
+            first: rq.sector / PAGE_SECTORS,
+            pages: (rq.sectors as u64).div_ceil(PAGE_SECTORS),
+        }
+    }
+
+    /// A page-cache request of `r` for guest stream `stream`.
+    fn page_request(stream: StreamId, op: Op, r: Run, now: Nanos) -> Request {
+        Request::new(
+            0,
+            stream,
+            op,
+            r.first * PAGE_SECTORS,
+            (r.pages * PAGE_SECTORS) as u32,
+            now,
+        )
+    }
+
+    /// Submit `runs` for thread `ti` as synchronous requests of at most `max_sectors_kb`.
+    fn submit_runs(&mut self, vi: usize, ti: u32, kind: Kind, runs: Vec<Run>, now: Nanos) -> Result<()> {
+        let max = self.vms[vi]
+            .cache
+            .as_ref()
+            .map_or(1, |c| c.config().max_request_pages());
+        let op = if kind == Kind::CacheRead { Op::Read } else { Op::Write };
+        for run in runs {
+            for r in pagecache::split(run, max) {
+                let rq = Self::page_request(ti, op, r, now).with_sync(true);
+                self.submit_guest(vi, ti, kind, rq, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One operation of a buffered thread: the next fsync, the end-of-run
+    /// fsync of a writer, or a read or write through the page cache.
+    fn buffered_fill(&mut self, vi: usize, ti: u32, now: Nanos) -> Result<()> {
+        let vm = &mut self.vms[vi];
+        let th = &mut vm.threads[ti as usize];
+        if th.outstanding > 0 || th.throttled || th.waiting > 0 {
+            return Ok(());
+        }
+        if let Some((first, n)) = th.fsync_pages.take() {
+            return self.buffered_fsync(vi, ti, first, n, now);
+        }
+        let ji = th.job as usize;
+        let job = &mut vm.jobs[ji];
+        if !job.may_issue(now) {
+            // sysbench's `--file-fsync-end`: the last thread of a writing job
+            // syncs its files before the job ends.
+            if job.job.read_pct < 100 && job.live_threads == 1 && !th.final_synced {
+                th.final_synced = true;
+                let (first, n) = job.pages();
+                return self.buffered_fsync(vi, ti, first, n, now);
+            }
+            self.thread_finished(vi, ti, now);
+            return Ok(());
+        }
+        let (sector, sectors, read) = job.draw(th.area as usize);
+        job.outstanding += 1;
+        let first = sector / PAGE_SECTORS;
+        let n = (sector + sectors).div_ceil(PAGE_SECTORS) - first;
+        th.outstanding = 1;
+        th.op = Some((now, sectors * SECTOR_BYTES, read));
+        let copy = vm.cache.as_ref().map_or(0, |c| c.config().copy_ns_per_page) * n;
+        let Some(cache) = vm.cache.as_mut() else {
+            return Err(SimError::Other("a buffered job in a VM without a page cache".into()));
+        };
+        if read {
+            let file = job.file_of(ji, sector);
+            let out = cache.read(file, first, n, ti);
+            th.waiting = out.wait;
+            let ready = out.wait == 0;
+            self.submit_runs(vi, ti, Kind::CacheRead, out.runs, now)?;
+            if ready {
+                self.push(
+                    now + copy,
+                    Ev::BufferedDone {
+                        vm: vi as u16,
+                        thread: ti,
+                    },
+                );
+            }
+        } else {
+            cache.write(first, n, now);
+            vm.dirty = true;
+            if job.job.fsync > 0 {
+                job.writes_since_fsync += 1;
+                if job.writes_since_fsync >= job.job.fsync {
+                    job.writes_since_fsync = 0;
+                    let f = job.file_of(ji, sector);
+                    th.fsync_pages = Some((f.first, f.pages));
+                }
+            }
+            self.push(
+                now + copy,
+                Ev::BufferedDone {
+                    vm: vi as u16,
+                    thread: ti,
+                },
+            );
+            self.flusher_pump(vi)?;
+        }
+        Ok(())
+    }
+
+    /// A page thread `ti` waited for is up to date or written back.
+    fn page_arrived(&mut self, vi: usize, ti: u32, now: Nanos) -> Result<()> {
+        let vm = &mut self.vms[vi];
+        let copy = vm.cache.as_ref().map_or(0, |c| c.config().copy_ns_per_page);
+        let th = &mut vm.threads[ti as usize];
+        th.waiting -= 1;
+        if th.waiting > 0 {
+            return Ok(());
+        }
+        if th.in_fsync {
+            // fsync's data is down: the journal commit and the flush follow.
+            th.in_fsync = false;
+            return self.issue_fsync(vi, ti, now);
+        }
+        if let Some((_, bytes, _)) = th.op {
+            let t = now + copy * bytes.div_ceil(pagecache::PAGE_BYTES);
+            self.push(
+                t,
+                Ev::BufferedDone {
+                    vm: vi as u16,
+                    thread: ti,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A buffered operation is done: count it, then the thread goes on
+    /// (unless it wrote above `dirty_ratio`: then it waits for write-back).
+    fn buffered_done(&mut self, vi: usize, ti: u32) -> Result<()> {
+        let now = self.now;
+        let interval = self.interval;
+        let vm = &mut self.vms[vi];
+        let th = &mut vm.threads[ti as usize];
+        let Some((issued, bytes, read)) = th.op.take() else {
+            return Ok(());
+        };
+        th.outstanding = 0;
+        vm.record_op(ti, read, bytes, now - issued, now, interval);
+        if !read && vm.cache.as_ref().is_some_and(|c| c.over_dirty_limit()) {
+            vm.threads[ti as usize].throttled = true;
+            vm.throttled.push(ti);
+            self.flusher_pump(vi)?;
+        } else {
+            self.after_thread_completion(vi, ti)?;
+        }
+        self.guest_kick(vi);
+        Ok(())
+    }
+
+    /// fsync of pages `[first, first + n)`: write the dirty ones back, wait
+    /// for every page under write-back there, then the journal commit and
+    /// the flush (`issue_fsync`).
+    fn buffered_fsync(&mut self, vi: usize, ti: u32, first: u64, n: u64, now: Nanos) -> Result<()> {
+        let vm = &mut self.vms[vi];
+        let Some(cache) = vm.cache.as_mut() else {
+            return Ok(());
+        };
+        let runs = cache.writeback_range(first, n);
+        let wait = cache.wait_writeback(first, n, ti);
+        let th = &mut vm.threads[ti as usize];
+        th.waiting = wait;
+        th.in_fsync = wait > 0;
+        self.submit_runs(vi, ti, Kind::CacheWrite { flusher: false }, runs, now)?;
+        if wait == 0 {
+            self.issue_fsync(vi, ti, now)?;
+        }
+        Ok(())
+    }
+
+    /// Submit queued flusher write-back up to `nr_requests`, refilling the
+    /// queue from the dirty pages while above `dirty_background_ratio` or
+    /// while writers are throttled.
+    fn flusher_pump(&mut self, vi: usize) -> Result<()> {
+        let now = self.now;
+        loop {
+            let vm = &mut self.vms[vi];
+            let Some(cache) = vm.cache.as_mut() else {
+                return Ok(());
+            };
+            if vm.wb_inflight >= cache.config().nr_requests {
+                return Ok(());
+            }
+            if let Some(r) = vm.wb_queue.pop_front() {
+                vm.wb_inflight += 1;
+                let stream = vm.flusher_stream;
+                let rq = Self::page_request(stream, Op::Write, r, now);
+                self.submit_guest(vi, u32::MAX, Kind::CacheWrite { flusher: true }, rq, now)?;
+                continue;
+            }
+            if !cache.over_background() && vm.throttled.is_empty() {
+                return Ok(());
+            }
+            // MAX_WRITEBACK_PAGES: one pass takes up to 4 MiB.
+            let runs = cache.writeback_background(1024);
+            if runs.is_empty() {
+                return Ok(());
+            }
+            let max = cache.config().max_request_pages();
+            for run in runs {
+                vm.wb_queue.extend(pagecache::split(run, max));
+            }
+        }
+    }
+
+    /// Writers blocked above `dirty_ratio` go on once below it.
+    fn wake_throttled(&mut self, vi: usize) -> Result<()> {
+        let vm = &mut self.vms[vi];
+        if vm.throttled.is_empty() || vm.cache.as_ref().is_none_or(|c| c.over_dirty_limit()) {
+            return Ok(());
+        }
+        let woken = std::mem::take(&mut vm.throttled);
+        for t in woken {
+            self.vms[vi].threads[t as usize].throttled = false;
+            self.after_thread_completion(vi, t)?;
+        }
+        Ok(())
+    }
+
+    /// The flusher wakes: pages dirty for longer than `dirty_expire_centisecs`
+    /// go to the disk, then background write-back if still above its ratio.
+    fn flusher_tick(&mut self, vi: usize) -> Result<()> {
+        let now = self.now;
+        let vm = &mut self.vms[vi];
+        let active = vm.active();
+        let Some(cache) = vm.cache.as_mut() else {
+            return Ok(());
+        };
+        let cfg = cache.config();
+        let period = cfg.dirty_writeback_centisecs as Nanos * 10 * NS_PER_MS;
+        let expire = cfg.dirty_expire_centisecs as Nanos * 10 * NS_PER_MS;
+        let max = cfg.max_request_pages();
+        if let Some(cutoff) = now.checked_sub(expire) {
+            for run in cache.writeback_expired(cutoff) {
+                vm.wb_queue.extend(pagecache::split(run, max));
+            }
+        }
+        let more = active || cache.nr_dirty() > 0 || cache.nr_writeback() > 0;
+        self.flusher_pump(vi)?;
+        self.guest_kick(vi);
+        if more {
+            self.push(now + period, Ev::Flusher { vm: vi as u16 });
+        }
         Ok(())
     }
 

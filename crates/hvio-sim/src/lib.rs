@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod experiments;
 pub mod metrics;
+pub mod pagecache;
 pub mod records;
 pub mod replay;
 pub mod report;

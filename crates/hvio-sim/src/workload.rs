@@ -72,8 +72,14 @@ pub struct JobConfig {
     pub numjobs: Option<u32>,
     pub iodepth: Option<u32>,
     pub thinktime_us: Option<u64>,
-    /// Issue an fsync after every N writes of a thread (0 = never).
+    /// Issue an fsync after every N writes of a thread (0 = never); with
+    /// `direct = false`, after every N writes of the job (sysbench's
+    /// `--file-fsync-freq`), of the file just written.
     pub fsync: Option<u32>,
+    /// `false`: buffered I/O through the guest page cache (read-ahead,
+    /// write-back; `[vm] page_cache`), synchronous, one request per thread
+    /// at a time. Default `true`: O_DIRECT, every request goes to the disk.
+    pub direct: Option<bool>,
     pub rwmixread: Option<u32>,
     pub requests: Option<u64>,
     pub io_size: Option<Size>,
@@ -101,6 +107,7 @@ pub struct Job {
     pub runtime_ns: Option<u64>,
     pub start_ns: u64,
     pub sharing: Sharing,
+    pub direct: bool,
 }
 
 impl Job {
@@ -294,6 +301,34 @@ impl JobConfig {
         if requests == Some(0) {
             return Err(SimError::invalid(context, "requests", 0, "must be positive"));
         }
+        let direct = pick!(direct).unwrap_or(true);
+        if !direct {
+            if iodepth != 1 {
+                return Err(SimError::invalid(
+                    context,
+                    "iodepth",
+                    iodepth,
+                    "buffered jobs (direct = false) are synchronous: iodepth must be 1",
+                ));
+            }
+            let page = crate::pagecache::PAGE_BYTES;
+            if let Some(b) = bssplit.iter().find(|b| b.0 % page != 0) {
+                return Err(SimError::invalid(
+                    context,
+                    "bs",
+                    b.0,
+                    "buffered jobs (direct = false) need whole 4 KiB pages",
+                ));
+            }
+            if !(size / nrfiles as u64).is_multiple_of(page) {
+                return Err(SimError::invalid(
+                    context,
+                    "size",
+                    size,
+                    "buffered jobs (direct = false) need files of whole 4 KiB pages",
+                ));
+            }
+        }
         let io_size = pick!(io_size).map(|s| s.0);
         if io_size == Some(0) {
             return Err(SimError::invalid(context, "io_size", 0, "must be positive"));
@@ -314,6 +349,7 @@ impl JobConfig {
             runtime_ns,
             start_ns,
             sharing: pick!(sharing).unwrap_or(Sharing::PerThread),
+            direct,
         })
     }
 }
@@ -393,5 +429,23 @@ mod tests {
         .resolve("j")
         .unwrap_err();
         assert!(e.to_string().contains("numjobs"));
+        let e = JobConfig {
+            preset: Some("SR-M".into()),
+            direct: Some(false),
+            bs: Some(Size(6144)),
+            ..Default::default()
+        }
+        .resolve("j")
+        .unwrap_err();
+        assert!(e.to_string().contains("bs") && e.to_string().contains("4 KiB"), "{e}");
+        let e = JobConfig {
+            preset: Some("SR-M".into()),
+            direct: Some(false),
+            iodepth: Some(4),
+            ..Default::default()
+        }
+        .resolve("j")
+        .unwrap_err();
+        assert!(e.to_string().contains("iodepth"), "{e}");
     }
 }
