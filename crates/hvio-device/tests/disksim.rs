@@ -106,3 +106,31 @@ fn a_disksim_spec_builds_through_the_device_config() {
     assert!(e.to_string().contains("nope.parv"), "{e}");
     assert!(toml::from_str::<hvio_device::DeviceConfig>("model = \"disksim\"\nspec = \"x\"\nbogus = 1\n").is_err());
 }
+
+/// The IBM disk buffers its writes (`Fast write level` 2): its demerit under
+/// each destage order. Its buffer holds one write segment and the replay is
+/// closed-loop, so the order cannot matter: both must stay at the demerit
+/// measured before SPTF destage existed (0.150 ms).
+#[test]
+fn ibm_destage_orders() {
+    use hvio_device::hdd::DestagePolicy;
+    use hvio_device::validate::{quantiles, read_trace, replay, rms};
+    let records = read_trace(&data().join("ibm18es.trace")).unwrap();
+    let measured: Vec<f64> = records.iter().map(|r| r.measured_ms).collect();
+    let mq = quantiles(&measured);
+    let demerit = |p: DestagePolicy| {
+        let mut m = load_disk(&data().join("ibm18es.parv"), None).unwrap().model;
+        assert!(m.cache.write_back);
+        assert_eq!(
+            m.cache.destage,
+            DestagePolicy::Fifo,
+            "DiskSim disks destage FIFO by default"
+        );
+        m.cache.destage = p;
+        rms(&mq, &quantiles(&replay(m, &records).unwrap()))
+    };
+    let fifo = demerit(DestagePolicy::Fifo);
+    let sptf = demerit(DestagePolicy::Sptf);
+    eprintln!("IBM DNES-309170W demerit: destage fifo {fifo:.4} ms, sptf {sptf:.4} ms");
+    assert!(fifo <= 0.1505 && sptf <= 0.1505, "fifo {fifo} sptf {sptf}");
+}

@@ -154,10 +154,17 @@ fn sequential_read_runs_at_the_zone_media_rate() {
 
 #[test]
 fn deterministic() {
+    for destage in ["sptf", "fifo"] {
+        deterministic_with(destage);
+    }
+}
+
+fn deterministic_with(destage: &str) {
     let run = || {
         let mut d = disk(HddParams {
             queue_depth: Some(8),
             write_cache: Some(true),
+            destage: Some(destage.into()),
             ..Default::default()
         });
         let cap = d.info().capacity;
@@ -261,4 +268,158 @@ fn config_overrides_and_errors() {
     let bad: DeviceConfig = toml::from_str("model = \"hdd\"\nrpm = -1\n").unwrap();
     let e = build_device(&bad, std::path::Path::new(".")).err().unwrap();
     assert!(e.to_string().contains("rpm"), "{e}");
+}
+
+/// Writers at `starts`, each one `bs`-sector write at a time (a new one as
+/// the last completes), taking turns at a depth-1 drive with its write cache
+/// on, `total` sectors each, then a flush. Returns (MB/s to the media, the disk).
+fn writers(destage: &str, starts: &[u64], bs: u32, total: u64) -> (f64, Hdd) {
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        destage: Some(destage.into()),
+        ..Default::default()
+    });
+    let mut next: Vec<u64> = starts.to_vec();
+    let mut ready: std::collections::VecDeque<usize> = (0..starts.len()).collect();
+    let mut owner = std::collections::HashMap::new();
+    let (mut now, mut id, mut out) = (0, 0u64, Vec::new());
+    loop {
+        while d.can_accept() {
+            let Some(w) = ready.pop_front() else { break };
+            if next[w] >= starts[w] + total {
+                continue;
+            }
+            owner.insert(id, w);
+            d.submit(Request::new(id, w as u32, Op::Write, next[w], bs, now), now);
+            next[w] += bs as u64;
+            id += 1;
+        }
+        let Some(t) = d.next_event() else { break };
+        now = t;
+        out.clear();
+        d.advance(now, &mut out);
+        for c in &out {
+            ready.push_back(owner[&c.rq.id]);
+        }
+    }
+    let f = run_one(&mut d, Request::new(id, 0, Op::Flush, 0, 0, now), now);
+    assert_eq!(d.dirty_sectors(), 0, "the flush drained the buffer");
+    let bytes = (total * starts.len() as u64 * 512) as f64;
+    (bytes / (f.done as f64 / 1e9) / 1e6, d)
+}
+
+#[test]
+fn interleaved_sequential_writers_destage_in_runs() {
+    let gib10 = 10 * (1u64 << 30) / 512;
+    let total = 16 * (1 << 20) / 512; // 16 MiB each, 4× the buffer
+    let (one, _) = writers("sptf", &[0], 128, 2 * total);
+    let (sptf, ds) = writers("sptf", &[0, gib10], 128, total);
+    let (fifo, df) = writers("fifo", &[0, gib10], 128, total);
+    eprintln!(
+        "two sequential 64 KiB writers 10 GiB apart, write cache on: one writer {one:.1} MB/s, \
+         two with SPTF destage {sptf:.1} MB/s ({} destages), FIFO {fifo:.1} MB/s ({} destages)",
+        ds.stats().destages,
+        df.stats().destages
+    );
+    assert!(sptf > 0.8 * one, "SPTF {sptf:.1} vs one writer {one:.1} MB/s");
+    assert!(fifo < 0.3 * sptf, "FIFO {fifo:.1} vs SPTF {sptf:.1} MB/s");
+    assert!(
+        ds.stats().buffer_waits > 0,
+        "the writers outran the media and waited for room"
+    );
+}
+
+#[test]
+fn overwrites_coalesce_in_the_buffer() {
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        ..Default::default()
+    });
+    let far = d.info().capacity / 2;
+    let mut now = 0;
+    let mut write = |d: &mut Hdd, id: u64, lbn: u64, n: u32, fua: bool| {
+        let mut rq = Request::new(id, 0, Op::Write, lbn, n, now);
+        rq.fua = fua;
+        let c = run_one(d, rq, now);
+        assert_eq!(c.service.cache_hit, !fua, "write {id}");
+        now = c.done;
+        c
+    };
+    // The first write goes to the media at once (the mechanism was idle):
+    // a long seek, during which the others stay in the buffer.
+    write(&mut d, 0, far, 8, false);
+    assert_eq!(d.dirty_sectors(), 0);
+    write(&mut d, 1, 1000, 8, false);
+    write(&mut d, 2, 1000, 8, false); // rewrite: no more room taken
+    write(&mut d, 3, 1004, 8, false); // overlaps: one run 1000..1012
+    write(&mut d, 4, 1012, 4, false); // touches: one run 1000..1016
+    write(&mut d, 5, 2000, 8, false);
+    write(&mut d, 6, 2010, 8, false); // a gap: a run of its own
+    assert_eq!((d.dirty_sectors(), d.dirty_runs()), (32, 3));
+    assert_eq!(d.stats().destages, 1);
+    // A write through (FUA) waits for the destage in progress, then cleans what it covers.
+    let c = write(&mut d, 7, 996, 8, true);
+    // (The next destage may have started as the FUA write completed.)
+    assert!(d.stats().destages <= 2, "the FUA write went before the buffered runs");
+    assert!((996..1004).all(|b| !d.is_dirty(b, c.done)));
+    assert!([1004, 1015, 2000, 2007, 2010, 2017]
+        .iter()
+        .all(|&b| d.is_dirty(b, c.done)));
+    // Dirty data reads as a buffer hit.
+    let r = run_one(&mut d, Request::new(8, 0, Op::Read, 1005, 10, c.done), c.done);
+    assert!(r.service.cache_hit && r.service.total() < 100_000, "{:?}", r.service);
+    // The flush waits for every run to reach the media.
+    let f = run_one(&mut d, Request::new(9, 0, Op::Flush, 0, 0, r.done), r.done);
+    assert_eq!(d.dirty_sectors(), 0);
+    assert!(!d.is_dirty(1004, f.done) && !d.is_dirty(2000, f.done));
+    assert_eq!(d.stats().destaged_sectors, 8 + 28);
+}
+
+#[test]
+fn age_bound_destages_a_starved_run() {
+    // A sequential writer keeps the head busy at the front of the disk; one
+    // write far away waits until it is `destage_max_age_ms` old.
+    let run = |age_ms: f64| {
+        let mut d = disk(HddParams {
+            write_cache: Some(true),
+            destage_max_age_ms: Some(age_ms),
+            ..Default::default()
+        });
+        let far = d.info().capacity / 2;
+        let mut now = 0;
+        let mut cleaned = None;
+        for i in 0..3000u64 {
+            let lbn = if i == 10 { far } else { i * 128 };
+            let c = run_one(&mut d, Request::new(i, 0, Op::Write, lbn, 128, now), now);
+            now = c.done;
+            if i > 10 && cleaned.is_none() && !d.is_dirty(far, now) {
+                cleaned = Some(now);
+            }
+        }
+        (cleaned, d.stats().aged_destages, now)
+    };
+    let (cleaned, aged, end) = run(100.0);
+    eprintln!("far write destaged at {cleaned:?} ns with a 100 ms age bound ({aged} aged destages, run {end} ns)");
+    let at = cleaned.expect("the far write reached the media");
+    assert!((100_000_000..200_000_000).contains(&at), "destaged at {at} ns");
+    assert!(aged >= 1);
+    // Without the bound the head never leaves the stream.
+    let (cleaned, aged, end) = run(1e9);
+    assert!(end > 300_000_000, "the stream ran {end} ns");
+    assert_eq!((cleaned, aged), (None, 0));
+}
+
+#[test]
+fn destage_policy_is_a_checked_parameter() {
+    let e = HddParams {
+        destage: Some("lifo".into()),
+        ..Default::default()
+    }
+    .build()
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("destage") && e.contains("lifo"), "{e}");
+    let toml = "model = \"hdd\"\nwrite_cache = true\ndestage = \"fifo\"\ndestage_max_age_ms = 250\n";
+    let cfg: DeviceConfig = toml::from_str(toml).unwrap();
+    assert!(build_device(&cfg, std::path::Path::new(".")).is_ok());
 }

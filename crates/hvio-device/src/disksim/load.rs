@@ -6,7 +6,9 @@
 //! know) are errors naming file, line and key.
 
 use super::parse::{read_seek_table, read_spec, Block, Entry, SpecError, SpecFile, Value};
-use crate::hdd::{CacheParams, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, SeekCurve, Zone};
+use crate::hdd::{
+    CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, SeekCurve, Zone,
+};
 use std::path::Path;
 
 /// A loaded disk and what was not modelled.
@@ -419,6 +421,9 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             read_hits_on_write_data: hits_on_writes,
             write_back: fast_write > 0.0 && segments > 0,
             write_buffer_sectors: seg_size * write_segs,
+            destage: DestagePolicy::Fifo,
+            destage_max_age: 500_000_000,
+            destage_chunk: 1024,
         },
         queue_depth: depth,
         policy,

@@ -1,10 +1,10 @@
 //! The running disk: queue, mechanism timeline, buffer cache, completions.
 
 use super::geometry::Loc;
-use super::model::{round_ns, HddModel, HddSeek, Overheads, QueuePolicy};
+use super::model::{round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy};
 use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// One read segment of the buffer: blocks `start..end` are held; when the
@@ -28,12 +28,18 @@ struct Prefetch {
     loc0: Loc,
 }
 
-/// A dirty extent of the write-back buffer.
+/// A dirty run of the write-back buffer (keyed by its first block): `n`
+/// blocks, waiting since `since` (when the oldest of them was buffered, or
+/// when a destage last wrote the run's front part).
 #[derive(Debug, Clone, Copy)]
 struct Dirty {
-    lbn: u64,
     n: u64,
+    since: Nanos,
 }
+
+/// SPTF destage examines this many dirty runs on each side of the head (by
+/// block number), plus the oldest.
+const DESTAGE_CANDIDATES: usize = 8;
 
 /// Counters for reports and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,7 +50,13 @@ pub struct HddStats {
     /// Reads served by the read-ahead stream already under way.
     pub stream_hits: u64,
     pub buffered_writes: u64,
+    /// Buffered writes that had to wait for room in the buffer.
+    pub buffer_waits: u64,
     pub destages: u64,
+    /// Sectors written to the media by destages.
+    pub destaged_sectors: u64,
+    /// Destages forced by the age bound.
+    pub aged_destages: u64,
 }
 
 /// A simulated hard disk (see `docs/hdd-model.md`).
@@ -62,8 +74,16 @@ pub struct Hdd {
     in_flight: usize,
     segs: Vec<Segment>,
     prefetch: Option<Prefetch>,
-    dirty: VecDeque<Dirty>,
+    /// Dirty runs by first block: disjoint and never adjacent (coalesced on insert).
+    dirty: BTreeMap<u64, Dirty>,
+    /// The same runs by age: (since, first block).
+    dirty_age: BTreeSet<(Nanos, u64)>,
+    /// FIFO destage only: the buffered writes in arrival order.
+    arrivals: VecDeque<(u64, u64)>,
+    /// Blocks in `dirty`.
     dirty_sectors: u64,
+    /// The run the destage in progress (until `mech_free`) writes: still in the buffer.
+    destaging: Option<(u64, u64)>,
     clock: u64,
     stats: HddStats,
 }
@@ -84,8 +104,11 @@ impl Hdd {
             in_flight: 0,
             segs: vec![Segment::default(); m.cache.segments],
             prefetch: None,
-            dirty: VecDeque::with_capacity(64),
+            dirty: BTreeMap::new(),
+            dirty_age: BTreeSet::new(),
+            arrivals: VecDeque::new(),
             dirty_sectors: 0,
+            destaging: None,
             clock: 0,
             stats: HddStats::default(),
             m,
@@ -99,6 +122,24 @@ impl Hdd {
 
     pub fn stats(&self) -> HddStats {
         self.stats
+    }
+
+    /// Blocks dirty in the write-back buffer (not counting a run being destaged).
+    pub fn dirty_sectors(&self) -> u64 {
+        self.dirty_sectors
+    }
+
+    /// Dirty runs in the write-back buffer (coalesced: disjoint, never adjacent).
+    pub fn dirty_runs(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// Block `lbn` is in the write-back buffer at `now`: dirty or being destaged?
+    pub fn is_dirty(&self, lbn: u64, now: Nanos) -> bool {
+        self.dirty_holds(lbn, lbn + 1)
+            || self
+                .destaging
+                .is_some_and(|(s, n)| now < self.mech_free && (s..s + n).contains(&lbn))
     }
 
     /// Where prefetching has got to by time `t`, and the head position then.
@@ -156,10 +197,83 @@ impl Hdd {
                 return Some(i);
             }
         }
-        if !self.dirty.is_empty() && self.dirty.iter().any(|d| a >= d.lbn && b <= d.lbn + d.n) {
+        if self.dirty_holds(a, b) {
             return Some(usize::MAX);
         }
-        None
+        match self.destaging {
+            Some((s, n)) if t < self.mech_free as f64 && a >= s && b <= s + n => Some(usize::MAX),
+            _ => None,
+        }
+    }
+
+    /// All of blocks `a..b` are dirty in the write-back buffer?
+    fn dirty_holds(&self, a: u64, b: u64) -> bool {
+        if self.dirty.is_empty() {
+            return false;
+        }
+        matches!(self.dirty.range(..=a).next_back(), Some((&s, d)) if b <= s + d.n)
+    }
+
+    /// Removes the dirty run starting at `s`.
+    fn take_dirty(&mut self, s: u64) -> Dirty {
+        let d = self.dirty.remove(&s).expect("a dirty run starts there");
+        self.dirty_age.remove(&(d.since, s));
+        self.dirty_sectors -= d.n;
+        d
+    }
+
+    fn put_dirty(&mut self, s: u64, d: Dirty) {
+        self.dirty.insert(s, d);
+        self.dirty_age.insert((d.since, s));
+        self.dirty_sectors += d.n;
+    }
+
+    /// Buffers blocks `a..b` as dirty at `now`, coalescing with the runs they
+    /// overlap or touch (rewriting dirty blocks takes no more room).
+    fn add_dirty(&mut self, a: u64, b: u64, now: Nanos) {
+        let (mut start, mut end, mut since) = (a, b, now);
+        while let Some((&s, d)) = self.dirty.range(..=end).next_back() {
+            if s + d.n < start {
+                break;
+            }
+            let d = self.take_dirty(s);
+            start = start.min(s);
+            end = end.max(s + d.n);
+            since = since.min(d.since);
+        }
+        self.put_dirty(start, Dirty { n: end - start, since });
+        if self.m.cache.destage == DestagePolicy::Fifo {
+            self.arrivals.push_back((a, b - a));
+        }
+    }
+
+    /// Blocks `a..b` are no longer dirty (written through, destaged or discarded).
+    fn clean(&mut self, a: u64, b: u64) {
+        while let Some((&s, _)) = self.dirty.range(..b).next_back() {
+            let d = self.dirty[&s];
+            if s + d.n <= a {
+                break;
+            }
+            self.take_dirty(s);
+            if s < a {
+                self.put_dirty(
+                    s,
+                    Dirty {
+                        n: a - s,
+                        since: d.since,
+                    },
+                );
+            }
+            if s + d.n > b {
+                self.put_dirty(
+                    b,
+                    Dirty {
+                        n: s + d.n - b,
+                        since: d.since,
+                    },
+                );
+            }
+        }
     }
 
     /// Forgets buffered read data overlapping `a..b` (it is being overwritten).
@@ -258,6 +372,8 @@ impl Hdd {
                 self.stats.writes += 1;
                 self.stop_prefetch(tf);
                 self.invalidate(a, b);
+                // Written through: the buffer's copy of these blocks is clean.
+                self.clean(a, b);
                 let oh = self.overhead(Overheads::WRITE_MISS);
                 let mech = ph.write_mech_delay.unwrap_or(oh);
                 let mut acc = self.m.access(self.head, tf + mech, a, n, true);
@@ -280,27 +396,33 @@ impl Hdd {
                 sb = [mech, acc.seek, acc.rotation, done - media_start];
                 self.head = acc.end;
                 self.head_lbn = b;
-                if self.m.cache.read_hits_on_write_data && !self.segs.is_empty() {
-                    let i = self.victim();
-                    self.segs[i] = Segment {
-                        start: a,
-                        end: b,
-                        limit: b,
-                        stamp: 0,
-                        valid: true,
-                    };
-                    self.touch(i);
-                }
+                self.keep_written(a, b);
             }
             Op::Flush | Op::Discard => {
                 if rq.op == Op::Discard {
                     self.invalidate(a, b);
+                    self.clean(a, b);
                 }
                 sb[0] = self.overhead(Overheads::WRITE_HIT);
             }
         }
         self.last_write = rq.op == Op::Write;
         completion(rq, t, sb, hit)
+    }
+
+    /// Blocks `a..b` were written to the media: keep them for read hits, if the drive does.
+    fn keep_written(&mut self, a: u64, b: u64) {
+        if self.m.cache.read_hits_on_write_data && !self.segs.is_empty() {
+            let i = self.victim();
+            self.segs[i] = Segment {
+                start: a.max(b.saturating_sub(self.m.cache.segment_sectors)),
+                end: b,
+                limit: b,
+                stamp: 0,
+                valid: true,
+            };
+            self.touch(i);
+        }
     }
 
     /// The read-ahead under way, if it covers (or is about to reach) `a`.
@@ -390,25 +512,126 @@ impl Hdd {
         }
     }
 
-    /// Writes the oldest dirty extents (merged when contiguous) to the media at `t`.
+    /// The dirty run to destage next at `t`, as (first block, blocks).
+    fn destage_choice(&mut self, t: Nanos) -> Option<(u64, u64)> {
+        if self.m.cache.destage == DestagePolicy::Fifo {
+            // The oldest write, merged with the writes after it that continue it.
+            while let Some((a, mut n)) = self.arrivals.pop_front() {
+                while let Some(&(a2, n2)) = self.arrivals.front() {
+                    if a2 != a + n {
+                        break;
+                    }
+                    n += n2;
+                    self.arrivals.pop_front();
+                }
+                // Skip what later writes through (or discards) already cleaned.
+                if let Some((&s, d)) = self.dirty.range(..a + n).next_back() {
+                    if s + d.n > a {
+                        self.clean(a, a + n);
+                        return Some((a, n));
+                    }
+                }
+            }
+            return None;
+        }
+        let &(since, oldest) = self.dirty_age.first()?;
+        let s = if t.saturating_sub(since) >= self.m.cache.destage_max_age {
+            self.stats.aged_destages += 1;
+            oldest
+        } else {
+            // Shortest positioning time from the head among the runs nearest
+            // it by block number and the oldest.
+            let tf = t as f64;
+            let h = self.head_lbn;
+            let after = self.dirty.range(h..).take(DESTAGE_CANDIDATES);
+            let before = self.dirty.range(..h).rev().take(DESTAGE_CANDIDATES);
+            let mut best = (f64::INFINITY, oldest);
+            for s in after.chain(before).map(|(&s, _)| s).chain([oldest]) {
+                let cost = self.m.positioning(self.head, tf, self.m.geom.locate(s), true);
+                if cost < best.0 {
+                    best = (cost, s);
+                }
+            }
+            best.1
+        };
+        let d = self.take_dirty(s);
+        // A long run goes in pieces: reads get in between, room frees as it goes.
+        let chunk = self.m.cache.destage_chunk.max(1);
+        if d.n > chunk {
+            // The rest is being served: its wait (for the age bound) starts again.
+            self.put_dirty(
+                s + chunk,
+                Dirty {
+                    n: d.n - chunk,
+                    since: t,
+                },
+            );
+            return Some((s, chunk));
+        }
+        Some((s, d.n))
+    }
+
+    /// Writes the next dirty run to the media at `t` (see [`DestagePolicy`]).
     fn destage(&mut self, t: Nanos) {
-        let Some(mut d) = self.dirty.pop_front() else { return };
-        while let Some(next) = self.dirty.front() {
-            if next.lbn == d.lbn + d.n {
-                d.n += next.n;
-                self.dirty.pop_front();
+        let Some((lbn, n)) = self.destage_choice(t) else { return };
+        self.stats.destages += 1;
+        self.stats.destaged_sectors += n;
+        self.stop_prefetch(t as f64);
+        let acc = self.m.access(self.head, t as f64, lbn, n, true);
+        self.head = acc.end;
+        self.head_lbn = lbn + n;
+        self.last_write = true;
+        self.keep_written(lbn, lbn + n);
+        self.mech_free = t + round_ns(acc.seek + acc.rotation + acc.transfer);
+        self.destaging = Some((lbn, n));
+    }
+
+    /// `rq` goes to the write-back buffer (rather than the media) if there is room?
+    fn bufferable(&self, rq: &Request) -> bool {
+        let c = &self.m.cache;
+        rq.op == Op::Write && c.write_back && !rq.fua && rq.sectors > 0 && rq.sectors as u64 <= c.write_buffer_sectors
+    }
+
+    /// Room for `n` more dirty blocks at `t` (the run being destaged still takes room)?
+    fn fits(&self, n: u64, t: Nanos) -> bool {
+        let busy = match self.destaging {
+            Some((_, k)) if self.mech_free > t => k,
+            _ => 0,
+        };
+        self.dirty_sectors + busy + n <= self.m.cache.write_buffer_sectors
+    }
+
+    /// Takes `rq` into the write-back buffer at `t`: acknowledged once its data is in.
+    fn buffer_write(&mut self, rq: Request, t: Nanos) {
+        let n = rq.sectors as u64;
+        self.stats.writes += 1;
+        self.stats.buffered_writes += 1;
+        self.invalidate(rq.sector, rq.sector + n);
+        let ph = &self.m.phases;
+        let oh = self.overhead(Overheads::WRITE_HIT) + ph.data_prep + ph.complete[1];
+        let bus = n as f64 * self.m.bus_write_per_sector;
+        self.add_dirty(rq.sector, rq.sector + n, t);
+        self.last_write = true;
+        let c = completion(rq, t, [oh, 0.0, 0.0, bus], true);
+        self.push_done(c);
+    }
+
+    /// Buffers, in arrival order, the queued writes that waited for room and now fit.
+    fn admit_waiting(&mut self, t: Nanos) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let rq = self.pending[i];
+            if rq.arrival <= t && self.bufferable(&rq) {
+                if !self.fits(rq.sectors as u64, t) {
+                    return;
+                }
+                self.pending.remove(i);
+                self.pending_at.remove(i);
+                self.buffer_write(rq, t);
             } else {
-                break;
+                i += 1;
             }
         }
-        self.dirty_sectors -= d.n;
-        self.stats.destages += 1;
-        self.stop_prefetch(t as f64);
-        let acc = self.m.access(self.head, t as f64, d.lbn, d.n, true);
-        self.head = acc.end;
-        self.head_lbn = d.lbn + d.n;
-        self.last_write = true;
-        self.mech_free = t + round_ns(acc.seek + acc.rotation + acc.transfer);
     }
 
     /// Picks the next pending request that has arrived by `t`.
@@ -427,7 +650,10 @@ impl Hdd {
                 continue;
             }
             let n = (r.sectors as u64).max(1);
-            let cost = if !matches!(r.op, Op::Read | Op::Write)
+            let cost = if self.bufferable(r) {
+                // Waits for room in the buffer: reads go first.
+                f64::MAX
+            } else if !matches!(r.op, Op::Read | Op::Write)
                 || (r.op == Op::Read && self.cached(r.sector, r.sector + n, tf).is_some())
             {
                 0.0
@@ -445,9 +671,15 @@ impl Hdd {
     fn run_mech(&mut self, now: Nanos) {
         while self.mech_free <= now {
             let t = self.mech_free;
+            // Whatever the mechanism did has finished by `t`.
+            self.destaging = None;
+            if self.m.cache.write_back && !self.pending.is_empty() {
+                self.admit_waiting(t);
+            }
             if let Some(i) = self.pick(t) {
                 let rq = self.pending[i];
-                if rq.op == Op::Flush && !self.dirty.is_empty() {
+                // A flush waits for the buffer to drain; a write for room in it.
+                if (rq.op == Op::Flush || self.bufferable(&rq)) && !self.dirty.is_empty() {
                     self.destage(t);
                     continue;
                 }
@@ -464,6 +696,8 @@ impl Hdd {
                 }
                 self.mech_free = a;
             } else {
+                // Idle: nothing can start before `now`.
+                self.mech_free = now;
                 break;
             }
         }
@@ -519,22 +753,14 @@ impl Device for Hdd {
 
     fn submit(&mut self, rq: Request, now: Nanos) {
         self.in_flight += 1;
-        let c = &self.m.cache;
-        let n = rq.sectors as u64;
-        if rq.op == Op::Write && c.write_back && !rq.fua && n > 0 && self.dirty_sectors + n <= c.write_buffer_sectors {
-            // Accepted into the write buffer: acknowledged now, written later.
-            self.stats.writes += 1;
-            self.stats.buffered_writes += 1;
-            self.invalidate(rq.sector, rq.sector + n);
-            let ph = &self.m.phases;
-            let oh = self.overhead(Overheads::WRITE_HIT) + ph.data_prep + ph.complete[1];
-            let bus = n as f64 * self.m.bus_write_per_sector;
-            self.dirty.push_back(Dirty { lbn: rq.sector, n });
-            self.dirty_sectors += n;
-            self.last_write = true;
-            let c = completion(rq, now, [oh, 0.0, 0.0, bus], true);
-            self.push_done(c);
+        // Buffered at once when there is room and no earlier write waits for it.
+        if self.bufferable(&rq) && self.fits(rq.sectors as u64, now) && !self.pending.iter().any(|r| self.bufferable(r))
+        {
+            self.buffer_write(rq, now);
         } else {
+            if self.bufferable(&rq) {
+                self.stats.buffer_waits += 1;
+            }
             self.pending.push_back(rq);
             // Only a reordering queue needs positions up front.
             let at = if self.m.queue_depth > 1 {

@@ -57,6 +57,26 @@ pub struct CacheParams {
     pub write_back: bool,
     /// Sectors the write-back buffer holds.
     pub write_buffer_sectors: u64,
+    /// Which dirty extent the drive writes next.
+    pub destage: DestagePolicy,
+    /// Age bound of `DestagePolicy::Sptf`: data dirty this long is written
+    /// next, wherever the head is, ns.
+    pub destage_max_age: Nanos,
+    /// `DestagePolicy::Sptf` writes at most this many sectors of a run per
+    /// destage (the rest stays dirty and, being next under the head, usually
+    /// follows at once): bounds how long a read waits and frees room as it goes.
+    pub destage_chunk: u64,
+}
+
+/// The order in which the write-back buffer is destaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DestagePolicy {
+    /// Oldest write first, merged only with the writes that arrived right
+    /// after it and continue it (the simple buffer DiskSim models).
+    Fifo,
+    /// The dirty run (adjacent writes coalesced) with the shortest
+    /// positioning time from the head, with an age bound (real drives).
+    Sptf,
 }
 
 /// How a drive with a queue depth > 1 orders its queue.
@@ -150,8 +170,10 @@ impl HddModel {
         if w < 0.0 {
             w += 1.0;
         }
-        // A stream continuing exactly where it left off must not lose a turn to rounding.
-        if w > 1.0 - 1e-9 {
+        // A stream continuing exactly where it left off must not lose a turn to
+        // rounding (times are rounded to whole ns between commands): up to
+        // 10 ns late is on time.
+        if (1.0 - w) * self.rev < 10.0 {
             w = 0.0;
         }
         w * self.rev

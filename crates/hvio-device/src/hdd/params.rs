@@ -2,7 +2,7 @@
 //! 7200 RPM 1 TB SATA disk of ca. 2012 of `shared/design/device-models.md`.
 
 use super::geometry::{Geometry, Hole, Zone};
-use super::model::{CacheParams, HddModel, Overheads, Phases, QueuePolicy};
+use super::model::{CacheParams, DestagePolicy, HddModel, Overheads, Phases, QueuePolicy};
 use super::seek::SeekCurve;
 use crate::DeviceError;
 use serde::Deserialize;
@@ -69,6 +69,13 @@ pub struct HddParams {
     pub write_cache: Option<bool>,
     /// Write-back buffer, sectors (default 8192 = 4 MiB).
     pub write_buffer_sectors: Option<u64>,
+    /// Destage order of the write-back buffer: "sptf" (default: the dirty
+    /// run nearest the head in positioning time) or "fifo" (oldest write first).
+    pub destage: Option<String>,
+    /// SPTF destage age bound, ms: data dirty this long is written next (default 500).
+    pub destage_max_age_ms: Option<f64>,
+    /// Most sectors one SPTF destage writes (default 1024 = 512 KiB).
+    pub destage_chunk_sectors: Option<u64>,
     /// Commands the drive accepts at once (default 1; NCQ drives 32).
     pub queue_depth: Option<usize>,
     /// How a drive with queue_depth > 1 orders them: "sptf" (default) or "fcfs".
@@ -232,6 +239,11 @@ impl HddParams {
                 ))
             }
         };
+        let destage = DestagePolicy::parse(self.destage.as_deref().unwrap_or("sptf"))?;
+        let destage_chunk = self.destage_chunk_sectors.unwrap_or(1024);
+        if destage_chunk == 0 {
+            return Err(DeviceError::param("destage_chunk_sectors", 0, "must be positive"));
+        }
         Ok(HddModel {
             name: "hdd-7200rpm-1tb".into(),
             geom,
@@ -250,10 +262,24 @@ impl HddParams {
                 read_hits_on_write_data: true,
                 write_back: self.write_cache.unwrap_or(false),
                 write_buffer_sectors: self.write_buffer_sectors.unwrap_or(8192),
+                destage,
+                destage_max_age: ms("destage_max_age_ms", self.destage_max_age_ms, 500.0)?.round() as u64,
+                destage_chunk,
             },
             queue_depth,
             policy,
             max_queue_wait: ms("max_queue_wait_ms", self.max_queue_wait_ms, 500.0)?.round() as u64,
         })
+    }
+}
+
+impl DestagePolicy {
+    /// The policy a config names: "sptf" or "fifo".
+    pub fn parse(name: &str) -> Result<DestagePolicy, DeviceError> {
+        match name {
+            "sptf" => Ok(DestagePolicy::Sptf),
+            "fifo" => Ok(DestagePolicy::Fifo),
+            other => Err(DeviceError::param("destage", other, "expected \"sptf\" or \"fifo\"")),
+        }
     }
 }
