@@ -36,7 +36,7 @@ fn table4_compares_the_schedulers_on_the_four_vms() {
 fn fig5_sweeps_the_zone_size() {
     let r = run("pregather-fig5", &quick()).unwrap();
     let t = table(&r, "Fig. 5");
-    for guests in ["direct", "buffered"] {
+    for guests in ["direct", "page-cache", "one-stream"] {
         let bs: Vec<&str> = t
             .rows
             .iter()
@@ -46,12 +46,12 @@ fn fig5_sweeps_the_zone_size() {
         assert_eq!(bs, ["10", "2000", "10000000"], "{guests}");
         assert!(t.rows.iter().any(|r| r[0] == guests && r[1] == "cfq"));
     }
-    // Buffered guests: one stream per reader; at B = 2000 Pregather waits for
-    // the stream it serves and nearly every wait succeeds.
+    // One-stream guests: one request in flight per reader; at B = 2000
+    // Pregather waits for the stream it serves and nearly every wait succeeds.
     let row = t
         .rows
         .iter()
-        .find(|r| r[0] == "buffered" && r[1] == "pregather" && r[2] == "2000")
+        .find(|r| r[0] == "one-stream" && r[1] == "pregather" && r[2] == "2000")
         .unwrap();
     let success: f64 = row[8].parse().unwrap();
     assert!(success > 80.0, "wait success {success} %");

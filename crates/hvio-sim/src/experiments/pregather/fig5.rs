@@ -51,7 +51,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         DISK
     )];
     let (baselines, missing) = registered(&["cfq", "anticipatory"]);
-    for guest in Guest::BOTH {
+    for guest in Guest::ALL {
         let mut best: Option<(f64, u64)> = None;
         let mut row = |label: &str, b: Option<u64>, r: &crate::SimResult| {
             let a = exec(r, "vm1", "SR-M-1");

@@ -165,9 +165,9 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
     // Memory: the vNavigators during the four-VM run.
-    let r = simulate(&super::table4::scenario(opts, super::Guest::Buffered, "pregather")?)?;
+    let r = simulate(&super::table4::scenario(opts, super::Guest::PageCache, "pregather")?)?;
     let mut mem = Table::new(
-        "Memory: Pregather's prediction state per VM (four-VM run, buffered guests)",
+        "Memory: Pregather's prediction state per VM (four-VM run, page-cache guests)",
         &["VM", "zones at the end", "peak KiB", "KiB at the end", "paper"],
     );
     let mut total = 0.0;
