@@ -1,11 +1,12 @@
 //! Real-I/O backends: a thread pool doing pread/pwrite, and one io_uring ring.
 
-use crate::engine::{Backend, Dispatched, Msg};
+use crate::engine::{Backend, Dispatched, Msg, Poller, Waker};
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::store::Store;
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// Run one job synchronously, complete it, tell the engine.
 pub(crate) fn run_sync(store: &Store, id: u64, job: IoJob, notify: &Sender<Msg>) {
@@ -76,70 +77,26 @@ impl Drop for ThreadPool {
     }
 }
 
-/// One io_uring ring on its own thread. Reads, writes (FUA as `RWF_DSYNC`)
-/// and flushes (`fdatasync`) go through the ring; trims and write-zeroes
-/// (fallocate with fallbacks) and any request the ring answers short or with
-/// O_DIRECT's EINVAL are done synchronously on the ring thread.
+/// One io_uring ring driven from the engine thread itself: the engine
+/// pushes dispatched requests into the submission queue, submits them in one
+/// batch after each scheduling round, and sleeps in `io_uring_enter` until a
+/// completion, a new message (the [`Waker`]'s eventfd, read through the
+/// ring) or the scheduler's `WaitUntil` deadline. A request thus costs no
+/// thread hand-off between the scheduler and the device. Reads, writes (FUA
+/// as `RWF_DSYNC`) and flushes (`fdatasync`) go through the ring; trims and
+/// write-zeroes (fallocate with fallbacks) and any request the ring answers
+/// short or with O_DIRECT's EINVAL are done synchronously.
 pub struct Uring {
-    tx: Option<Sender<Dispatched>>,
-    efd: i32,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Uring {
-    pub fn new(store: Arc<Store>, depth: usize, notify: Sender<Msg>) -> std::io::Result<Uring> {
-        // SAFETY: plain syscall.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let entries = (depth + 2).next_power_of_two().max(8) as u32;
-        let ring = io_uring::IoUring::new(entries)?;
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let thread = std::thread::Builder::new()
-            .name("hvio-uring".into())
-            .spawn(move || uring_loop(ring, efd, rx, store, notify))?;
-        Ok(Uring {
-            tx: Some(tx),
-            efd,
-            thread: Some(thread),
-        })
-    }
-
-    fn kick(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.efd, &one as *const u64 as *const _, 8) };
-    }
-}
-
-impl Backend for Uring {
-    fn submit(&mut self, d: Dispatched) {
-        if let Some(tx) = &self.tx {
-            if let Err(e) = tx.send(d) {
-                e.0.job.finish(Err(libc::ESHUTDOWN));
-                return;
-            }
-            self.kick();
-        }
-    }
-
-    fn stop(&mut self) {
-        if self.tx.take().is_some() {
-            self.kick();
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Uring {
-    fn drop(&mut self) {
-        self.stop();
-        // SAFETY: our descriptor, closed once.
-        unsafe { libc::close(self.efd) };
-    }
+    ring: io_uring::IoUring,
+    store: Arc<Store>,
+    notify: Sender<Msg>,
+    waker: Arc<Waker>,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    in_ring: usize,
+    /// Where the armed eventfd read lands (lives as long as the ring can write it).
+    efd_buf: Box<u64>,
+    efd_armed: bool,
 }
 
 const EVENTFD_TAG: u64 = u64::MAX;
@@ -150,97 +107,153 @@ struct Slot {
     direct: bool,
 }
 
-fn uring_loop(mut ring: io_uring::IoUring, efd: i32, rx: Receiver<Dispatched>, store: Arc<Store>, notify: Sender<Msg>) {
-    use io_uring::{opcode, types};
-    let mut slots: Vec<Option<Slot>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut in_ring = 0usize;
-    let mut efd_buf: Box<u64> = Box::new(0);
-    let mut efd_armed = false;
-    let mut closed = false;
-    loop {
-        if !efd_armed && !closed {
-            let sqe = opcode::Read::new(types::Fd(efd), &mut *efd_buf as *mut u64 as *mut u8, 8)
-                .build()
-                .user_data(EVENTFD_TAG);
-            // SAFETY: efd_buf lives as long as the loop and is only read after completion.
-            if unsafe { ring.submission().push(&sqe) }.is_ok() {
-                efd_armed = true;
+impl Uring {
+    pub fn new(store: Arc<Store>, depth: usize, notify: Sender<Msg>) -> std::io::Result<Uring> {
+        let entries = (depth + 2).next_power_of_two().max(8) as u32;
+        Ok(Uring {
+            ring: io_uring::IoUring::new(entries)?,
+            store,
+            notify,
+            waker: Arc::new(Waker::new()?),
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_ring: 0,
+            efd_buf: Box::new(0),
+            efd_armed: false,
+        })
+    }
+
+    fn push(&mut self, entry: io_uring::squeue::Entry) {
+        // SAFETY: every buffer an entry points at is owned by its slot (or
+        // `efd_buf`) until its completion is reaped.
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            if let Err(e) = self.ring.submit() {
+                tracing::error!(error = %e, "io_uring submit failed");
             }
         }
-        // Take newly dispatched requests.
-        loop {
-            match rx.try_recv() {
-                Ok(d) => {
-                    let Dispatched { id, job, .. } = d;
-                    let Some(sqe) = uring_sqe(&store, &job) else {
-                        run_sync(&store, id, job, &notify);
-                        continue;
-                    };
-                    let (entry, direct) = sqe;
-                    let idx = free.pop().unwrap_or_else(|| {
-                        slots.push(None);
-                        slots.len() - 1
-                    });
-                    slots[idx] = Some(Slot { id, job, direct });
-                    let entry = entry.user_data(idx as u64);
-                    // SAFETY: the buffer the entry points at is owned by the slot until completion.
-                    while unsafe { ring.submission().push(&entry) }.is_err() {
-                        if let Err(e) = ring.submit() {
-                            tracing::error!(error = %e, "io_uring submit failed");
-                        }
-                    }
-                    in_ring += 1;
-                }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    closed = true;
-                    break;
-                }
-            }
+    }
+
+    fn arm_waker(&mut self) {
+        if !self.efd_armed {
+            let e = io_uring::opcode::Read::new(
+                io_uring::types::Fd(self.waker.fd()),
+                &mut *self.efd_buf as *mut u64 as *mut u8,
+                8,
+            )
+            .build()
+            .user_data(EVENTFD_TAG);
+            self.push(e);
+            self.efd_armed = true;
         }
-        if closed && in_ring == 0 {
-            // The eventfd read may still be armed: the ring is dropped with it.
-            return;
-        }
-        if let Err(e) = ring.submit_and_wait(1) {
-            if e.raw_os_error() != Some(libc::EINTR) {
-                tracing::error!(error = %e, "io_uring wait failed");
-            }
-            continue;
-        }
-        let cqes: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+    }
+
+    /// Answer every completed request.
+    fn reap(&mut self) {
+        let cqes: Vec<(u64, i32)> = self.ring.completion().map(|c| (c.user_data(), c.result())).collect();
         for (tag, res) in cqes {
             if tag == EVENTFD_TAG {
-                efd_armed = false;
+                self.efd_armed = false;
                 continue;
             }
             let idx = tag as usize;
-            let Some(slot) = slots[idx].take() else { continue };
-            free.push(idx);
-            in_ring -= 1;
+            let Some(slot) = self.slots.get_mut(idx).and_then(Option::take) else {
+                continue;
+            };
+            self.free.push(idx);
+            self.in_ring -= 1;
             let expected = match slot.job.kind {
                 IoKind::Read | IoKind::Write => slot.job.len as i32,
                 _ => 0,
             };
-            let result: Option<IoResult> = if res == expected {
-                Some(Ok(()))
+            if res == expected {
+                complete(slot.id, slot.job, Ok(()), &self.notify);
             } else if res < 0 && !(res == -libc::EINVAL && slot.direct) {
-                Some(Err(-res))
+                complete(slot.id, slot.job, Err(-res), &self.notify);
             } else {
-                None // short transfer or O_DIRECT refusal: redo synchronously
-            };
-            match result {
-                Some(r) => {
-                    let mut job = slot.job;
-                    let buf = std::mem::replace(&mut job.buf, crate::buf::AlignedBuf::empty());
-                    (job.done)(r, buf);
-                    let _ = notify.send(Msg::Done { id: slot.id, result: r });
-                }
-                // Store::execute falls back to the buffered descriptor after O_DIRECT's EINVAL.
-                None => run_sync(&store, slot.id, slot.job, &notify),
+                // Short transfer or O_DIRECT refusal: redo synchronously
+                // (Store::execute falls back to the buffered descriptor).
+                run_sync(&self.store, slot.id, slot.job, &self.notify);
             }
         }
+    }
+
+    fn enter(&mut self, want: usize, deadline: Option<Instant>) {
+        let r = match deadline {
+            Some(at) if want > 0 => {
+                let d = at.saturating_duration_since(Instant::now());
+                let ts = io_uring::types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos());
+                let args = io_uring::types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ => self.ring.submit_and_wait(want),
+        };
+        if let Err(e) = r {
+            if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::ETIME | libc::EBUSY)) {
+                tracing::error!(error = %e, "io_uring wait failed");
+            }
+        }
+        self.reap();
+    }
+}
+
+fn complete(id: u64, mut job: IoJob, r: IoResult, notify: &Sender<Msg>) {
+    let buf = std::mem::replace(&mut job.buf, crate::buf::AlignedBuf::empty());
+    (job.done)(r, buf);
+    let _ = notify.send(Msg::Done { id, result: r });
+}
+
+impl Backend for Uring {
+    fn submit(&mut self, d: Dispatched) {
+        let Dispatched { id, job, .. } = d;
+        let Some((entry, direct)) = uring_sqe(&self.store, &job) else {
+            run_sync(&self.store, id, job, &self.notify);
+            return;
+        };
+        let idx = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        self.slots[idx] = Some(Slot { id, job, direct });
+        self.push(entry.user_data(idx as u64));
+        self.in_ring += 1;
+    }
+
+    fn stop(&mut self) {
+        while self.in_ring > 0 {
+            self.enter(1, None);
+        }
+        if self.efd_armed {
+            // Complete the armed read so the kernel is done with `efd_buf`.
+            self.waker.signal();
+            while self.efd_armed {
+                self.enter(1, None);
+            }
+        }
+    }
+
+    fn poller(&mut self) -> Option<&mut dyn Poller> {
+        Some(self)
+    }
+}
+
+impl Poller for Uring {
+    fn poll(&mut self) {
+        self.enter(0, None);
+    }
+
+    fn wait(&mut self, deadline: Option<Instant>) {
+        self.arm_waker();
+        self.enter(1, deadline);
+    }
+
+    fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

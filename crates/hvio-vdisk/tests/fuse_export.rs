@@ -96,10 +96,21 @@ fn punch_hole_and_zero_range_read_back_zeros_and_fsync_is_flush() {
 
 #[test]
 fn ext4_on_direct_io_loop_device_survives_fsck_and_fio_verify() {
+    ext4_on_loop("threads");
+}
+
+/// The same over the io_uring engine (the benchmark's configuration), where
+/// the engine thread answers the FUSE requests itself.
+#[test]
+fn ext4_on_direct_io_loop_device_over_io_uring() {
+    ext4_on_loop("io_uring");
+}
+
+fn ext4_on_loop(engine: &str) {
     if !can_fuse() || !have("losetup") || !have("mkfs.ext4") || !have("e2fsck") || !have("fio") {
         return;
     }
-    let d = Daemon::start(CONF);
+    let d = Daemon::start(&CONF.replacen("depth = 32\n", &format!("depth = 32\nengine = \"{engine}\"\n"), 1));
     let disk = d.path("mnt/vm1");
     let mut guard = Cleanup {
         mount: None,

@@ -77,8 +77,20 @@ fn status(d: &Daemon) -> hvio_vdisk::stats::Status {
 
 #[test]
 fn every_registered_scheduler_serves_real_io() {
+    every_scheduler_serves_real_io("");
+}
+
+/// The same on the io_uring engine (the engine thread sleeps in the ring),
+/// told the store is rotational so the idling schedulers' `WaitUntil`
+/// timers are served by the ring's timeout.
+#[test]
+fn every_registered_scheduler_serves_real_io_over_io_uring_with_timers() {
+    every_scheduler_serves_real_io("engine = \"io_uring\"\nrotational = true\n");
+}
+
+fn every_scheduler_serves_real_io(store: &str) {
     for name in hvio_sched::names() {
-        let d = Daemon::start(&conf(name, ""));
+        let d = Daemon::start(&conf(name, "").replacen("depth = 4\n", &format!("depth = 4\n{store}"), 1));
         let s1 = d.sock();
         let s2 = d.sock();
         let a = std::thread::spawn(move || workload(&s1, "vm1", 1, 200, 24));
@@ -88,6 +100,11 @@ fn every_registered_scheduler_serves_real_io() {
         b.join()
             .unwrap_or_else(|_| panic!("scheduler {name}: vm2 workload failed"));
         let st = status(&d);
+        if name == "cfq" && store.contains("rotational = true") {
+            // CFQ idles on a rotational device: its WaitUntil timers ran.
+            let armed = st.counters.iter().find(|(k, _)| k == "idle_armed").map(|c| c.1);
+            assert!(armed.unwrap_or(0.0) > 0.0, "cfq never idled: {:?}", st.counters);
+        }
         assert_eq!(st.scheduler, name);
         assert_eq!((st.queued, st.inflight), (0, 0), "scheduler {name}");
         for v in &st.vms {
