@@ -11,7 +11,9 @@
 #
 # Prints absolute IOPS and the ratios. Needs root (FUSE, loop, mount).
 # The machine is shared and noisy: every configuration runs ROUNDS times,
-# interleaved with its peers, and the median is reported.
+# interleaved with its peers, and the median is reported. Beside IOPS it
+# prints the servers' CPU time per request (user + system time of the server
+# processes over the run / requests), which other load disturbs much less.
 # Usage: bench/serve.sh [seconds per run, default 8] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,12 +51,19 @@ fallocate -l ${SIZE_MB}M "$W/disk.img"
 # Write the whole file once so reads hit allocated blocks for every server.
 dd if=/dev/urandom of="$W/disk.img" bs=1M count=$SIZE_MB conv=notrunc status=none
 
-# iops JOBNAME RW [fio args...] -> prints the IOPS of the run
+RAMP=2
+# cputicks PID... -> user+system clock ticks the processes used so far
+cputicks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
+# iops "SERVER PIDS" RW [fio args...] -> prints "IOPS CPU-microseconds-per-request"
 iops() {
-  local rw=$1; shift
-  fio --name=b --rw="$rw" --bs=4k --iodepth=32 --time_based --runtime="$RUNTIME" \
-      --ramp_time=2 --output-format=json "$@" 2>/dev/null |
-    python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(int(j["read"]["iops"]+j["write"]["iops"]))'
+  local pids=$1 rw=$2; shift 2
+  local c0 out
+  c0=$(cputicks $pids)
+  out=$(fio --name=b --rw="$rw" --bs=4k --iodepth=32 --time_based --runtime="$RUNTIME" \
+      --ramp_time=$RAMP --output-format=json "$@" 2>/dev/null |
+    python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(int(j["read"]["iops"]+j["write"]["iops"]))')
+  # CPU over ramp + run, requests estimated at the measured rate over both.
+  python3 -c "import os,sys; i=int(sys.argv[1]); t=int(sys.argv[2]); print(i, round(t*1e6/os.sysconf('SC_CLK_TCK')/max(1,i*($RUNTIME+$RAMP)),1))" "$out" "$(( $(cputicks $pids) - c0 ))"
 }
 
 wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; echo "no socket $1" >&2; return 1; }
@@ -71,6 +80,8 @@ rotational = false
 name = "$1"
 [nbd]
 unix = "$W/hvio.sock"
+[control]
+unix = "$W/control.sock"
 $2
 [[vm]]
 name = "vm1"
@@ -88,16 +99,22 @@ start_hvio() { # scheduler [extra]
 stop_hvio() { kill -TERM "$HPID"; wait "$HPID" || true; }
 
 declare -A R   # label.rw -> space-separated IOPS of every round
-add() { R[$1]="${R[$1]:-} $2"; }
-median() { python3 -c "import statistics,sys; print(int(statistics.median(int(x) for x in sys.argv[1:])))" ${R[$1]}; }
-nbd_pair() { # label uri
-  add "$1.read" "$(iops randread --ioengine=nbd --uri="$2")"
-  add "$1.write" "$(iops randwrite --ioengine=nbd --uri="$2")"
+declare -A C   # label.rw -> space-separated CPU µs per request of every round
+add() { local r; read -r -a r <<<"$2"; R[$1]="${R[$1]:-} ${r[0]}"; C[$1]="${C[$1]:-} ${r[1]}"; }
+median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" ${R[$1]}; }
+cmedian() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" ${C[$1]}; }
+nbd_pair() { # label uri server-pids
+  add "$1.read" "$(iops "$3" randread --ioengine=nbd --uri="$2")"
+  add "$1.write" "$(iops "$3" randwrite --ioengine=nbd --uri="$2")"
 }
 show() { # label
-  printf '  %-22s randread %7d IOPS   randwrite %7d IOPS   (rounds: read%s; write%s)\n' "$1" \
-    "$(median "$1.read")" "$(median "$1.write")" "${R[$1.read]}" "${R[$1.write]}"
+  printf '  %-22s randread %7.0f IOPS %5.1f µs/req   randwrite %7.0f IOPS %5.1f µs/req\n' "$1" \
+    "$(median "$1.read")" "$(cmedian "$1.read")" "$(median "$1.write")" "$(cmedian "$1.write")"
+  printf '  %-22s   rounds: read%s; write%s; µs/req read%s; write%s\n' "" "${R[$1.read]}" "${R[$1.write]}" "${C[$1.read]}" "${C[$1.write]}"
 }
+# The active scheduler's counters (control API), e.g. Pregather's waits.
+counters() { curl -s --unix-socket "$W/control.sock" http://x/status |
+  python3 -c 'import json,sys; print(" ".join(f"{k}={v:g}" for k,v in json.load(sys.stdin)["counters"] if not "." in k))'; }
 
 echo "== NBD, 4 KiB random, iodepth 32, fio nbd engine, unix socket, ${RUNTIME}s per run, median of $ROUNDS =="
 SCHED_RUN=(noop)
@@ -108,11 +125,12 @@ for round in $(seq "$ROUNDS"); do
   qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$W/qemu.sock" "$W/disk.img" &
   QPID=$!; PIDS+=("$QPID")
   wait_sock "$W/qemu.sock"
-  nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock"
+  nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock" "$QPID"
   kill "$QPID"; wait "$QPID" 2>/dev/null || true
   for s in "${SCHED_RUN[@]}"; do
     start_hvio "$s"
-    nbd_pair "hvio-$s" "nbd+unix:///vm1?socket=$W/hvio.sock"
+    nbd_pair "hvio-$s" "nbd+unix:///vm1?socket=$W/hvio.sock" "$HPID"
+    [ "$s" = noop ] || echo "  round $round, $s counters: $(counters)"
     stop_hvio
   done
 done
@@ -120,50 +138,58 @@ show qemu-nbd
 for s in "${SCHED_RUN[@]}"; do show "hvio-$s"; done
 
 ratio() { python3 -c "print(f'{$(median "$1")/$(median "$2"):.2f}')"; }
+cratio() { python3 -c "print(f'{$(cmedian "$1")/$(cmedian "$2"):.2f}')"; }
 echo
 echo "ratios (NBD, medians):"
 for rw in read write; do
-  echo "  hvio-noop / qemu-nbd  rand$rw: $(ratio "hvio-noop.$rw" "qemu-nbd.$rw")x   (goal >= 1.2)"
+  echo "  hvio-noop / qemu-nbd  rand$rw: $(ratio "hvio-noop.$rw" "qemu-nbd.$rw")x IOPS   (goal >= 1.2; CPU per request $(cratio "hvio-noop.$rw" "qemu-nbd.$rw")x)"
   for s in "${SCHED_RUN[@]:1}"; do
-    echo "  hvio-$s / hvio-noop  rand$rw: $(ratio "hvio-$s.$rw" "hvio-noop.$rw")x   (goal >= 0.90)"
+    echo "  hvio-$s / hvio-noop  rand$rw: $(ratio "hvio-$s.$rw" "hvio-noop.$rw")x IOPS   (goal >= 0.90; CPU per request $(cratio "hvio-$s.$rw" "hvio-noop.$rw")x)"
   done
 done
 
 echo
 echo "== FUSE path: ext4 on loop(direct-io=on) on the export, fio libaio direct 4 KiB, iodepth 32, median of $ROUNDS =="
-fs_pair() { # label file-on-fuse
+fs_setup() { # name file -> mounts ext4 on a direct-I/O loop device over the file at $W/fs-name
   local dev
   dev=$(losetup --direct-io=on --show -f "$2"); LOOPS+=("$dev")
   mkfs.ext4 -q -F "$dev"
-  mkdir -p "$W/fs"; mount "$dev" "$W/fs"; MOUNTS+=("$W/fs")
-  fio --name=prep --filename="$W/fs/f" --size=512M --rw=write --bs=1M --direct=1 --ioengine=libaio --iodepth=4 >/dev/null 2>&1
-  for round in $(seq "$ROUNDS"); do
-    add "$1.read" "$(iops randread --filename="$W/fs/f" --size=512M --ioengine=libaio --direct=1)"
-    add "$1.write" "$(iops randwrite --filename="$W/fs/f" --size=512M --ioengine=libaio --direct=1)"
-  done
-  umount "$W/fs"; losetup -d "$dev"
-  MOUNTS=(); LOOPS=()
-  show "$1"
+  mkdir -p "$W/fs-$1"; mount "$dev" "$W/fs-$1"; MOUNTS+=("$W/fs-$1")
+  fio --name=prep --filename="$W/fs-$1/f" --size=512M --rw=write --bs=1M --direct=1 --ioengine=libaio --iodepth=4 >/dev/null 2>&1
+}
+fs_round() { # label name server-pids
+  add "$1.read" "$(iops "$3" randread --filename="$W/fs-$2/f" --size=512M --ioengine=libaio --direct=1)"
+  add "$1.write" "$(iops "$3" randwrite --filename="$W/fs-$2/f" --size=512M --ioengine=libaio --direct=1)"
 }
 
-nbdkit -U "$W/kit.sock" --exit-with-parent file "$W/disk.img" &
-PIDS+=("$!")
+# Both exports side by side over their own copy of the data, rounds interleaved.
+fallocate -l ${SIZE_MB}M "$W/disk2.img"
+nbdkit -U "$W/kit.sock" --exit-with-parent file "$W/disk2.img" &
+KPID=$!; PIDS+=("$KPID")
 wait_sock "$W/kit.sock"
 mkdir -p "$W/nbdfuse"
 nbdfuse "$W/nbdfuse/disk" --unix "$W/kit.sock" &
 NFPID=$!; PIDS+=("$NFPID")
 for _ in $(seq 100); do [ -e "$W/nbdfuse/disk" ] && break; sleep 0.1; done
-fs_pair nbdkit-nbdfuse "$W/nbdfuse/disk"
-umount "$W/nbdfuse" 2>/dev/null || true
-
 start_hvio noop "[fuse]
 mountpoint = \"$W/fuse\""
 for _ in $(seq 100); do [ -e "$W/fuse/vm1" ] && break; sleep 0.1; done
-fs_pair hvio-fuse "$W/fuse/vm1"
+fs_setup kit "$W/nbdfuse/disk"
+fs_setup hvio "$W/fuse/vm1"
+for round in $(seq "$ROUNDS"); do
+  fs_round nbdkit-nbdfuse kit "$KPID $NFPID"
+  fs_round hvio-fuse hvio "$HPID"
+done
+for m in "${MOUNTS[@]}"; do umount "$m"; done
+for l in "${LOOPS[@]}"; do losetup -d "$l"; done
+MOUNTS=(); LOOPS=()
 stop_hvio
+umount "$W/nbdfuse" 2>/dev/null || true
+show nbdkit-nbdfuse
+show hvio-fuse
 
 echo
 echo "ratios (FUSE path, medians):"
 for rw in read write; do
-  echo "  hvio-fuse / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x   (goal >= 1.5)"
+  echo "  hvio-fuse / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x IOPS   (goal >= 1.5; CPU per request $(cratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x)"
 done
