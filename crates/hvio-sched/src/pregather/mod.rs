@@ -108,6 +108,18 @@
 //! 13. **RI > 1** cannot happen for a VM whose image is one contiguous region
 //!     (every distance is smaller than the image); the case is implemented for
 //!     images whose region is unknown and learnt from the requests' extent.
+//! 14. **The served VM's "closest pending request" (`PR`) follows CFQ's
+//!     sorted-queue order** (`cfq_choose_req`, whose per-queue sort list §4.3
+//!     keeps): the first request at or after the head, unless one behind by
+//!     at most `back_seek_max` is closer at `back_seek_penalty`× its
+//!     distance; with nothing ahead, the lowest (a C-LOOK wrap). Plain
+//!     nearest-first in both directions (`back_seek_penalty = 1` with a huge
+//!     `back_seek_max`) picks short backward moves, each nearly a full
+//!     revolution, and starves the far ends of the VM's region: with guests
+//!     that write back through a page cache it kept the guest's journal
+//!     commits (and so every fsync) waiting for a FIFO expiry, once per slice
+//!     (measured in docs/pregather.md). Requests of other VMs and the unit
+//!     lookup of the fine timer still use plain distance.
 
 pub mod spla;
 pub mod timeslice;
@@ -248,6 +260,22 @@ pub static PARAMS: &[ParamSpec] = &[
         "deadline of an async request (CFQ's, §4.3)",
     ),
     ParamSpec::int(
+        "back_seek_max",
+        16384.0,
+        "KiB",
+        0.0,
+        1e9,
+        "longest backward move preferred to a forward one within the served VM (CFQ's; choice 14)",
+    ),
+    ParamSpec::int(
+        "back_seek_penalty",
+        2.0,
+        "ratio",
+        1.0,
+        1e6,
+        "a backward move counts this many times its distance (CFQ's; 1 with a huge back_seek_max = nearest first)",
+    ),
+    ParamSpec::int(
         "fifo_checks_per_slice",
         1.0,
         "requests",
@@ -310,6 +338,31 @@ impl VmQueue {
 
     fn nearest(&self, head: Sector) -> Option<(SortKey, Sector)> {
         self.nearest_in(0, Sector::MAX, head)
+    }
+
+    /// The served VM's next request by position, as CFQ's `cfq_choose_req`
+    /// (whose sorted queue §4.3 keeps): the first at or after the head,
+    /// unless one behind by at most `back_max` sectors is closer at
+    /// `penalty`× its distance; with nothing ahead or close behind, the
+    /// lowest (a C-LOOK wrap). A short backward move costs nearly a whole
+    /// revolution on a disk, which plain nearest-first ignores.
+    fn elevator(&self, head: Sector, back_max: Sector, penalty: u64) -> Option<SortKey> {
+        let fwd = self.sorted.range((head, 0)..).next().map(|(k, _)| *k);
+        let back = self
+            .sorted
+            .range(..(head, 0))
+            .next_back()
+            .map(|(k, _)| *k)
+            .filter(|b| b.0 + back_max >= head);
+        match (fwd, back) {
+            (Some(f), Some(b)) => Some(if (head - b.0).saturating_mul(penalty) < f.0 - head {
+                b
+            } else {
+                f
+            }),
+            (Some(k), None) | (None, Some(k)) => Some(k),
+            (None, None) => self.sorted.keys().next().copied(),
+        }
     }
 }
 
@@ -385,6 +438,8 @@ pub struct Pregather {
     expire: [Nanos; 2],
     /// Expired EDF heads a slice may serve (0 = unlimited).
     fifo_checks: u64,
+    back_max: Sector,
+    back_penalty: u64,
     seek: Arc<dyn SeekModel>,
     /// Add half a revolution to a non-zero seek estimate.
     seek_adds_rotation: bool,
@@ -424,6 +479,8 @@ impl Pregather {
             avg_weight: p.get("avg_weight"),
             expire: [p.nanos("fifo_expire_async"), p.nanos("fifo_expire_sync")],
             fifo_checks: p.u64("fifo_checks_per_slice"),
+            back_max: p.u64("back_seek_max").saturating_mul(2),
+            back_penalty: p.u64("back_seek_penalty"),
             seek: ctx.device.seek.clone(),
             seek_adds_rotation: p.flag("seek_adds_rotation"),
             vms: BTreeMap::new(),
@@ -654,9 +711,10 @@ impl Scheduler for Pregather {
                 }
             }
         }
-        // PR: the served VM's request next to the head, else the nearest other VM's.
-        let (pr_vm, pr) = match q.nearest(self.head) {
-            Some((k, _)) => (x, k),
+        // PR: the served VM's request next to the head (elevator order,
+        // choice 14), else the nearest other VM's.
+        let (pr_vm, pr) = match q.elevator(self.head, self.back_max, self.back_penalty) {
+            Some(k) => (x, k),
             None => {
                 let (id, k, _) = self.nearest_other(x).expect("queued > 0");
                 (id, k)

@@ -266,3 +266,23 @@ fn registered_and_buildable() {
         .to_string();
     assert!(e.contains("lambda"), "{e}");
 }
+
+#[test]
+fn the_served_vm_goes_in_elevator_order_with_penalised_back_seeks() {
+    // The head ends at 10_008 after the first request; pending 9_990 (18
+    // behind) and 10_030 (22 ahead). CFQ's rule: behind costs 2 × 18 = 36 >
+    // 22, so forward; nearest first (penalty 1, no limit) goes back.
+    let order = |over: &[(&str, f64)], ahead: Sector| {
+        let mut s = sched(&[(0, 1 << 30)], over);
+        s.insert(rd(0, 0, 10_000, 0), 0);
+        assert_eq!(take(&mut s, 0).id, 0);
+        s.completed(&rd(0, 0, 10_000, 0), us(100));
+        s.insert(rd(1, 0, 9_990, us(100)), us(100));
+        s.insert(rd(2, 0, ahead, us(100)), us(100));
+        take(&mut s, us(100)).id
+    };
+    assert_eq!(order(&[], 10_030), 2);
+    assert_eq!(order(&[("back_seek_penalty", 1.0), ("back_seek_max", 1e9)], 10_030), 1);
+    // A request far ahead still beats one behind by more than back_seek_max (1 KiB = 2 sectors).
+    assert_eq!(order(&[("back_seek_max", 1.0), ("back_seek_penalty", 1.0)], 10_040), 2);
+}
