@@ -18,10 +18,12 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(2_000_000);
     let only: Option<usize> = std::env::args().nth(2).and_then(|a| a.parse().ok());
-    for (k, (name, depth, seq)) in [
-        ("random 4 KiB reads, depth 1", 1usize, false),
-        ("sequential 128 KiB reads, depth 1", 1, true),
-        ("random 4 KiB reads, depth 8", 8, false),
+    for (k, (name, depth, seq, write)) in [
+        ("random 4 KiB reads, depth 1", 1usize, false, false),
+        ("sequential 128 KiB reads, depth 1", 1, true, false),
+        ("random 4 KiB reads, depth 8", 8, false, false),
+        ("sequential 128 KiB writes, write cache, depth 1", 1, true, true),
+        ("random 4 KiB writes, write cache, depth 1", 1, false, true),
     ]
     .into_iter()
     .enumerate()
@@ -32,6 +34,7 @@ fn main() {
         let mut d = Hdd::new(
             HddParams {
                 queue_depth: Some(depth),
+                write_cache: Some(write),
                 ..Default::default()
             }
             .build()
@@ -53,7 +56,8 @@ fn main() {
                 } else {
                     (s >> 8) % (cap - 64)
                 };
-                d.submit(Request::new(id, 0, Op::Read, lbn, if seq { 256 } else { 8 }, now), now);
+                let op = if write { Op::Write } else { Op::Read };
+                d.submit(Request::new(id, 0, op, lbn, if seq { 256 } else { 8 }, now), now);
                 id += 1;
             }
             now = d.next_event().unwrap();
