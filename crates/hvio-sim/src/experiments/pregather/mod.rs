@@ -53,7 +53,7 @@ pub const OVERHEAD: Experiment = Experiment {
 };
 
 /// The disk of every run, as the reports name it.
-const DISK: &str = "hvio's HDD model (7200 RPM, 1 TB: seek curve, rotation, zones, read-ahead cache)";
+const DISK: &str = "hvio's HDD model (7200 RPM, 1 TB: seek curve, rotation, zones, read-ahead cache; write cache off unless the guest model says \"write cache on\")";
 
 /// The paper's disk: hvio's 7200 RPM 1 TB HDD model with its defaults.
 fn disk() -> Result<Box<dyn hvio_core::Device>> {
@@ -61,9 +61,14 @@ fn disk() -> Result<Box<dyn hvio_core::Device>> {
         .map_err(|e| crate::SimError::Device(e.to_string()))
 }
 
-/// Run `cfg` on [`disk`].
+/// Run `cfg` on its `[disk]` (the HDD model's defaults unless the guest
+/// model set the write cache).
 fn simulate(cfg: &Config) -> Result<SimResult> {
-    crate::run_with_device(cfg, disk()?)
+    if cfg.disk.is_empty() {
+        crate::run_with_device(cfg, disk()?)
+    } else {
+        crate::run(cfg)
+    }
 }
 
 /// Whether scheduler `name` is registered in this build.
@@ -99,15 +104,26 @@ fn registered<'a>(wanted: &[&'a str]) -> (Vec<&'a str>, Option<String>) {
 ///   one in flight, moving the same 160 MB; random applications as
 ///   `Direct`. It isolates the pattern §4.1 is built for — a short gap
 ///   after each completion of a sequential stream.
+/// - `PageCacheWriteCache`: `PageCache` on a drive with its write cache on
+///   (the SATA default; hvio's HDD model destages it in the background).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Guest {
     Direct,
     PageCache,
     Stream,
+    PageCacheWriteCache,
 }
 
 impl Guest {
+    /// The guest models (the write cache matters only where applications write).
     pub(super) const ALL: [Guest; 3] = [Guest::Direct, Guest::PageCache, Guest::Stream];
+    /// The guest models and page-cache guests on a drive with its write cache on.
+    pub(super) const WITH_WRITE_CACHE: [Guest; 4] = [
+        Guest::Direct,
+        Guest::PageCache,
+        Guest::Stream,
+        Guest::PageCacheWriteCache,
+    ];
 
     pub(super) fn label(self) -> &'static str {
         match self {
@@ -116,6 +132,7 @@ impl Guest {
                 "page-cache guests (sysbench defaults: buffered, fsync every 100 requests; read-ahead and write-back of a 1 GiB guest)"
             }
             Guest::Stream => "one-stream guests (each sequential application one 44 KiB stream, one request in flight)",
+            Guest::PageCacheWriteCache => "page-cache guests, drive write cache on",
         }
     }
 
@@ -124,6 +141,7 @@ impl Guest {
             Guest::Direct => "direct",
             Guest::PageCache => "page-cache",
             Guest::Stream => "one-stream",
+            Guest::PageCacheWriteCache => "page-cache+wc",
         }
     }
 
@@ -132,6 +150,10 @@ impl Guest {
     /// sysbench's `--file-fsync-freq=100`; for one-stream guests, the same
     /// bytes of a sequential application in 44 KiB requests, one in flight.
     pub(super) fn apply(self, cfg: &mut Config, quick: bool) {
+        if self == Guest::PageCacheWriteCache {
+            cfg.disk.insert("model".into(), "hdd".into());
+            cfg.disk.insert("write_cache".into(), true.into());
+        }
         let n: u64 = if quick { 1000 } else { 10_000 };
         for vm in &mut cfg.vms {
             for job in &mut vm.jobs {
@@ -139,7 +161,7 @@ impl Guest {
                 let sequential = matches!(job.preset.as_deref(), Some("SR-M" | "SR-S" | "SW-M" | "SW-S"));
                 match self {
                     Guest::Direct => {}
-                    Guest::PageCache => {
+                    Guest::PageCache | Guest::PageCacheWriteCache => {
                         job.direct = Some(false);
                         job.fsync = Some(100);
                     }

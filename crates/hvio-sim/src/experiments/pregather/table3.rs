@@ -57,7 +57,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         "disk: {}; each application: sysbench fileio over 128 files of 1 GiB in total, 160 MB ({} when quick)",
         DISK, "16 MB"
     )];
-    for guest in Guest::ALL {
+    for guest in Guest::WITH_WRITE_CACHE {
         let mut times = Table::new(
             format!(
                 "Table 3: execution time of two applications in one VM (s), {}",
