@@ -15,7 +15,10 @@
 //!   queued or in flight, or an arrival within the last `target_latency`).
 //!   With weights 2:1 and the Linux default 300 ms that is 200 ms and 100 ms
 //!   (the blkio `group_slice`; the paper states no other rule). A slice starts
-//!   at the VM's first completion in it, as CFQ's do. VMs are served in rounds, heaviest first;
+//!   at the VM's first completion in it and is charged as Linux CFQ charges
+//!   one (`cfq_cfqq_slice_usage`): the time since then, at most the slice;
+//!   a slice that ends at or before its first completion is charged the
+//!   time since the VM became the served VM. VMs are served in rounds, heaviest first;
 //!   a round ends when every backlogged VM has had a slice.
 //! - **Disk state** (§4.2): a VM is *backlogged* when it has pending
 //!   (queued, not dispatched) requests. When every active VM is backlogged
@@ -53,7 +56,12 @@
 //!      plus the device's seek estimate to its nearest request and half a
 //!      revolution (`switch_cost`). A plain `await` of sequential reads says
 //!      nothing of the seek between two images that every switch costs, and
-//!      switching on it collapses sequential throughput.
+//!      switching on it collapses sequential throughput. The served VM keeps
+//!      the rest of its slice, so the disk comes back to it: the switch also
+//!      costs what the served VM's requests lose after a switch (Eq. 2 over
+//!      its requests that followed another VM's minus over those that
+//!      followed its own; before there is one, the seek back and half a
+//!      revolution), the locality §3.3.2 says the waiting time exploits.
 //! - **The next VM** (§4.2): after a DyIso decision, a backlogged VM not yet
 //!   served this round that wins line 12, closest to the head; otherwise the
 //!   heaviest backlogged VM not yet served this round, or a new round.
@@ -243,7 +251,7 @@ struct Vm {
     round: Option<u64>,
     budget: Nanos,
     used: Nanos,
-    /// Time it held the disk as the served VM.
+    /// Slice time charged to it over the run (see `expire`).
     slice_time: Nanos,
 }
 
@@ -280,6 +288,8 @@ struct Active {
     slice: Nanos,
     /// Set at the VM's first completion in the slice.
     start: Option<Nanos>,
+    /// When the VM became the served VM (Linux CFQ's `dispatch_start`).
+    activated: Nanos,
 }
 
 impl Active {
@@ -484,6 +494,40 @@ impl IShare {
         })
     }
 
+    /// What switching away from the served VM `n` costs it when the disk
+    /// comes back (it keeps the rest of its slice, so the disk does come
+    /// back): its service time after a switch minus its service time while
+    /// it keeps the disk — the locality a switch destroys (§3.3.2: "the
+    /// service time of read requests from the same VM is smaller than that
+    /// of pending read request from other VMs"). Before `n` has been
+    /// switched back to, the device's seek estimate from `j`'s nearest
+    /// request back to the head plus half a revolution. Zero without
+    /// `switch_cost`.
+    fn return_cost_us(&self, n: usize, j: usize) -> f64 {
+        if !self.switch_cost {
+            return 0.0;
+        }
+        match (
+            self.vms[n].switch_await.mean(&self.w),
+            self.vms[n].stay_await.mean(&self.w),
+        ) {
+            (Some(back), Some(stay)) => (back - stay).max(0.0),
+            _ => match self.nearest(j) {
+                Some((0, _)) | None => 0.0,
+                Some((_, from)) => {
+                    self.device.seek.seek_time(from, self.head) as f64 / NS_PER_US as f64 + self.half_rev_us
+                }
+            },
+        }
+    }
+
+    /// Alg. 1's `VM_j.await` when `n` is served: with `switch_cost`, the
+    /// cost of the switch to `j` and back ([`Self::cost_us`] +
+    /// [`Self::return_cost_us`]).
+    fn peer_cost_us(&self, n: usize, j: usize) -> Option<f64> {
+        self.cost_us(j).map(|c| c + self.return_cost_us(n, j))
+    }
+
     /// Not yet served this round: the VM has slice left in it (a VM whose
     /// slice DyIso ended early keeps the rest for later in the round).
     fn unserved(&self, i: usize) -> bool {
@@ -515,18 +559,27 @@ impl IShare {
                 j != served
                     && self.vms[j].backlogged()
                     && self.unserved(j)
-                    && await_wins(n_await, gap, self.cost_us(j), self.max_seek_us)
+                    && await_wins(n_await, gap, self.peer_cost_us(served, j), self.max_seek_us)
             })
             .min_by_key(|&j| (self.distance(j), j))
     }
 
     fn expire(&mut self, reason: SwitchReason, now: Nanos) {
         if let Some(a) = self.active.take() {
-            if let Some(start) = a.start {
-                let vm = &mut self.vms[a.vm];
-                vm.slice_time += now.saturating_sub(start);
-                vm.used += now.saturating_sub(start);
-            }
+            // Linux CFQ's charge (`cfq_cfqq_slice_usage`): the time since the
+            // slice started at its first completion, at most the slice; a
+            // slice that ends before or at its first completion is charged
+            // the time since the VM became the served VM, at least 1 ns —
+            // otherwise a VM whose slice DyIso ends at every first
+            // completion would get its requests served without ever using
+            // up its slice.
+            let charge = match a.start {
+                Some(s) if s < now => (now - s).min(a.slice),
+                _ => now.saturating_sub(a.activated).max(1),
+            };
+            let vm = &mut self.vms[a.vm];
+            vm.slice_time += charge;
+            vm.used += charge;
             self.switches[reason as usize] += 1;
         }
     }
@@ -544,6 +597,7 @@ impl IShare {
             vm: i,
             slice: vm.budget.saturating_sub(vm.used).max(1),
             start: None,
+            activated: now,
         };
         self.active = Some(a);
         a
@@ -577,7 +631,7 @@ impl IShare {
             .filter(|&j| j != i && self.unserved(j))
             .map(|j| Peer {
                 pending: self.vms[j].queue.len(),
-                await_us: self.cost_us(j),
+                await_us: self.peer_cost_us(i, j),
             });
         decide(
             self.vms[i].queue.len(),

@@ -250,27 +250,70 @@ fn switch_cost_prices_the_positioning_of_a_vm_never_switched_to() {
     let cost = 100.0 + 1875.0 + 8_333.333 / 2.0;
     let s = dry_served_vm(300.0, 100.0, 100.0, &[]);
     assert!((s.cost_us(1).unwrap() - cost).abs() < 1.0, "{:?}", s.cost_us(1));
-    // Served VM: thinkt 300 + await 100 µs ≪ cost: the slice is kept.
+    // VM0 has never been switched back to: coming back costs the same
+    // positioning again, so the switch and back costs 100 + 2·6041.67 µs.
+    let there_and_back = cost + 1875.0 + 8_333.333 / 2.0;
+    assert!((s.peer_cost_us(0, 1).unwrap() - there_and_back).abs() < 1.0);
+    // Served VM: thinkt 300 + its service time while it keeps the disk (its
+    // one request took 1 ms from dispatch: (32·1000 + 1024)/32 = 1032 µs)
+    // ≪ 12183 µs: the slice is kept.
     let mut s = dry_served_vm(300.0, 100.0, 100.0, &[]);
     assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(9)));
-    // A pause of 6.1 ms covers it: switch.
-    let mut s = dry_served_vm(6100.0, 100.0, 100.0, &[]);
+    // A pause of 11.2 ms covers it (11200 + 1032 ≥ 12183): switch; 11.1 ms does not.
+    let mut s = dry_served_vm(11_200.0, 100.0, 100.0, &[]);
     assert_eq!(take(&mut s, ms(1)).stream, 1);
     assert_eq!(s.switches(SwitchReason::DyIsoAwait), 1);
+    let mut s = dry_served_vm(11_100.0, 100.0, 100.0, &[]);
+    assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(9)));
 }
 
 #[test]
 fn switch_cost_is_learnt_from_requests_that_followed_another_vm() {
+    // VM1 costs 350 µs when switched to; VM0 costs 100 µs more after a
+    // switch (1132) than while it keeps the disk (1032): the switch and
+    // back costs 450 ≤ thinkt 300 + 1032. Switch.
     let mut s = dry_served_vm(300.0, 100.0, 100.0, &[]);
     s.vms[1].switch_await = TimeWeightedAvg::fixed(350.0, &W);
+    s.vms[0].switch_await = TimeWeightedAvg::fixed(1132.0, &W);
     assert_eq!(s.cost_us(1), Some(350.0));
-    assert_eq!(take(&mut s, ms(1)).stream, 1, "350 ≤ 300 + 100");
+    assert!((s.peer_cost_us(0, 1).unwrap() - 450.0).abs() < 1e-9);
+    assert_eq!(take(&mut s, ms(1)).stream, 1, "450 ≤ 300 + 1032");
     // Completing it (dispatched right after VM0's request) is a switch sample:
     // 2 ms from dispatch → (7/8·(350·32 − 1024) + 32·2000 + 1024)/60.
     let r = Request::new(1, 1, Op::Read, REGION, 16, 0);
     s.completed(&r, ms(3));
     let want = (0.875 * (350.0 * 32.0 - 1024.0) + 64_000.0 + 1024.0) / 60.0;
     assert!((s.vms[1].switch_await.mean(&W).unwrap() - want).abs() < 1e-9);
+    // Had VM0 lost 1.1 ms to each switch (its locality: 2132 vs 1032 µs),
+    // 350 + 1100 > 1332: the slice is kept.
+    let mut s = dry_served_vm(300.0, 100.0, 100.0, &[]);
+    s.vms[1].switch_await = TimeWeightedAvg::fixed(350.0, &W);
+    s.vms[0].switch_await = TimeWeightedAvg::fixed(2132.0, &W);
+    assert_eq!(s.dispatch(ms(1)), Dispatch::WaitUntil(ms(9)));
+}
+
+#[test]
+fn a_slice_ended_at_its_first_completion_is_charged_from_its_activation() {
+    // Linux CFQ's cfq_cfqq_slice_usage: a slice that ends before or at its
+    // first completion is charged the time since the queue became active
+    // (VM0 since 0, its slice ends by thinkt at its first completion, 1 ms).
+    let mut s = dry_served_vm(200_000.0, 100.0, 5000.0, PRINTED);
+    assert_eq!(take(&mut s, ms(1)).stream, 1);
+    assert_eq!(s.switches(SwitchReason::DyIsoThinkt), 1);
+    assert_eq!(s.vms[0].used, ms(1));
+    assert!((counter(&s, "slice_s.vm0") - 0.001).abs() < 1e-12);
+    // VM1 became active at 1 ms; its request completes at 3 ms and VM1 runs
+    // dry with VM0 backlogged again. As printed, VM0's await (100 µs) is
+    // below VM1's (5 ms): DyIso ends VM1's slice at its first completion,
+    // so the 2 ms since its activation (the seek to it) are charged.
+    let b = Request::new(1, 1, Op::Read, REGION, 16, 0);
+    s.completed(&b, ms(3));
+    s.vms[1].await_ = TimeWeightedAvg::fixed(5000.0, &W);
+    s.insert(rq(2, 0, 16, ms(3)), ms(3));
+    let c = take(&mut s, ms(3));
+    assert_eq!(c.stream, 0);
+    assert_eq!(s.switches(SwitchReason::DyIsoAwait), 1);
+    assert_eq!(s.vms[1].used, ms(2));
 }
 
 #[test]
