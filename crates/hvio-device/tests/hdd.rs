@@ -423,3 +423,57 @@ fn destage_policy_is_a_checked_parameter() {
     let cfg: DeviceConfig = toml::from_str(toml).unwrap();
     assert!(build_device(&cfg, std::path::Path::new(".")).is_ok());
 }
+
+#[test]
+fn destage_starts_when_the_data_is_there_and_after_the_idle_time() {
+    // The disk has been idle for a second when a far write comes: its
+    // destage (a long seek) starts then, not when the mechanism last
+    // stopped, so the flush right behind it waits for the seek.
+    let flush_wait = |idle_ms: f64| {
+        let mut d = disk(HddParams {
+            write_cache: Some(true),
+            destage_idle_ms: Some(idle_ms),
+            ..Default::default()
+        });
+        let t0 = 1_000_000_000;
+        let far = d.info().capacity / 2;
+        let c = run_one(&mut d, Request::new(1, 0, Op::Write, far, 8, t0), t0);
+        let dirty_at_ack = d.is_dirty(far, c.done) && d.dirty_sectors() == 8;
+        let f = run_one(&mut d, Request::new(2, 0, Op::Flush, 0, 0, c.done), c.done);
+        (dirty_at_ack, f.done - c.done)
+    };
+    let (dirty, wait) = flush_wait(0.0);
+    assert!(!dirty, "idle 0: the destage started at once");
+    assert!(wait > 5_000_000, "flush waited {wait} ns: the destage seeks ~10 ms");
+    // With an idle time, the write stays in the buffer until the host has
+    // left the drive alone that long (a flush still drains it at once).
+    let (dirty, wait) = flush_wait(50.0);
+    assert!(dirty, "idle 50 ms: still buffered at the acknowledgement");
+    assert!(wait > 5_000_000 && wait < 50_000_000, "flush waited {wait} ns");
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        destage_idle_ms: Some(5.0),
+        ..Default::default()
+    });
+    let c = run_one(&mut d, Request::new(1, 0, Op::Write, 4096, 8, 0), 0);
+    assert!(d.is_dirty(4096, c.done));
+    assert_eq!(
+        d.next_event(),
+        Some(5_000_000),
+        "the idle timer runs from the write's arrival"
+    );
+    let mut out = Vec::new();
+    d.advance(5_000_000, &mut out);
+    assert_eq!(d.stats().destages, 1);
+    // Half a buffer of dirty data starts a destage whatever the idle time.
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        destage_idle_ms: Some(1000.0),
+        ..Default::default()
+    });
+    let mut now = 0;
+    for i in 0..32u64 {
+        now = run_one(&mut d, Request::new(i, 0, Op::Write, 100_000 + i * 128, 128, now), now).done;
+        assert_eq!(d.stats().destages, (i == 31) as u64, "after write {i}");
+    }
+}

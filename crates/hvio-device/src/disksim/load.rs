@@ -424,6 +424,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             destage: DestagePolicy::Fifo,
             destage_max_age: 500_000_000,
             destage_chunk: 1024,
+            destage_idle: 0,
         },
         queue_depth: depth,
         policy,

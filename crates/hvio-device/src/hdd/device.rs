@@ -84,6 +84,8 @@ pub struct Hdd {
     dirty_sectors: u64,
     /// The run the destage in progress (until `mech_free`) writes: still in the buffer.
     destaging: Option<(u64, u64)>,
+    /// When the host last gave the drive a command or the drive last finished one.
+    last_host: Nanos,
     clock: u64,
     stats: HddStats,
 }
@@ -109,6 +111,7 @@ impl Hdd {
             arrivals: VecDeque::new(),
             dirty_sectors: 0,
             destaging: None,
+            last_host: 0,
             clock: 0,
             stats: HddStats::default(),
             m,
@@ -586,6 +589,21 @@ impl Hdd {
         self.destaging = Some((lbn, n));
     }
 
+    /// When the idle mechanism may start destaging (`Nanos::MAX`: nothing to
+    /// destage): once the host has left it alone for `destage_idle`, at once
+    /// when the buffer is half full, and when the oldest run is due by age.
+    fn destage_ready(&self) -> Nanos {
+        let Some(&(since, _)) = self.dirty_age.first() else {
+            return Nanos::MAX;
+        };
+        let c = &self.m.cache;
+        if 2 * self.dirty_sectors >= c.write_buffer_sectors {
+            return self.last_host;
+        }
+        let aged = since.saturating_add(c.destage_max_age);
+        (self.last_host + c.destage_idle).min(aged.max(self.last_host))
+    }
+
     /// `rq` goes to the write-back buffer (rather than the media) if there is room?
     fn bufferable(&self, rq: &Request) -> bool {
         let c = &self.m.cache;
@@ -687,18 +705,25 @@ impl Hdd {
                 self.pending_at.remove(i);
                 let c = self.serve(rq, t);
                 self.mech_free = c.done;
+                self.last_host = c.done;
                 self.push_done(c);
-            } else if !self.dirty.is_empty() {
-                self.destage(t);
-            } else if let Some(a) = self.pending.iter().map(|r| r.arrival).min() {
-                if a > now {
+            } else {
+                let ready = self.destage_ready();
+                if ready <= t {
+                    self.destage(t);
+                    continue;
+                }
+                // Idle until a request arrives or the buffer is due a destage.
+                let arrival = self.pending.iter().map(|r| r.arrival).min().unwrap_or(Nanos::MAX);
+                let next = arrival.min(ready);
+                if next > now {
+                    if next == Nanos::MAX {
+                        // Nothing to do: nothing can start before `now`.
+                        self.mech_free = now;
+                    }
                     break;
                 }
-                self.mech_free = a;
-            } else {
-                // Idle: nothing can start before `now`.
-                self.mech_free = now;
-                break;
+                self.mech_free = next;
             }
         }
     }
@@ -753,6 +778,7 @@ impl Device for Hdd {
 
     fn submit(&mut self, rq: Request, now: Nanos) {
         self.in_flight += 1;
+        self.last_host = self.last_host.max(now);
         // Buffered at once when there is room and no earlier write waits for it.
         if self.bufferable(&rq) && self.fits(rq.sectors as u64, now) && !self.pending.iter().any(|r| self.bufferable(r))
         {
@@ -774,8 +800,10 @@ impl Device for Hdd {
     }
 
     fn next_event(&self) -> Option<Nanos> {
-        let mech = if !self.pending.is_empty() || !self.dirty.is_empty() {
+        let mech = if !self.pending.is_empty() {
             Some(self.mech_free)
+        } else if !self.dirty.is_empty() {
+            Some(self.mech_free.max(self.destage_ready()))
         } else {
             None
         };

@@ -66,6 +66,9 @@ pub struct CacheParams {
     /// destage (the rest stays dirty and, being next under the head, usually
     /// follows at once): bounds how long a read waits and frees room as it goes.
     pub destage_chunk: u64,
+    /// The drive starts destaging (below half a buffer of dirty data) only
+    /// once no command has come or finished for this long, ns.
+    pub destage_idle: Nanos,
 }
 
 /// The order in which the write-back buffer is destaged.

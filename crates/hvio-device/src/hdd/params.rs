@@ -76,6 +76,8 @@ pub struct HddParams {
     pub destage_max_age_ms: Option<f64>,
     /// Most sectors one SPTF destage writes (default 1024 = 512 KiB).
     pub destage_chunk_sectors: Option<u64>,
+    /// Idle time before the drive destages while its buffer is less than half full, ms (default 0).
+    pub destage_idle_ms: Option<f64>,
     /// Commands the drive accepts at once (default 1; NCQ drives 32).
     pub queue_depth: Option<usize>,
     /// How a drive with queue_depth > 1 orders them: "sptf" (default) or "fcfs".
@@ -265,6 +267,7 @@ impl HddParams {
                 destage,
                 destage_max_age: ms("destage_max_age_ms", self.destage_max_age_ms, 500.0)?.round() as u64,
                 destage_chunk,
+                destage_idle: ms("destage_idle_ms", self.destage_idle_ms, 0.0)?.round() as u64,
             },
             queue_depth,
             policy,
