@@ -200,13 +200,10 @@ impl Hdd {
                 return Some(i);
             }
         }
-        if self.dirty_holds(a, b) {
-            return Some(usize::MAX);
-        }
-        match self.destaging {
-            Some((s, n)) if t < self.mech_free as f64 && a >= s && b <= s + n => Some(usize::MAX),
-            _ => None,
-        }
+        // Dirty data is a hit too. (A run being destaged is not looked at: the
+        // mechanism serves nothing before the destage ends, and then the
+        // run's blocks sit in a read segment, see `keep_written`.)
+        self.dirty_holds(a, b).then_some(usize::MAX)
     }
 
     /// All of blocks `a..b` are dirty in the write-back buffer?
