@@ -116,6 +116,10 @@ pub struct VmConfig {
     /// Period of the guest journal commit while data was written (ext3/4 default 5 s; 0 = off).
     #[serde(default = "default_commit")]
     pub journal_commit_s: f64,
+    /// The guest file system's `barrier` mount option: fsync ends with a
+    /// cache flush (ext4's default; CentOS 5's ext3 mounted `barrier=0`).
+    #[serde(default = "yes")]
+    pub barrier: bool,
     /// The guest page cache of the jobs with `direct = false`.
     #[serde(default)]
     pub page_cache: crate::pagecache::PageCacheConfig,
@@ -128,6 +132,9 @@ fn default_image_size() -> Size {
 }
 fn one() -> u32 {
     1
+}
+fn yes() -> bool {
+    true
 }
 fn default_weight() -> u32 {
     hvio_core::StreamInfo::DEFAULT_WEIGHT

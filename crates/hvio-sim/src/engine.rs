@@ -166,8 +166,12 @@ struct JobState {
     /// First image sector of the job's files and each file's sectors.
     file_first: u64,
     file_sectors: u64,
-    /// Buffered jobs: writes since the job's last fsync (sysbench counts per job).
-    writes_since_fsync: u32,
+    /// Buffered jobs, sysbench's fsync cycle: the job wrote since its last
+    /// cycle (`is_dirty`), the next file to fsync (`fsynced_file`), and
+    /// which files were written since their last fsync.
+    is_dirty: bool,
+    fsynced_file: u32,
+    file_dirty: Vec<bool>,
 }
 
 impl JobState {
@@ -256,8 +260,6 @@ struct Thread {
     waiting: u32,
     /// Buffered jobs: the operation in progress (issued, bytes, read).
     op: Option<(Nanos, u64, bool)>,
-    /// Buffered jobs: an fsync of these pages (first, count) is due.
-    fsync_pages: Option<(u64, u64)>,
     /// Buffered jobs: blocked above `dirty_ratio`.
     throttled: bool,
     /// Buffered writers: the end-of-run fsync was done.
@@ -278,6 +280,8 @@ struct Vm {
     journal_cursor: u64,
     commit_every: Nanos,
     dirty: bool,
+    /// fsync ends with a cache flush (the file system's `barrier` option).
+    barrier: bool,
     /// The page cache, when a job is buffered.
     cache: Option<PageCache>,
     flusher_stream: StreamId,
@@ -446,7 +450,6 @@ impl Engine {
                         done: false,
                         waiting: 0,
                         op: None,
-                        fsync_pages: None,
                         throttled: false,
                         final_synced: false,
                     });
@@ -464,7 +467,13 @@ impl Engine {
                     counts: IoCount::default(),
                     file_first,
                     file_sectors,
-                    writes_since_fsync: 0,
+                    is_dirty: false,
+                    fsynced_file: 0,
+                    file_dirty: if job.direct {
+                        Vec::new()
+                    } else {
+                        vec![false; job.nrfiles as usize]
+                    },
                 });
             }
             let journal_stream = threads.len() as StreamId;
@@ -507,6 +516,7 @@ impl Engine {
                 journal_cursor: 0,
                 commit_every: (vc.journal_commit_s * 1e9).round() as Nanos,
                 dirty: false,
+                barrier: vc.barrier,
                 cache,
                 flusher_stream,
                 wb_queue: VecDeque::new(),
@@ -932,12 +942,12 @@ impl Engine {
         vm.sched.completed(&s.guest, now);
         match s.kind {
             Kind::Journal => {}
-            Kind::FsyncJournal => {
+            Kind::FsyncJournal if vm.barrier => {
                 // The commit record is down: now the cache flush.
                 let rq = Request::new(0, s.thread, Op::Flush, 0, 0, now).with_sync(true);
                 self.submit_guest(vi, s.thread, Kind::FsyncFlush, rq, now)?;
             }
-            Kind::FsyncFlush => {
+            Kind::FsyncJournal | Kind::FsyncFlush => {
                 let th = &mut vm.threads[s.thread as usize];
                 th.in_fsync = false;
                 th.outstanding -= 1;
@@ -1013,24 +1023,43 @@ impl Engine {
         Ok(())
     }
 
-    /// One operation of a buffered thread: the next fsync, the end-of-run
-    /// fsync of a writer, or a read or write through the page cache.
+    /// One operation of a buffered thread: the end-of-run fsync of a
+    /// writer, the next fsync of sysbench's cycle, or a read or write
+    /// through the page cache.
     fn buffered_fill(&mut self, vi: usize, ti: u32, now: Nanos) -> Result<()> {
         let vm = &mut self.vms[vi];
         let th = &mut vm.threads[ti as usize];
         if th.outstanding > 0 || th.throttled || th.waiting > 0 {
             return Ok(());
         }
-        if let Some((first, n)) = th.fsync_pages.take() {
-            return self.buffered_fsync(vi, ti, first, n, now);
-        }
         let ji = th.job as usize;
         let job = &mut vm.jobs[ji];
+        // sysbench's `--file-fsync-freq`: every `fsync` requests (reads
+        // too), while the job has written since its last cycle, the next
+        // requests are fsyncs of each of its files in turn. A file not
+        // written since its last fsync costs nothing (no dirty pages, no
+        // dirty inode, no journal commit).
+        while job.may_issue(now) && job.is_dirty && job.job.fsync > 0 && job.issued.is_multiple_of(job.job.fsync as u64)
+        {
+            let f = job.fsynced_file as usize;
+            job.fsynced_file += 1;
+            if job.fsynced_file == job.job.nrfiles {
+                job.fsynced_file = 0;
+                job.is_dirty = false;
+            }
+            if std::mem::take(&mut job.file_dirty[f]) {
+                let first = (job.file_first + f as u64 * job.file_sectors) / PAGE_SECTORS;
+                let n = job.file_sectors / PAGE_SECTORS;
+                return self.buffered_fsync(vi, ti, first, n, now);
+            }
+        }
         if !job.may_issue(now) {
-            // sysbench's `--file-fsync-end`: the last thread of a writing job
-            // syncs its files before the job ends.
-            if job.job.read_pct < 100 && job.live_threads == 1 && !th.final_synced {
+            // sysbench's `--file-fsync-end`: the last thread of a job syncs
+            // the files written since their last fsync (one commit).
+            if job.live_threads == 1 && !th.final_synced && job.file_dirty.iter().any(|&d| d) {
                 th.final_synced = true;
+                job.file_dirty.fill(false);
+                job.is_dirty = false;
                 let (first, n) = job.pages();
                 return self.buffered_fsync(vi, ti, first, n, now);
             }
@@ -1065,14 +1094,9 @@ impl Engine {
         } else {
             cache.write(first, n, now);
             vm.dirty = true;
-            if job.job.fsync > 0 {
-                job.writes_since_fsync += 1;
-                if job.writes_since_fsync >= job.job.fsync {
-                    job.writes_since_fsync = 0;
-                    let f = job.file_of(ji, sector);
-                    th.fsync_pages = Some((f.first, f.pages));
-                }
-            }
+            job.is_dirty = true;
+            let f = ((sector - job.file_first) / job.file_sectors) as usize;
+            job.file_dirty[f] = true;
             self.push(
                 now + copy,
                 Ev::BufferedDone {

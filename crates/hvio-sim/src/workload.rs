@@ -72,9 +72,11 @@ pub struct JobConfig {
     pub numjobs: Option<u32>,
     pub iodepth: Option<u32>,
     pub thinktime_us: Option<u64>,
-    /// Issue an fsync after every N writes of a thread (0 = never); with
-    /// `direct = false`, after every N writes of the job (sysbench's
-    /// `--file-fsync-freq`), of the file just written.
+    /// Issue an fsync after every N writes of a thread (0 = never). With
+    /// `direct = false`, sysbench's `--file-fsync-freq`: after every N
+    /// requests of the job (reads too), if it wrote since the last cycle,
+    /// fsync each of its files in turn (a file not written since its last
+    /// fsync costs nothing); the job's last thread fsyncs what is left.
     pub fsync: Option<u32>,
     /// `false`: buffered I/O through the guest page cache (read-ahead,
     /// write-back; `[vm] page_cache`), synchronous, one request per thread

@@ -74,9 +74,10 @@ direct = false"#,
 
 #[test]
 fn fsync_writes_the_dirty_pages_back_in_sorted_runs() {
-    // 32 writes of 16 KiB (128 pages), fsync every 16 writes (64 pages):
-    // 64 pages = 6 requests of ≤ 11 pages, plus the commit record and the
-    // flush, twice; the end-of-run fsync finds nothing dirty: commit + flush.
+    // 32 writes of 16 KiB (128 pages) to one file, fsync every 16 requests:
+    // after write 16 the cycle fsyncs the file (64 pages = 6 requests of
+    // ≤ 11 pages, plus the commit record and the flush); after write 32 the
+    // job ends and its last thread fsyncs the other 64 pages the same way.
     let r = sim(
         r#"[[vm.job]]
 rw = "write"
@@ -88,8 +89,8 @@ direct = false"#,
         "",
     );
     assert_eq!(r.jobs[0].writes, 32);
-    assert_eq!(r.vms[0].host_requests, 2 * (6 + 2) + 2);
-    let journal = 3.0 * 8.0 * 512.0;
+    assert_eq!(r.vms[0].host_requests, 2 * (6 + 2));
+    let journal = 2.0 * 8.0 * 512.0;
     assert!((r.vms[0].host_mb - (128.0 * PAGE + journal) / 1e6).abs() < 1e-9);
 }
 
@@ -177,4 +178,56 @@ direct = true"#;
         assert_eq!(ops, [120, 100, 150, 80], "guest scheduler {guest}");
         assert!(r.vms[0].host_requests > 0);
     }
+}
+
+#[test]
+fn the_fsync_cycle_visits_every_file_and_commits_only_written_ones() {
+    // 4 files of 1 MiB; 8 sequential writes of 16 KiB land in file 0 only;
+    // fsync every 4 requests. Cycle 1 (after write 4) and cycle 2 (after
+    // write 8 — the job's last, so the end-of-run fsync instead) each write
+    // 16 pages (2 requests of ≤ 11 pages) and one commit + flush; the other
+    // three files were never written and cost nothing.
+    let r = sim(
+        r#"[[vm.job]]
+rw = "write"
+bs = "16k"
+size = "4MiB"
+nrfiles = 4
+requests = 8
+fsync = 4
+direct = false"#,
+        "",
+    );
+    assert_eq!(r.vms[0].host_requests, 2 * (2 + 2));
+    // Random reads only: the cycle never starts (nothing was written).
+    let r = sim(
+        r#"[[vm.job]]
+rw = "randread"
+bs = "16k"
+size = "4MiB"
+nrfiles = 4
+requests = 40
+fsync = 4
+direct = false"#,
+        "",
+    );
+    assert!(r.vms[0].host_requests <= 40);
+}
+
+#[test]
+fn without_barriers_fsync_sends_no_flush() {
+    // As fsync_writes_the_dirty_pages_back_in_sorted_runs, with ext3's
+    // `barrier=0`: the two flushes are gone.
+    let r = sim(
+        r#"barrier = false
+[[vm.job]]
+rw = "write"
+bs = "16k"
+size = "1MiB"
+requests = 32
+fsync = 16
+direct = false"#,
+        "",
+    );
+    assert_eq!(r.vms[0].host_requests, 2 * (6 + 1));
 }

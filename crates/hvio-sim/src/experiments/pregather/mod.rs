@@ -97,8 +97,9 @@ fn registered<'a>(wanted: &[&'a str]) -> (Vec<&'a str>, Option<String>) {
 ///   I/O, synchronous mode, 16 KiB blocks, fsync every 100 requests) through
 ///   hvio's guest page cache (`direct = false`, the `[vm] page_cache`
 ///   defaults: 1 GiB guests, 128 KiB read-ahead, 44 KiB blkfront requests,
-///   2.6.18's dirty ratios). Sequential reads reach the host as read-ahead
-///   windows issued ahead of the application, writes as sorted write-back.
+///   2.6.18's dirty ratios, ext3 without barriers). Sequential reads reach
+///   the host as read-ahead windows issued ahead of the application, writes
+///   as sorted write-back.
 /// - `Stream`: an idealised guest (session 1's "buffered" model): every
 ///   sequential application is one stream of 44 KiB requests with exactly
 ///   one in flight, moving the same 160 MB; random applications as
@@ -156,6 +157,10 @@ impl Guest {
         }
         let n: u64 = if quick { 1000 } else { 10_000 };
         for vm in &mut cfg.vms {
+            if matches!(self, Guest::PageCache | Guest::PageCacheWriteCache) {
+                // CentOS 5's ext3 mounts with barrier=0: fsync sends no flush.
+                vm.barrier = false;
+            }
             for job in &mut vm.jobs {
                 job.requests = Some(n);
                 let sequential = matches!(job.preset.as_deref(), Some("SR-M" | "SR-S" | "SW-M" | "SW-S"));
