@@ -27,6 +27,15 @@ page_cache = {{ {page_cache} }}
 
 const PAGE: f64 = 4096.0;
 
+/// 32 sequential writes of 16 KiB to one 1 MiB file, fsync every 16 requests.
+const WRITER: &str = r#"[[vm.job]]
+rw = "write"
+bs = "16k"
+size = "1MiB"
+requests = 32
+fsync = 16
+direct = false"#;
+
 #[test]
 fn sequential_reads_go_out_as_growing_read_ahead_windows() {
     // 16 reads of 16 KiB (pages 0..63) of a 1 MiB file. Windows (pages):
@@ -78,16 +87,7 @@ fn fsync_writes_the_dirty_pages_back_in_sorted_runs() {
     // after write 16 the cycle fsyncs the file (64 pages = 6 requests of
     // ≤ 11 pages, plus the commit record and the flush); after write 32 the
     // job ends and its last thread fsyncs the other 64 pages the same way.
-    let r = sim(
-        r#"[[vm.job]]
-rw = "write"
-bs = "16k"
-size = "1MiB"
-requests = 32
-fsync = 16
-direct = false"#,
-        "",
-    );
+    let r = sim(WRITER, "");
     assert_eq!(r.jobs[0].writes, 32);
     assert_eq!(r.vms[0].host_requests, 2 * (6 + 2));
     let journal = 2.0 * 8.0 * 512.0;
@@ -218,16 +218,6 @@ direct = false"#,
 fn without_barriers_fsync_sends_no_flush() {
     // As fsync_writes_the_dirty_pages_back_in_sorted_runs, with ext3's
     // `barrier=0`: the two flushes are gone.
-    let r = sim(
-        r#"barrier = false
-[[vm.job]]
-rw = "write"
-bs = "16k"
-size = "1MiB"
-requests = 32
-fsync = 16
-direct = false"#,
-        "",
-    );
+    let r = sim(&format!("barrier = false\n{WRITER}"), "");
     assert_eq!(r.vms[0].host_requests, 2 * (6 + 1));
 }
