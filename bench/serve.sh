@@ -7,7 +7,8 @@
 #     registered) vs qemu-nbd --cache=none --aio=io_uring.
 #  2. FUSE path: ext4 on `losetup --direct-io=on` over the export, fio libaio
 #     direct 4 KiB randread/randwrite at iodepth 32 on a file in it:
-#     hvio's FUSE export vs nbdkit (file plugin) -> nbdfuse.
+#     hvio's FUSE export vs nbdkit (file plugin) -> nbdfuse; hvio with the
+#     peer's caching policy (buffered backing file) and with O_DIRECT.
 #
 # Prints absolute IOPS and the ratios. Needs root (FUSE, loop, mount).
 # The machine is shared and noisy: every configuration runs ROUNDS times,
@@ -42,7 +43,7 @@ cleanup() {
   for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 0.5
-  for m in "$W"/fuse "$W"/nbdfuse; do umount "$m" 2>/dev/null || true; done
+  for m in "$W"/fuse-cached "$W"/fuse-direct "$W"/nbdfuse; do umount "$m" 2>/dev/null || true; done
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -162,7 +163,36 @@ fs_round() { # label name server-pids
   add "$1.write" "$(iops "$3" randwrite --filename="$W/fs-$2/f" --size=512M --ioengine=libaio --direct=1)"
 }
 
-# Both exports side by side over their own copy of the data, rounds interleaved.
+# nbdkit 1.32's file plugin reads and writes through the host page cache
+# (it has no O_DIRECT), so the like-for-like hvio export is `direct = false`
+# (hvio-fuse); hvio-fuse-direct is the stricter O_DIRECT configuration the
+# NBD comparison with qemu-nbd --cache=none uses. All three are mounted side
+# by side over their own backing files and their rounds interleaved.
+fuse_conf() { # name direct
+  cat > "$W/fuse-$1.toml" <<EOF
+[store]
+path = "$W/disk-$1.img"
+create = false
+depth = 32
+engine = "io_uring"
+direct = $2
+rotational = false
+[scheduler]
+name = "noop"
+[fuse]
+mountpoint = "$W/fuse-$1"
+[[vm]]
+name = "vm1"
+size = "${SIZE_MB}MiB"
+EOF
+}
+declare -A FPID
+for name in cached direct; do
+  fallocate -l ${SIZE_MB}M "$W/disk-$name.img"   # as disk2.img below: allocated, unwritten
+  fuse_conf "$name" "$([ "$name" = direct ] && echo true || echo false)"
+  $HVIO serve --log-level warn "$W/fuse-$name.toml" &
+  FPID[$name]=$!; PIDS+=("$!")
+done
 fallocate -l ${SIZE_MB}M "$W/disk2.img"
 nbdkit -U "$W/kit.sock" --exit-with-parent file "$W/disk2.img" &
 KPID=$!; PIDS+=("$KPID")
@@ -170,26 +200,29 @@ wait_sock "$W/kit.sock"
 mkdir -p "$W/nbdfuse"
 nbdfuse "$W/nbdfuse/disk" --unix "$W/kit.sock" &
 NFPID=$!; PIDS+=("$NFPID")
-for _ in $(seq 100); do [ -e "$W/nbdfuse/disk" ] && break; sleep 0.1; done
-start_hvio noop "[fuse]
-mountpoint = \"$W/fuse\""
-for _ in $(seq 100); do [ -e "$W/fuse/vm1" ] && break; sleep 0.1; done
+for f in "$W/nbdfuse/disk" "$W/fuse-cached/vm1" "$W/fuse-direct/vm1"; do
+  for _ in $(seq 100); do [ -e "$f" ] && break; sleep 0.1; done
+done
 fs_setup kit "$W/nbdfuse/disk"
-fs_setup hvio "$W/fuse/vm1"
+fs_setup cached "$W/fuse-cached/vm1"
+fs_setup direct "$W/fuse-direct/vm1"
 for round in $(seq "$ROUNDS"); do
   fs_round nbdkit-nbdfuse kit "$KPID $NFPID"
-  fs_round hvio-fuse hvio "$HPID"
+  fs_round hvio-fuse cached "${FPID[cached]}"
+  fs_round hvio-fuse-direct direct "${FPID[direct]}"
 done
 for m in "${MOUNTS[@]}"; do umount "$m"; done
 for l in "${LOOPS[@]}"; do losetup -d "$l"; done
 MOUNTS=(); LOOPS=()
-stop_hvio
+for name in cached direct; do kill -TERM "${FPID[$name]}"; wait "${FPID[$name]}" || true; done
 umount "$W/nbdfuse" 2>/dev/null || true
 show nbdkit-nbdfuse
 show hvio-fuse
+show hvio-fuse-direct
 
 echo
 echo "ratios (FUSE path, medians):"
 for rw in read write; do
   echo "  hvio-fuse / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x IOPS   (goal >= 1.5; CPU per request $(cratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x)"
+  echo "  hvio-fuse-direct / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse-direct.$rw" "nbdkit-nbdfuse.$rw")x IOPS   (O_DIRECT against the page cache; CPU per request $(cratio "hvio-fuse-direct.$rw" "nbdkit-nbdfuse.$rw")x)"
 done
