@@ -15,7 +15,7 @@
 # interleaved with its peers, and the median is reported. Beside IOPS it
 # prints the servers' CPU time per request (user + system time of the server
 # processes over the run / requests), which other load disturbs much less.
-# Usage: bench/serve.sh [seconds per run, default 8] [rounds, default 3]
+# Usage: [BENCH_ONLY=nbd|fuse] bench/serve.sh [seconds per run, default 8] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-8}
@@ -117,6 +117,9 @@ show() { # label
 counters() { curl -s --unix-socket "$W/control.sock" http://x/status |
   python3 -c 'import json,sys; print(" ".join(f"{k}={v:g}" for k,v in json.load(sys.stdin)["counters"] if not "." in k))'; }
 
+ratio() { python3 -c "print(f'{$(median "$1")/$(median "$2"):.2f}')"; }
+cratio() { python3 -c "print(f'{$(cmedian "$1")/$(cmedian "$2"):.2f}')"; }
+nbd_section() {
 echo "== NBD, 4 KiB random, iodepth 32, fio nbd engine, unix socket, ${RUNTIME}s per run, median of $ROUNDS =="
 SCHED_RUN=(noop)
 for s in cfq pregather; do
@@ -138,8 +141,6 @@ done
 show qemu-nbd
 for s in "${SCHED_RUN[@]}"; do show "hvio-$s"; done
 
-ratio() { python3 -c "print(f'{$(median "$1")/$(median "$2"):.2f}')"; }
-cratio() { python3 -c "print(f'{$(cmedian "$1")/$(cmedian "$2"):.2f}')"; }
 echo
 echo "ratios (NBD, medians):"
 for rw in read write; do
@@ -149,6 +150,9 @@ for rw in read write; do
   done
 done
 
+}
+
+fuse_section() {
 echo
 echo "== FUSE path: ext4 on loop(direct-io=on) on the export, fio libaio direct 4 KiB, iodepth 32, median of $ROUNDS =="
 fs_setup() { # name file -> mounts ext4 on a direct-I/O loop device over the file at $W/fs-name
@@ -226,3 +230,10 @@ for rw in read write; do
   echo "  hvio-fuse / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x IOPS   (goal >= 1.5; CPU per request $(cratio "hvio-fuse.$rw" "nbdkit-nbdfuse.$rw")x)"
   echo "  hvio-fuse-direct / nbdkit-nbdfuse  rand$rw: $(ratio "hvio-fuse-direct.$rw" "nbdkit-nbdfuse.$rw")x IOPS   (O_DIRECT against the page cache; CPU per request $(cratio "hvio-fuse-direct.$rw" "nbdkit-nbdfuse.$rw")x)"
 done
+}
+
+case "${BENCH_ONLY:-}" in
+  nbd) nbd_section ;;
+  fuse) fuse_section ;;
+  *) nbd_section; fuse_section ;;
+esac
