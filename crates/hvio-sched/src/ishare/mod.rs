@@ -42,7 +42,8 @@
 //!   tested, and the three flags restore the printed form):
 //!   1. Eq. 2's interval for a request dispatched when its VM had nothing
 //!      at the disk runs from its dispatch, and Eq. 3's from the VM's last
-//!      completion when that came after its previous arrival: `await` then
+//!      completion when that came after its previous arrival, sampled only
+//!      when the VM had nothing queued or in flight: `await` then
 //!      estimates service time and `thinkt` the pause before the VM's next
 //!      request, as §4.1 says they should, instead of absorbing the time a
 //!      VM waited for other VMs' slices (which, fed back, starves it: its
@@ -655,10 +656,16 @@ impl Scheduler for IShare {
         let vm = &mut self.vms[i];
         // Eq. 3: the interval since the VM's previous arrival, or since its
         // last completion when that came later (until then the VM was
-        // waiting for its own requests, not thinking).
-        if let Some(from) = vm.last_arrival.max(vm.last_completion) {
-            vm.thinkt
-                .update(now.saturating_sub(from) as f64 / NS_PER_US as f64, &self.w);
+        // waiting for its own requests, not thinking) — sampled only when
+        // the VM had nothing queued or in flight: an arrival behind pending
+        // requests (a guest sending its next thread's request while the
+        // previous one waits at the host) is no pause the disk would idle
+        // through, which is all Alg. 1 uses `thinkt` for.
+        if vm.queue.is_empty() && vm.in_flight == 0 {
+            if let Some(from) = vm.last_arrival.max(vm.last_completion) {
+                vm.thinkt
+                    .update(now.saturating_sub(from) as f64 / NS_PER_US as f64, &self.w);
+            }
         }
         vm.last_arrival = Some(now);
         let expire = self.fifo_expire[if rq.sync { 0 } else { 1 }];

@@ -87,14 +87,40 @@ fn thinkt_is_eq3_at_each_arrival() {
     let mut s = ishare(&[1000, 500], &[]);
     s.insert(rq(0, 0, 0, 0), 0);
     assert_eq!(s.vms[0].thinkt.mean(&W), None);
-    s.insert(rq(1, 0, 100, us(100)), us(100));
-    // First interval 100 µs: (32·100 + 1024)/32 = 132.
+    let a = take(&mut s, 0);
+    s.completed(&a, us(50));
+    s.insert(rq(1, 0, 100, us(150)), us(150));
+    // First interval 100 µs after the completion: (32·100 + 1024)/32 = 132.
     assert!((s.vms[0].thinkt.mean(&W).unwrap() - 132.0).abs() < 1e-9);
-    s.insert(rq(2, 0, 200, us(400)), us(400));
+    let b = take(&mut s, us(150));
+    s.completed(&b, us(200));
+    s.insert(rq(2, 0, 200, us(500)), us(500));
     // Then 300 µs: total 7/8·3200 + 32·300 = 12400, S = 60: (12400 + 1024)/60.
     let want = (12400.0 + 1024.0) / 60.0;
     assert!((s.vms[0].thinkt.mean(&W).unwrap() - want).abs() < 1e-9);
     assert_eq!(s.vms[1].thinkt.mean(&W), None, "another VM's arrivals do not count");
+}
+
+#[test]
+fn thinkt_ignores_arrivals_behind_pending_requests() {
+    // A guest whose next thread's request arrives while the previous one
+    // waits at the host (queued) or at the disk (in flight) did not pause:
+    // no sample, whatever the interval since its previous arrival.
+    let mut s = ishare(&[1000, 500], &[]);
+    s.insert(rq(0, 0, 0, 0), 0);
+    s.insert(rq(1, 0, 16, ms(16)), ms(16));
+    assert_eq!(s.vms[0].thinkt.mean(&W), None, "queued behind request 0");
+    let a = take(&mut s, ms(16));
+    let b = take(&mut s, ms(16));
+    s.completed(&a, ms(17));
+    s.insert(rq(2, 0, 32, ms(30)), ms(30));
+    assert_eq!(s.vms[0].thinkt.mean(&W), None, "request 1 still in flight");
+    s.completed(&b, ms(31));
+    let c = take(&mut s, ms(31));
+    s.completed(&c, ms(32));
+    // Idle from 32 ms: the next arrival at 32.5 ms is a 500 µs pause.
+    s.insert(rq(3, 0, 48, us(32_500)), us(32_500));
+    assert!((s.vms[0].thinkt.mean(&W).unwrap() - (32.0 * 500.0 + 1024.0) / 32.0).abs() < 1e-9);
 }
 
 #[test]

@@ -326,9 +326,9 @@ mod tests {
     /// the host as sequential runs (tens of MB/s, not the 1.5 MB/s of
     /// random I/O); on random O-* (backlogged at the host) iShare stays
     /// within 5 % of Blkio near 2:1; underloaded, it never falls more than
-    /// 5 % below Blkio. O-SR, where iShare's DyIso interleaves two
-    /// sequential readers at the cost of the drive's read-ahead, is held to
-    /// its measured loss (0.87–0.91×).
+    /// 5 % below Blkio. O-SR, where DyIso's occasional switches between two
+    /// sequential readers cost the drive's read-ahead, is held to 0.9×
+    /// (measured 0.95–0.99×).
     #[test]
     fn quick_run_holds_the_documented_results() {
         let m = measure(&ExpOptions { seed: 1, quick: true }, 3.0, DISKS[0].1).unwrap();
@@ -339,7 +339,7 @@ mod tests {
                     for (k, x) in r.iter().enumerate() {
                         assert!(x.total() > 30.0, "{w}: {} {:.2} MB/s", SCHEDULERS[k], x.total());
                     }
-                    let floor = if *w == "O-SR" { 0.85 } else { 0.95 };
+                    let floor = if *w == "O-SR" { 0.9 } else { 0.95 };
                     assert!(gain >= floor, "{w}: iShare/Blkio {gain:.3}");
                 }
                 "O-RR" | "O-RW" | "O-RRW" => {
