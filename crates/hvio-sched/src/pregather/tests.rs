@@ -268,10 +268,10 @@ fn registered_and_buildable() {
 }
 
 #[test]
-fn the_served_vm_goes_in_elevator_order_with_penalised_back_seeks() {
+fn the_served_vm_goes_nearest_first_or_in_cfqs_elevator_order() {
     // The head ends at 10_008 after the first request; pending 9_990 (18
-    // behind) and 10_030 (22 ahead). CFQ's rule: behind costs 2 × 18 = 36 >
-    // 22, so forward; nearest first (penalty 1, no limit) goes back.
+    // behind) and 10_030 (22 ahead). Nearest first (the default) goes back;
+    // CFQ's rule makes behind cost 2 × 18 = 36 > 22, so forward.
     let order = |over: &[(&str, f64)], ahead: Sector| {
         let mut s = sched(&[(0, 1 << 30)], over);
         s.insert(rd(0, 0, 10_000, 0), 0);
@@ -281,8 +281,11 @@ fn the_served_vm_goes_in_elevator_order_with_penalised_back_seeks() {
         s.insert(rd(2, 0, ahead, us(100)), us(100));
         take(&mut s, us(100)).id
     };
-    assert_eq!(order(&[], 10_030), 2);
-    assert_eq!(order(&[("back_seek_penalty", 1.0), ("back_seek_max", 1e9)], 10_030), 1);
+    assert_eq!(order(&[], 10_030), 1);
+    assert_eq!(
+        order(&[("back_seek_penalty", 2.0), ("back_seek_max", 16384.0)], 10_030),
+        2
+    );
     // A request far ahead still beats one behind by more than back_seek_max (1 KiB = 2 sectors).
     assert_eq!(order(&[("back_seek_max", 1.0), ("back_seek_penalty", 1.0)], 10_040), 2);
 }
