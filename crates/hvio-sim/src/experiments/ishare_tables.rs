@@ -37,8 +37,7 @@ pub(crate) const WEIGHTS: [u32; 2] = [1000, 500];
 /// small, even write latencies under CFQ. RAID controllers of the time
 /// carried 256 MiB–1 GiB of battery-backed cache and destage whole stripes;
 /// hvio models this as the drive model's write-back buffer grown from a
-/// drive's 4 MiB to 256 MiB (the low end), destaging dirty runs of up to
-/// 4 MiB (the drive model's default is 512 KiB) in shortest-positioning
+/// drive's 4 MiB to 256 MiB (the low end), destaging in shortest-positioning
 /// order with a 60 s age bound: longer than the cache holds data at the
 /// rates measured here, so the destage is the controller's elevator. The
 /// drive model's 500 ms bound suits a 4 MiB buffer that holds well under a
@@ -48,7 +47,7 @@ pub(crate) const DISKS: [(&str, &str); 2] = [
     ("write cache off", "model = \"hdd\"\n"),
     (
         "controller write cache",
-        "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage_chunk_sectors = 8192\ndestage_max_age_ms = 60000\n",
+        "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage_max_age_ms = 60000\n",
     ),
 ];
 
@@ -222,7 +221,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     Ok(Report {
         tables,
         notes: vec![
-            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER}, on the HDD model write-through and behind a controller write cache (256 MiB, destages up to 4 MiB, 60 s age bound)", WEIGHTS[0], WEIGHTS[1]),
+            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER}, on the HDD model write-through and behind a controller write cache (256 MiB, 60 s destage age bound)", WEIGHTS[0], WEIGHTS[1]),
             "MB/s = 10^6 bytes/s of the VM's application I/O; the paper's KB/s are divided by 1000".into(),
             "U-* other than U-RR issue one request at a time (32 fio threads writing one file are serialised by the guest file system; see docs/ishare.md)".into(),
             "iShare underloaded % = share of busy time its disk-state detector saw an active VM without pending requests".into(),
