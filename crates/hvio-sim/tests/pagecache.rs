@@ -27,6 +27,39 @@ page_cache = {{ {page_cache} }}
 
 const PAGE: f64 = 4096.0;
 
+/// Every access pattern, buffered and direct, in one VM.
+const MIXED: &str = r#"[[vm.job]]
+rw = "randrw"
+bs = "16k"
+size = "8MiB"
+nrfiles = 4
+numjobs = 4
+requests = 120
+fsync = 10
+direct = false
+[[vm.job]]
+rw = "rw"
+bs = "8k"
+size = "4MiB"
+numjobs = 2
+requests = 100
+thinktime_us = 50
+direct = false
+[[vm.job]]
+rw = "read"
+bs = "16k"
+size = "4MiB"
+numjobs = 3
+sharing = "shared"
+requests = 150
+direct = false
+[[vm.job]]
+rw = "randwrite"
+bs = "4k"
+size = "2MiB"
+requests = 80
+direct = true"#;
+
 /// 32 sequential writes of 16 KiB to one 1 MiB file, fsync every 16 requests.
 const WRITER: &str = r#"[[vm.job]]
 rw = "write"
@@ -138,40 +171,10 @@ direct = false
 fn every_pattern_finishes_under_every_guest_scheduler_with_a_small_cache() {
     // 256 KiB of memory: eviction, background write-back and throttling all
     // happen; every job must finish with its counts intact.
-    let jobs = r#"[[vm.job]]
-rw = "randrw"
-bs = "16k"
-size = "8MiB"
-nrfiles = 4
-numjobs = 4
-requests = 120
-fsync = 10
-direct = false
-[[vm.job]]
-rw = "rw"
-bs = "8k"
-size = "4MiB"
-numjobs = 2
-requests = 100
-thinktime_us = 50
-direct = false
-[[vm.job]]
-rw = "read"
-bs = "16k"
-size = "4MiB"
-numjobs = 3
-sharing = "shared"
-requests = 150
-direct = false
-[[vm.job]]
-rw = "randwrite"
-bs = "4k"
-size = "2MiB"
-requests = 80
-direct = true"#;
+
     for guest in hvio_sched::names() {
         let r = sim(
-            &format!("guest_scheduler = \"{guest}\"\n{jobs}"),
+            &format!("guest_scheduler = \"{guest}\"\n{MIXED}"),
             "memory = \"256KiB\", dirty_ratio = 20, dirty_background_ratio = 5, nr_requests = 4",
         );
         let ops: Vec<u64> = r.jobs.iter().map(|j| j.reads + j.writes).collect();
@@ -220,4 +223,12 @@ fn without_barriers_fsync_sends_no_flush() {
     // `barrier=0`: the two flushes are gone.
     let r = sim(&format!("barrier = false\n{WRITER}"), "");
     assert_eq!(r.vms[0].host_requests, 2 * (6 + 1));
+}
+
+#[test]
+fn buffered_runs_are_deterministic() {
+    let small = "memory = \"512KiB\"";
+    let a = serde_json::to_string(&sim(MIXED, small)).unwrap();
+    let b = serde_json::to_string(&sim(MIXED, small)).unwrap();
+    assert_eq!(a, b);
 }
