@@ -5,10 +5,12 @@
 //!
 //! The setup of §3.1: one physical disk, two guests with 30 GB virtual
 //! disks, fio with synchronous direct I/O, 30 % 4 KiB / 40 % 8 KiB / 30 %
-//! 16 KiB requests. Overloaded workloads (O-*) are the simulator's presets:
-//! 32 threads on 32 files with no think time, so each VM always has requests
-//! waiting at the host. Underloaded workloads (U-*) are "1 file": see
-//! [`job`] for how hvio models them and why.
+//! 16 KiB requests, CFQ in the guests (see [`GUEST_SCHEDULER`]). Overloaded
+//! workloads (O-*) are the simulator's presets: 32 threads on 32 files with
+//! no think time (with CFQ in the guest, a VM's sequential threads reach the
+//! host one request at a time, so iShare sees sequential O-* as
+//! underloaded; see docs/ishare.md). Underloaded workloads (U-*) are
+//! "1 file": see [`job`] for how hvio models them and why.
 
 use super::{ExpOptions, Experiment, Report};
 use crate::error::{Result, SimError};
