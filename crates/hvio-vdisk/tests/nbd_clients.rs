@@ -94,6 +94,38 @@ fn qemu_io_over_io_uring() {
     d.stop();
 }
 
+/// The attachment syntaxes docs/serve.md shows for QEMU (`-drive file=`
+/// legacy and URI forms, `-blockdev driver=nbd,...`), through qemu-io and
+/// qemu-img, which parse them with the same QEMU block layer.
+#[test]
+fn qemu_attaches_with_the_documented_syntaxes() {
+    if !have("qemu-io") || !have("qemu-img") {
+        return;
+    }
+    let d = Daemon::start(&conf("io_uring", "noop"));
+    let sock = d.path("nbd.sock");
+    let sock = sock.display();
+    let tcp = d.running.as_ref().unwrap().nbd_addr.unwrap();
+    let forms = [
+        format!("nbd:unix:{sock}:exportname=vm1"),
+        format!("nbd://{tcp}/vm1"),
+        format!("nbd+unix:///vm1?socket={sock}"),
+    ];
+    for (i, f) in forms.iter().enumerate() {
+        let info = run(Command::new("qemu-img").args(["info", "-f", "raw"]).arg(f));
+        assert!(info.contains("virtual size: 32 MiB"), "{f}: {info}");
+        let p = format!("{:#x}", 0x30 + i);
+        qemu_io(f, &[&format!("write -P {p} {i}M 64k"), "flush", &format!("read -P {p} {i}M 64k")]);
+    }
+    // -blockdev driver=nbd,server.type=unix,server.path=...,export=vm1
+    let opts = format!("driver=nbd,server.type=unix,server.path={sock},export=vm1");
+    let out = run(Command::new("qemu-io")
+        .args(["--image-opts", "-c", "read -P 0x30 0 64k", "-c", "read -P 0x32 2M 64k"])
+        .arg(&opts));
+    assert!(!out.contains("Pattern verification failed") && !out.contains("failed:"), "{out}");
+    d.stop();
+}
+
 #[test]
 fn qemu_img_convert_and_compare() {
     if !have("qemu-img") {
