@@ -115,14 +115,24 @@ fn qemu_attaches_with_the_documented_syntaxes() {
         let info = run(Command::new("qemu-img").args(["info", "-f", "raw"]).arg(f));
         assert!(info.contains("virtual size: 32 MiB"), "{f}: {info}");
         let p = format!("{:#x}", 0x30 + i);
-        qemu_io(f, &[&format!("write -P {p} {i}M 64k"), "flush", &format!("read -P {p} {i}M 64k")]);
+        qemu_io(
+            f,
+            &[
+                &format!("write -P {p} {i}M 64k"),
+                "flush",
+                &format!("read -P {p} {i}M 64k"),
+            ],
+        );
     }
     // -blockdev driver=nbd,server.type=unix,server.path=...,export=vm1
     let opts = format!("driver=nbd,server.type=unix,server.path={sock},export=vm1");
     let out = run(Command::new("qemu-io")
         .args(["--image-opts", "-c", "read -P 0x30 0 64k", "-c", "read -P 0x32 2M 64k"])
         .arg(&opts));
-    assert!(!out.contains("Pattern verification failed") && !out.contains("failed:"), "{out}");
+    assert!(
+        !out.contains("Pattern verification failed") && !out.contains("failed:"),
+        "{out}"
+    );
     d.stop();
 }
 

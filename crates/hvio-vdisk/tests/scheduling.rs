@@ -108,7 +108,12 @@ fn every_scheduler_serves_real_io(store: &str) {
         let counter = |k: &str| st.counters.iter().find(|(n, _)| n == k).map_or(0.0, |c| c.1);
         match name {
             "cfq" => assert_eq!(counter("idle_armed") > 0.0, rotational, "cfq: {:?}", st.counters),
-            "pregather" => assert_eq!(counter("waits_started") > 0.0, rotational, "pregather: {:?}", st.counters),
+            "pregather" => assert_eq!(
+                counter("waits_started") > 0.0,
+                rotational,
+                "pregather: {:?}",
+                st.counters
+            ),
             _ => {}
         }
         assert_eq!(st.scheduler, name);
