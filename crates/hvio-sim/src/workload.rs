@@ -168,7 +168,9 @@ pub fn preset(name: &str) -> Option<JobConfig> {
         sharing: Some(Sharing::Shared),
         ..Default::default()
     };
-    let fio = |rw: Rw, files: u32, size: u64, threads: u32, thinktime_us: u64| JobConfig {
+    // Table I gives no think time: the U-* are underloaded by their one file
+    // (see the ishare-tables experiment), not by pauses.
+    let fio = |rw: Rw, files: u32, size: u64, threads: u32| JobConfig {
         rw: Some(rw),
         bssplit: Some(ISHARE_BSSPLIT.into()),
         size: Some(Size(size)),
@@ -176,15 +178,11 @@ pub fn preset(name: &str) -> Option<JobConfig> {
         numjobs: Some(threads),
         iodepth: Some(1),
         rwmixread: Some(50),
-        thinktime_us: Some(thinktime_us),
+        thinktime_us: Some(0),
         runtime_s: Some(60.0),
         sharing: Some(Sharing::PerThread),
         ..Default::default()
     };
-    // Underloaded jobs think between requests so the VM does not keep the disk
-    // backlogged (paper 003 §3.1: "the I/O resource requirements of VMs are
-    // smaller than the physical disk I/O resource").
-    const U_THINK: u64 = 2_000;
     let c = match name {
         // Paper 000, Table 1 (sysbench fileio: 16 KiB blocks, 10,000 requests).
         "SR-M" => sysbench(Rw::Read, 128),
@@ -195,21 +193,30 @@ pub fn preset(name: &str) -> Option<JobConfig> {
         "RR" => sysbench(Rw::RandRead, 128),
         "RW" => sysbench(Rw::RandWrite, 128),
         // Paper 003, Table I (fio, synchronous direct I/O, 30/40/30 % 4/8/16 KiB).
-        "O-SR" => fio(Rw::Read, 32, 4 << 30, 32, 0),
-        "O-SW" => fio(Rw::Write, 32, 4 << 30, 32, 0),
-        "O-RR" => fio(Rw::RandRead, 32, 4 << 30, 32, 0),
-        "O-RW" => fio(Rw::RandWrite, 32, 4 << 30, 32, 0),
-        "O-RRW" => fio(Rw::RandRw, 32, 4 << 30, 32, 0),
-        "O-SRW" => fio(Rw::Rw, 32, 4 << 30, 32, 0),
-        "U-SR" => fio(Rw::Read, 1, 2 << 30, 1, U_THINK),
-        "U-SW" => fio(Rw::Write, 1, 2 << 30, 32, U_THINK),
-        "U-RR" => fio(Rw::RandRead, 1, 2 << 30, 32, U_THINK),
-        "U-RW" => fio(Rw::RandWrite, 1, 2 << 30, 32, U_THINK),
-        "U-RRW" => fio(Rw::RandRw, 1, 2 << 30, 32, U_THINK),
-        "U-SRW" => fio(Rw::Rw, 1, 2 << 30, 32, U_THINK),
-        _ => return None,
+        _ => return table1(name).map(|(rw, files, size, threads)| fio(rw, files, size, threads)),
     };
     Some(c)
+}
+
+/// Paper 003, Table I: `O-*` are 32 threads on 32 files of 4 GiB in all,
+/// `U-*` 32 threads on one 2 GiB file (U-SR one thread); the pattern is
+/// SR, SW, RR, RW, RRW or SRW. Returns (rw, files, size, threads).
+fn table1(name: &str) -> Option<(Rw, u32, u64, u32)> {
+    let (scenario, pattern) = name.split_once('-')?;
+    let rw = match pattern {
+        "SR" => Rw::Read,
+        "SW" => Rw::Write,
+        "RR" => Rw::RandRead,
+        "RW" => Rw::RandWrite,
+        "RRW" => Rw::RandRw,
+        "SRW" => Rw::Rw,
+        _ => return None,
+    };
+    match scenario {
+        "O" => Some((rw, 32, 4 << 30, 32)),
+        "U" => Some((rw, 1, 2 << 30, if pattern == "SR" { 1 } else { 32 })),
+        _ => None,
+    }
 }
 
 /// Names of every preset.

@@ -76,8 +76,8 @@ pub(crate) const WORKLOADS: [&str; 12] = [
 /// The TOML of one `[[vm.job]]` running workload `w` from `start_s` for
 /// `runtime_s` seconds.
 ///
-/// O-* are the presets as they are. U-* keep the preset's pattern, file and
-/// request mix but issue one request at a time with no think time: Table I's
+/// O-* are the presets as they are (Table I: no think time). U-* keep the
+/// preset's pattern, file and request mix but issue one request at a time: Table I's
 /// U-SR is one thread, and the other U-* are 32 fio threads on *one* file,
 /// whose direct writes the guest's ext4 serialises on the file's inode lock,
 /// so the VM has one request in flight and runs dry between requests — the
@@ -86,7 +86,7 @@ pub(crate) const WORKLOADS: [&str; 12] = [
 pub(crate) fn job(w: &str, start_s: f64, runtime_s: f64) -> String {
     let mut s = format!("[[vm.job]]\npreset = \"{w}\"\nstart_s = {start_s}\nruntime_s = {runtime_s}\n");
     if w.starts_with("U-") && w != "U-RR" {
-        s.push_str("numjobs = 1\nthinktime_us = 0\nsharing = \"shared\"\n");
+        s.push_str("numjobs = 1\nsharing = \"shared\"\n");
     }
     s
 }
