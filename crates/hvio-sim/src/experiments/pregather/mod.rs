@@ -156,13 +156,16 @@ impl Guest {
             cfg.disk.insert("write_cache".into(), true.into());
         }
         let n: u64 = if quick { 1000 } else { 10_000 };
+        let page_cache = matches!(self, Guest::PageCache | Guest::PageCacheWriteCache);
         for vm in &mut cfg.vms {
-            if matches!(self, Guest::PageCache | Guest::PageCacheWriteCache) {
-                // CentOS 5's ext3 mounts with barrier=0: fsync sends no flush.
-                vm.barrier = false;
-            }
+            // CentOS 5's ext3 mounts with barrier=0: fsync sends no flush.
+            // Direct guests keep the simulator's default (ext4: barrier on).
+            vm.barrier = !page_cache;
             for job in &mut vm.jobs {
                 job.requests = Some(n);
+                // Set both ways: the default scenario's jobs are buffered.
+                job.direct = Some(!page_cache);
+                job.fsync = None;
                 let sequential = matches!(job.preset.as_deref(), Some("SR-M" | "SR-S" | "SW-M" | "SW-S"));
                 match self {
                     Guest::Direct => {}
