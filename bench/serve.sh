@@ -23,11 +23,11 @@ ROUNDS=${2:-3}
 SIZE_MB=2048
 
 need() { command -v "$1" >/dev/null 2>&1; }
-if ! need fio || ! need qemu-nbd || ! need nbdkit || ! need nbdfuse; then
-  echo "installing fio qemu-utils nbdkit nbdfuse ..."
+if ! need fio || ! need qemu-nbd || ! need nbdkit || ! need nbdfuse || ! need curl; then
+  echo "installing fio qemu-utils nbdkit nbdfuse curl ..."
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq fio qemu-utils nbdkit nbdfuse libnbd-bin >/dev/null
+  apt-get install -y -qq fio qemu-utils nbdkit nbdfuse libnbd-bin curl >/dev/null
 fi
 
 cargo build --release -q -p hvio-cli
