@@ -110,8 +110,15 @@ struct Slot {
 impl Uring {
     pub fn new(store: Arc<Store>, depth: usize, notify: Sender<Msg>) -> std::io::Result<Uring> {
         let entries = (depth + 2).next_power_of_two().max(8) as u32;
+        let ring = io_uring::IoUring::new(entries)?;
+        if !ring.params().is_feature_ext_arg() {
+            return Err(std::io::Error::other(
+                "this kernel's io_uring cannot wait with a timeout (IORING_FEAT_EXT_ARG, Linux 5.11): \
+                 use engine = \"threads\"",
+            ));
+        }
         Ok(Uring {
-            ring: io_uring::IoUring::new(entries)?,
+            ring,
             store,
             notify,
             waker: Arc::new(Waker::new()?),

@@ -89,6 +89,8 @@ impl Waker {
 
     /// After a message was sent: wake the engine if it is (about to be) asleep.
     fn wake(&self) {
+        // Pairs with the engine's fence between announcing sleep and checking its channel.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.sleeping.swap(false, Ordering::SeqCst) {
             self.signal();
         }
@@ -286,6 +288,7 @@ impl Engine {
                     (Some(p), Some(w)) => {
                         // Completions come back as messages: loop to take them.
                         w.sleeping.store(true, Ordering::SeqCst);
+                        std::sync::atomic::fence(Ordering::SeqCst);
                         if rx.is_empty() {
                             p.wait(deadline);
                         } else {
