@@ -329,6 +329,59 @@ fn interleaved_sequential_writers_destage_in_runs() {
     );
 }
 
+/// Random 16 KiB writes over 12 GiB, 32 in flight, write cache on: MB/s.
+fn random_writers(destage: &str, age_ms: Option<f64>) -> (f64, u64) {
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        destage: Some(destage.into()),
+        destage_max_age_ms: age_ms,
+        ..Default::default()
+    });
+    let span = 12 * (1u64 << 30) / 512 / 32;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (n, bs) = (4000u64, 32u32);
+    let (mut now, mut id, mut in_flight, mut out) = (0, 0u64, 0, Vec::new());
+    loop {
+        while in_flight < 32 && id < n {
+            let lbn = (rng.next() % span) * 32;
+            d.submit(Request::new(id, 0, Op::Write, lbn, bs, now), now);
+            id += 1;
+            in_flight += 1;
+        }
+        let Some(t) = d.next_event() else { break };
+        now = t;
+        out.clear();
+        d.advance(now, &mut out);
+        in_flight -= out.len();
+    }
+    let f = run_one(&mut d, Request::new(id, 0, Op::Flush, 0, 0, now), now);
+    (
+        (n * bs as u64 * 512) as f64 / (f.done as f64 / 1e9) / 1e6,
+        d.stats().aged_destages,
+    )
+}
+
+#[test]
+fn age_bound_does_not_turn_a_full_buffer_into_fifo() {
+    // Sustained random writes keep the buffer full; a run waits there about
+    // (runs in the buffer) / (destages per second). An age bound shorter
+    // than that forces every destage to the oldest run, destages slow down,
+    // runs wait longer still: the drive collapses to FIFO. The default bound
+    // must sit above that wait so SPTF keeps its gain.
+    let (sptf, aged) = random_writers("sptf", None);
+    let (fifo, _) = random_writers("fifo", None);
+    let (short, short_aged) = random_writers("sptf", Some(100.0));
+    eprintln!(
+        "random 16 KiB writes, full buffer: SPTF {sptf:.2} MB/s ({aged} aged destages), \
+         FIFO {fifo:.2}, SPTF with a 100 ms bound {short:.2} ({short_aged} aged)"
+    );
+    assert!(sptf > 2.0 * fifo, "SPTF {sptf:.2} vs FIFO {fifo:.2} MB/s");
+    assert!(
+        short < 0.7 * sptf,
+        "a short bound degenerates towards FIFO: {short:.2} vs {sptf:.2}"
+    );
+}
+
 #[test]
 fn overwrites_coalesce_in_the_buffer() {
     let mut d = disk(HddParams {

@@ -72,7 +72,9 @@ pub struct HddParams {
     /// Destage order of the write-back buffer: "sptf" (default: the dirty
     /// run nearest the head in positioning time) or "fifo" (oldest write first).
     pub destage: Option<String>,
-    /// SPTF destage age bound, ms: data dirty this long is written next (default 500).
+    /// SPTF destage age bound, ms: data dirty this long is written next (default 5000:
+    /// above the time a run waits in a full 4 MiB buffer under random writes, so the
+    /// bound prevents starvation without turning a busy buffer into FIFO).
     pub destage_max_age_ms: Option<f64>,
     /// Most sectors one SPTF destage writes (default 1024 = 512 KiB).
     pub destage_chunk_sectors: Option<u64>,
@@ -265,7 +267,7 @@ impl HddParams {
                 write_back: self.write_cache.unwrap_or(false),
                 write_buffer_sectors: self.write_buffer_sectors.unwrap_or(8192),
                 destage,
-                destage_max_age: ms("destage_max_age_ms", self.destage_max_age_ms, 500.0)?.round() as u64,
+                destage_max_age: ms("destage_max_age_ms", self.destage_max_age_ms, 5000.0)?.round() as u64,
                 destage_chunk,
                 destage_idle: ms("destage_idle_ms", self.destage_idle_ms, 0.0)?.round() as u64,
             },
