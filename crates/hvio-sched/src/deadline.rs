@@ -98,9 +98,9 @@ impl Deadline {
     }
 
     fn move_request(&mut self, dir: usize, k: SortKey) -> Request {
-        let rq = self.queues[dir].remove(k).expect("dispatching a queued request");
+        let (rq, next) = self.queues[dir].remove_next(k).expect("dispatching a queued request");
         self.next_rq = [None, None];
-        self.next_rq[dir] = self.queues[dir].after(k).map(key);
+        self.next_rq[dir] = next;
         self.batching += 1;
         rq
     }

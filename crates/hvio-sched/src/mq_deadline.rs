@@ -195,10 +195,8 @@ impl MqDeadline {
         }
         let (dir, k) = pick.expect("picked above");
         let pp = &mut self.prios[prio];
-        if pp.queues[dir].get(k).expect("picked request is queued").arrival > latest_start {
-            return None;
-        }
-        if limited(pp.queues[dir].get(k).expect("queued")) && self.async_in_flight >= self.async_depth {
+        let rq = pp.queues[dir].get(k).expect("picked request is queued");
+        if rq.arrival > latest_start || (limited(rq) && self.async_in_flight >= self.async_depth) {
             return None;
         }
         self.batching += 1;

@@ -8,22 +8,193 @@ use std::collections::{BTreeMap, VecDeque};
 /// Key of a request in sector order; ties broken by id (arrival order).
 pub type SortKey = (Sector, RequestId);
 
+/// Most keys in one chunk of a [`SortedIndex`] (split in halves beyond).
+const CHUNK: usize = 64;
+
+/// Sort keys in order, each with a slot number: a list of sorted chunks of
+/// at most [`CHUNK`] keys with the largest key of each chunk beside it. A
+/// lookup is two binary searches (chunk, then position), an insertion or
+/// removal moves at most a chunk's worth of 24-byte entries: cheaper and
+/// more cache friendly than a B-tree both for the few dozen requests a
+/// queue usually holds (one chunk: a sorted array) and for 100,000.
+#[derive(Debug, Default, Clone)]
+struct SortedIndex {
+    chunks: Vec<Vec<(SortKey, u32)>>,
+    /// `maxes[i]`: the last key of `chunks[i]` (chunks are never empty).
+    maxes: Vec<SortKey>,
+    /// The last chunk's buffer once emptied, for the next insertion (a
+    /// queue that empties and refills allocates nothing).
+    spare: Vec<(SortKey, u32)>,
+}
+
+impl SortedIndex {
+    /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
+    #[inline]
+    fn chunk_at_or_after(&self, key: SortKey) -> usize {
+        self.maxes.partition_point(|m| *m < key)
+    }
+
+    /// The chunk holding the first key strictly after `key` (`chunks.len()` if none).
+    #[inline]
+    fn chunk_after(&self, key: SortKey) -> usize {
+        self.maxes.partition_point(|m| *m <= key)
+    }
+
+    /// Adds `key` with slot `slot`; false (and nothing changed) if `key` is present.
+    fn insert(&mut self, key: SortKey, slot: u32) -> bool {
+        if self.chunks.is_empty() {
+            let mut c = std::mem::take(&mut self.spare);
+            if c.capacity() == 0 {
+                c.reserve_exact(CHUNK + 1);
+            }
+            c.push((key, slot));
+            self.chunks.push(c);
+            self.maxes.push(key);
+            return true;
+        }
+        let ci = self.chunk_at_or_after(key).min(self.chunks.len() - 1);
+        let c = &mut self.chunks[ci];
+        let pos = c.partition_point(|e| e.0 < key);
+        if c.get(pos).is_some_and(|e| e.0 == key) {
+            return false;
+        }
+        c.insert(pos, (key, slot));
+        if pos + 1 == c.len() {
+            self.maxes[ci] = key;
+        }
+        if c.len() > CHUNK {
+            let mut tail = Vec::with_capacity(CHUNK + 1);
+            tail.extend_from_slice(&c[CHUNK / 2..]);
+            c.truncate(CHUNK / 2);
+            self.maxes[ci] = c[CHUNK / 2 - 1].0;
+            let max = tail[tail.len() - 1].0;
+            self.chunks.insert(ci + 1, tail);
+            self.maxes.insert(ci + 1, max);
+        }
+        true
+    }
+
+    /// Where `key` is: (chunk, position).
+    #[inline]
+    fn find(&self, key: SortKey) -> Option<(usize, usize)> {
+        let ci = self.chunk_at_or_after(key);
+        let c = self.chunks.get(ci)?;
+        let pos = c.partition_point(|e| e.0 < key);
+        (c[pos].0 == key).then_some((ci, pos))
+    }
+
+    /// Removes `key`; returns its slot and the next key.
+    fn remove(&mut self, key: SortKey) -> Option<(u32, Option<SortKey>)> {
+        let (ci, pos) = self.find(key)?;
+        let c = &mut self.chunks[ci];
+        let (_, slot) = c.remove(pos);
+        let next = c.get(pos).map(|e| e.0);
+        let next = next.or_else(|| self.chunks.get(ci + 1).map(|d| d[0].0));
+        let c = &mut self.chunks[ci];
+        if c.is_empty() {
+            let c = self.chunks.remove(ci);
+            self.maxes.remove(ci);
+            if self.chunks.is_empty() {
+                self.spare = c;
+            }
+        } else {
+            if pos == c.len() {
+                self.maxes[ci] = c[pos - 1].0;
+            }
+            // Keep chunks from thinning out: merge a small one into its successor when both fit.
+            let n = c.len();
+            if n < CHUNK / 8 && self.chunks.get(ci + 1).is_some_and(|d| n + d.len() <= CHUNK / 2) {
+                let next = self.chunks.remove(ci + 1);
+                self.maxes.remove(ci + 1);
+                self.chunks[ci].extend_from_slice(&next);
+                self.maxes[ci] = next[next.len() - 1].0;
+            }
+        }
+        Some((slot, next))
+    }
+
+    fn get(&self, key: SortKey) -> Option<u32> {
+        self.find(key).map(|(ci, pos)| self.chunks[ci][pos].1)
+    }
+
+    fn at_or_after(&self, key: SortKey) -> Option<u32> {
+        let c = self.chunks.get(self.chunk_at_or_after(key))?;
+        Some(c[c.partition_point(|e| e.0 < key)].1)
+    }
+
+    fn after(&self, key: SortKey) -> Option<u32> {
+        let c = self.chunks.get(self.chunk_after(key))?;
+        Some(c[c.partition_point(|e| e.0 <= key)].1)
+    }
+
+    fn before(&self, key: SortKey) -> Option<u32> {
+        let ci = self.chunk_at_or_after(key);
+        if let Some(c) = self.chunks.get(ci) {
+            let pos = c.partition_point(|e| e.0 < key);
+            if pos > 0 {
+                return Some(c[pos - 1].1);
+            }
+        }
+        let c = self.chunks.get(ci.checked_sub(1)?)?;
+        Some(c[c.len() - 1].1)
+    }
+
+    fn first(&self) -> Option<u32> {
+        self.chunks.first().map(|c| c[0].1)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (SortKey, u32)> + '_ {
+        self.chunks.iter().flatten().copied()
+    }
+
+    /// An index of keys given in increasing order, in chunks three quarters full.
+    fn from_sorted(keys: impl Iterator<Item = (SortKey, u32)>) -> Self {
+        let mut ix = SortedIndex::default();
+        for e in keys {
+            if ix.chunks.last().is_none_or(|c| c.len() >= CHUNK * 3 / 4) {
+                ix.chunks.push(Vec::with_capacity(CHUNK + 1));
+                ix.maxes.push(e.0);
+            }
+            let last = ix.chunks.len() - 1;
+            ix.chunks[last].push(e);
+            ix.maxes[last] = e.0;
+        }
+        ix
+    }
+}
+
+/// A queued request: its deadline and its deque sequence number (`LATE`
+/// if it is in `late`).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    rq: Request,
+    deadline: Nanos,
+    seq: u64,
+}
+
 /// Requests kept both in sector order and in FIFO (deadline) order.
 ///
-/// The sector tree is a B-tree (O(log n)). The FIFO is a deque sorted by
-/// deadline: deadlines are mostly inserted in order (arrival time plus a
-/// fixed expiry), so insertion is an O(1) push, and each request remembers
-/// its slot, so removal blanks it in O(1) without a second tree lookup;
-/// blank slots are dropped when they reach the front. A deadline earlier
-/// than the last one pushed (a queue mixing sync and async expiries) goes to
-/// a small B-tree beside the deque; the FIFO head is the earlier of the two
-/// fronts.
+/// Up to a few thousand requests (`SMALL_MAX`), the requests live in a slab
+/// of slots (reused, so no allocation per request once warm) and the sector
+/// order is a [`SortedIndex`] of their keys; a bigger queue moves to a
+/// B-tree holding the requests (fewer cache misses at that size) and back
+/// once it is small again. The FIFO is a deque sorted by deadline:
+/// deadlines are mostly inserted in order (arrival time plus a fixed
+/// expiry), so insertion is an O(1) push, and each request remembers its
+/// place in it, so removal blanks it in O(1); blank places are dropped when
+/// they reach the front. A deadline earlier than the last one pushed (a
+/// queue mixing sync and async expiries) goes to a small B-tree beside the
+/// deque; the FIFO head is the earlier of the two fronts.
 #[derive(Debug, Default, Clone)]
 pub struct SortedFifo {
-    /// Request, its deadline and its deque sequence number (`LATE` if it
-    /// is in `late`).
-    by_sector: BTreeMap<SortKey, (Request, Nanos, u64)>,
-    /// Deque slot `seq − base`: (deadline, sort key), or blank once removed.
+    slots: Vec<Slot>,
+    /// Slots not in use.
+    free: Vec<u32>,
+    by_sector: SortedIndex,
+    /// The requests of a big queue (then `slots` and `by_sector` are empty).
+    tree: Option<BTreeMap<SortKey, Slot>>,
+    len: usize,
+    /// Deque entry `seq − base`: (deadline, sort key), or blank once removed.
     fifo: VecDeque<Option<(Nanos, SortKey)>>,
     base: u64,
     /// The largest (deadline, id) pushed on the deque.
@@ -33,6 +204,10 @@ pub struct SortedFifo {
 }
 
 const LATE: u64 = u64::MAX;
+/// A queue longer than this moves to the B-tree...
+const SMALL_MAX: usize = 4096;
+/// ...and back below this.
+const SMALL_AGAIN: usize = 1024;
 
 impl SortedFifo {
     pub fn new() -> Self {
@@ -40,46 +215,114 @@ impl SortedFifo {
     }
 
     pub fn len(&self) -> usize {
-        self.by_sector.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_sector.is_empty()
+        self.len == 0
     }
 
-    /// Add `rq` with FIFO expiry time `deadline`.
+    #[inline]
+    fn rq(&self, slot: u32) -> &Request {
+        &self.slots[slot as usize].rq
+    }
+
+    /// Add `rq` with FIFO expiry time `deadline` (a request with the key of
+    /// one already queued replaces it).
     pub fn insert(&mut self, rq: Request, deadline: Nanos) {
         let key = (rq.sector, rq.id);
         let order = (deadline, rq.id);
-        if self.last.is_some_and(|l| order < l) {
-            self.late.insert(order, key);
-            self.by_sector.insert(key, (rq, deadline, LATE));
+        let late = self.last.is_some_and(|l| order < l);
+        let seq = if late { LATE } else { self.base + self.fifo.len() as u64 };
+        let entry = Slot { rq, deadline, seq };
+        if let Some(tree) = &mut self.tree {
+            match tree.entry(key) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(entry);
+                }
+                std::collections::btree_map::Entry::Occupied(_) => {
+                    self.remove(key);
+                    return self.insert(rq, deadline);
+                }
+            }
         } else {
-            let seq = self.base + self.fifo.len() as u64;
+            let slot = self.free.last().copied().unwrap_or(self.slots.len() as u32);
+            if !self.by_sector.insert(key, slot) {
+                self.remove(key);
+                return self.insert(rq, deadline);
+            }
+            if self.free.pop().is_some() {
+                self.slots[slot as usize] = entry;
+            } else {
+                self.slots.push(entry);
+            }
+        }
+        if late {
+            self.late.insert(order, key);
+        } else {
             self.fifo.push_back(Some((deadline, key)));
             self.last = Some(order);
-            self.by_sector.insert(key, (rq, deadline, seq));
+        }
+        self.len += 1;
+        if self.len > SMALL_MAX && self.tree.is_none() {
+            let tree = self
+                .by_sector
+                .iter()
+                .map(|(k, s)| (k, self.slots[s as usize]))
+                .collect();
+            self.tree = Some(tree);
+            self.by_sector = SortedIndex::default();
+            self.slots = Vec::new();
+            self.free = Vec::new();
         }
     }
 
     /// Remove the request with sort key `key`.
     pub fn remove(&mut self, key: SortKey) -> Option<Request> {
-        let (rq, deadline, seq) = self.by_sector.remove(&key)?;
+        self.take(key, false).map(|(rq, _)| rq)
+    }
+
+    /// Remove the request with sort key `key`; also returns the key of the
+    /// request after it in sector order (as [`SortedFifo::after`] would).
+    pub fn remove_next(&mut self, key: SortKey) -> Option<(Request, Option<SortKey>)> {
+        self.take(key, true)
+    }
+
+    /// Removes `key`; with `next`, also finds the key after it (free in a
+    /// small queue, a second search in the tree).
+    fn take(&mut self, key: SortKey, next: bool) -> Option<(Request, Option<SortKey>)> {
+        let (Slot { rq, deadline, seq }, next) = if let Some(tree) = &mut self.tree {
+            use std::ops::Bound::{Excluded, Unbounded};
+            let e = tree.remove(&key)?;
+            let after = next.then(|| tree.range((Excluded(key), Unbounded)).next().map(|(&k, _)| k));
+            (e, after.flatten())
+        } else {
+            let (slot, next) = self.by_sector.remove(key)?;
+            self.free.push(slot);
+            (self.slots[slot as usize], next)
+        };
+        self.len -= 1;
         if seq == LATE {
             self.late.remove(&(deadline, rq.id));
         } else {
-            if let Some(slot) = self.fifo.get_mut((seq - self.base) as usize) {
-                *slot = None;
+            if let Some(e) = self.fifo.get_mut((seq - self.base) as usize) {
+                *e = None;
             }
             while let Some(None) = self.fifo.front() {
                 self.fifo.pop_front();
                 self.base += 1;
             }
         }
-        if self.by_sector.is_empty() {
+        if self.len == 0 {
             self.last = None;
         }
-        Some(rq)
+        if self.len < SMALL_AGAIN {
+            if let Some(tree) = self.tree.take() {
+                self.slots = tree.values().copied().collect();
+                self.by_sector = SortedIndex::from_sorted(tree.keys().copied().zip(0..));
+            }
+        }
+        Some((rq, next))
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
@@ -94,42 +337,57 @@ impl SortedFifo {
             (Some(f), Some(l)) => f.min(l),
             (f, l) => f.or(l)?,
         };
-        Some((o.0, &self.by_sector[&k].0))
+        Some((o.0, self.get(k).expect("FIFO entries are queued")))
     }
 
     /// The first request at or after `key` in sector order.
     pub fn at_or_after(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.range(key..).next().map(|(_, r)| &r.0)
+        match &self.tree {
+            Some(t) => t.range(key..).next().map(|(_, e)| &e.rq),
+            None => self.by_sector.at_or_after(key).map(|s| self.rq(s)),
+        }
     }
 
     /// The first request strictly after `key` in sector order.
     pub fn after(&self, key: SortKey) -> Option<&Request> {
         use std::ops::Bound::{Excluded, Unbounded};
-        self.by_sector
-            .range((Excluded(key), Unbounded))
-            .next()
-            .map(|(_, r)| &r.0)
+        match &self.tree {
+            Some(t) => t.range((Excluded(key), Unbounded)).next().map(|(_, e)| &e.rq),
+            None => self.by_sector.after(key).map(|s| self.rq(s)),
+        }
     }
 
     /// The last request strictly before `key` in sector order.
     pub fn before(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.range(..key).next_back().map(|(_, r)| &r.0)
+        match &self.tree {
+            Some(t) => t.range(..key).next_back().map(|(_, e)| &e.rq),
+            None => self.by_sector.before(key).map(|s| self.rq(s)),
+        }
     }
 
     pub fn first(&self) -> Option<&Request> {
-        self.by_sector.values().next().map(|r| &r.0)
+        match &self.tree {
+            Some(t) => t.values().next().map(|e| &e.rq),
+            None => self.by_sector.first().map(|s| self.rq(s)),
+        }
     }
 
     pub fn get(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.get(&key).map(|r| &r.0)
+        match &self.tree {
+            Some(t) => t.get(&key).map(|e| &e.rq),
+            None => self.by_sector.get(key).map(|s| self.rq(s)),
+        }
     }
 
     pub fn contains(&self, key: SortKey) -> bool {
-        self.by_sector.contains_key(&key)
+        self.get(key).is_some()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Request> {
-        self.by_sector.values().map(|r| &r.0)
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Request> + '_> {
+        match &self.tree {
+            Some(t) => Box::new(t.values().map(|e| &e.rq)),
+            None => Box::new(self.by_sector.iter().map(|(_, s)| self.rq(s))),
+        }
     }
 }
 
@@ -281,6 +539,55 @@ mod sorted_fifo_tests {
         }
     }
 
+    /// A queue that grows past `SMALL_MAX` (to the B-tree) and shrinks below
+    /// `SMALL_AGAIN` (back) answers every query as the model does throughout.
+    #[test]
+    fn big_queue_moves_to_the_tree_and_back() {
+        let mut q = SortedFifo::new();
+        let mut model: BTreeMap<SortKey, Nanos> = BTreeMap::new();
+        let mut rng = 12345u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let check = |q: &SortedFifo, model: &BTreeMap<SortKey, Nanos>, probe: SortKey| {
+            assert_eq!(q.len(), model.len());
+            if probe.0.is_multiple_of(16) {
+                let head = model.iter().map(|(k, &d)| (d, k.1)).min();
+                assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), head);
+            }
+            assert_eq!(q.at_or_after(probe).map(key), model.range(probe..).next().map(|e| *e.0));
+            assert_eq!(q.before(probe).map(key), model.range(..probe).next_back().map(|e| *e.0));
+            assert_eq!(q.first().map(key), model.keys().next().copied());
+        };
+        let mut id = 0;
+        for round in 0..2 {
+            while model.len() < SMALL_MAX + 100 {
+                let r = next();
+                let (sector, dl) = (r % 100_000, (id + r % 3 * 1000) / 4);
+                q.insert(Request::new(id, 0, Op::Read, sector, 8, 0), dl);
+                model.insert((sector, id), dl);
+                id += 1;
+                check(&q, &model, (next() % 100_000, 0));
+            }
+            assert!(q.tree.is_some(), "round {round}");
+            while model.len() > SMALL_AGAIN / 2 {
+                let probe = (next() % 100_000, 0);
+                let k = *model.range(probe..).next().or(model.iter().next()).unwrap().0;
+                let want_next = model
+                    .range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
+                    .next()
+                    .map(|e| *e.0);
+                assert_eq!(q.remove_next(k).map(|(r, n)| (r.id, n)), Some((k.1, want_next)));
+                model.remove(&k);
+                check(&q, &model, probe);
+            }
+            assert!(q.tree.is_none(), "round {round}");
+        }
+    }
+
     #[test]
     fn fifo_front_skips_removed_requests_and_keeps_deadline_order() {
         let mut q = SortedFifo::new();
@@ -300,5 +607,46 @@ mod sorted_fifo_tests {
         assert_eq!(q.first().map(|r| r.id), Some(3));
         q.remove((200, 3)).unwrap();
         assert!(q.fifo_head().is_none() && q.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod sorted_index_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Against a B-tree, over enough keys to split and merge chunks: every
+        /// ordered query (at or after, after, before, first, get) and the order.
+        #[test]
+        fn matches_a_btree(ops in prop::collection::vec((0u8..3, 0u64..600, any::<prop::sample::Index>()), 1..3000)) {
+            let mut ix = SortedIndex::default();
+            let mut model: BTreeMap<SortKey, u32> = BTreeMap::new();
+            for (n, (op, sector, pick)) in ops.into_iter().enumerate() {
+                let key = (sector, n as u64 % 7);
+                if op > 0 || model.is_empty() {
+                    if let std::collections::btree_map::Entry::Vacant(e) = model.entry(key) {
+                        e.insert(n as u32);
+                        ix.insert(key, n as u32);
+                    }
+                } else {
+                    let k = *model.keys().nth(pick.index(model.len())).unwrap();
+                    prop_assert_eq!(ix.remove(k).map(|r| r.0), model.remove(&k));
+                }
+                let probe = (sector, 3);
+                prop_assert_eq!(ix.at_or_after(probe), model.range(probe..).next().map(|e| *e.1));
+                prop_assert_eq!(ix.after(probe), model.range((std::ops::Bound::Excluded(probe), std::ops::Bound::Unbounded)).next().map(|e| *e.1));
+                prop_assert_eq!(ix.before(probe), model.range(..probe).next_back().map(|e| *e.1));
+                prop_assert_eq!(ix.get(probe), model.get(&probe).copied());
+                prop_assert_eq!(ix.first(), model.values().next().copied());
+                prop_assert!(ix.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
+            }
+            prop_assert_eq!(ix.iter().map(|e| e.1).collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>());
+            let rebuilt = SortedIndex::from_sorted(ix.iter());
+            prop_assert_eq!(rebuilt.iter().collect::<Vec<_>>(), ix.iter().collect::<Vec<_>>());
+            prop_assert_eq!(rebuilt.maxes.clone(), rebuilt.chunks.iter().map(|c| c[c.len() - 1].0).collect::<Vec<_>>());
+        }
     }
 }
