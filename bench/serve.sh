@@ -125,13 +125,21 @@ SCHED_RUN=(noop)
 for s in cfq pregather; do
   if echo "$SCHEDS" | grep -qx "$s"; then SCHED_RUN+=("$s"); fi
 done
+# Each round starts with a different configuration (the order rotates), so
+# none always runs right after another's writes.
+CONFIGS=(qemu-nbd "${SCHED_RUN[@]}")
 for round in $(seq "$ROUNDS"); do
-  qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$W/qemu.sock" "$W/disk.img" &
-  QPID=$!; PIDS+=("$QPID")
-  wait_sock "$W/qemu.sock"
-  nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock" "$QPID"
-  kill "$QPID"; wait "$QPID" 2>/dev/null || true
-  for s in "${SCHED_RUN[@]}"; do
+  n=${#CONFIGS[@]}
+  for k in $(seq 0 $((n - 1))); do
+    s=${CONFIGS[$(( (k + round - 1) % n ))]}
+    if [ "$s" = qemu-nbd ]; then
+      qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$W/qemu.sock" "$W/disk.img" &
+      QPID=$!; PIDS+=("$QPID")
+      wait_sock "$W/qemu.sock"
+      nbd_pair qemu-nbd "nbd+unix:///?socket=$W/qemu.sock" "$QPID"
+      kill "$QPID"; wait "$QPID" 2>/dev/null || true
+      continue
+    fi
     start_hvio "$s"
     nbd_pair "hvio-$s" "nbd+unix:///vm1?socket=$W/hvio.sock" "$HPID"
     [ "$s" = noop ] || echo "  round $round, $s counters: $(counters)"
@@ -211,9 +219,13 @@ fs_setup kit "$W/nbdfuse/disk"
 fs_setup cached "$W/fuse-cached/vm1"
 fs_setup direct "$W/fuse-direct/vm1"
 for round in $(seq "$ROUNDS"); do
-  fs_round nbdkit-nbdfuse kit "$KPID $NFPID"
-  fs_round hvio-fuse cached "${FPID[cached]}"
-  fs_round hvio-fuse-direct direct "${FPID[direct]}"
+  for k in 0 1 2; do   # rotating order, as above
+    case $(( (k + round - 1) % 3 )) in
+      0) fs_round nbdkit-nbdfuse kit "$KPID $NFPID" ;;
+      1) fs_round hvio-fuse cached "${FPID[cached]}" ;;
+      2) fs_round hvio-fuse-direct direct "${FPID[direct]}" ;;
+    esac
+  done
 done
 for m in "${MOUNTS[@]}"; do umount "$m"; done
 for l in "${LOOPS[@]}"; do losetup -d "$l"; done
