@@ -15,7 +15,11 @@ impl DoneQueue {
     /// Adds a completion, keeping (done, id) order.
     pub(crate) fn push(&mut self, c: Completion) {
         let at = self.0.partition_point(|x| (x.done, x.rq.id) <= (c.done, c.rq.id));
-        self.0.insert(at, c);
+        if at == self.0.len() {
+            self.0.push_back(c);
+        } else {
+            self.0.insert(at, c);
+        }
     }
 
     /// When the earliest completion is due.

@@ -75,9 +75,11 @@ impl PartialOrd for Entry {
     }
 }
 impl Ord for Entry {
+    #[inline]
     fn cmp(&self, o: &Self) -> Ordering {
         // BinaryHeap is a max-heap: reverse for earliest (time, seq) first.
-        (o.t, o.seq).cmp(&(self.t, self.seq))
+        // One 128-bit comparison: (t, seq) in lexicographic order.
+        (((o.t as u128) << 64) | o.seq as u128).cmp(&(((self.t as u128) << 64) | self.seq as u128))
     }
 }
 

@@ -194,8 +194,15 @@ pub struct Geometry {
     pub cylinders: u32,
     pub zones: Vec<Zone>,
     zone_starts: Vec<u64>,
+    /// `zone_hint[b]`: the zone holding LBN `b << hint_shift` (the search for
+    /// an LBN's zone starts there: at most a step or two on).
+    zone_hint: Vec<u32>,
+    hint_shift: u32,
     capacity: u64,
 }
+
+/// Buckets of the zone hint table (at most).
+const ZONE_HINTS: u64 = 1024;
 
 impl Geometry {
     /// Lay out `zones` (in LBN order) on `heads` surfaces; assigns each zone's first LBN.
@@ -214,12 +221,18 @@ impl Geometry {
             z.first_lbn = lbn;
             lbn += z.lbns;
         }
-        let zone_starts = zones.iter().map(|z| z.first_lbn).collect();
+        let zone_starts: Vec<u64> = zones.iter().map(|z| z.first_lbn).collect();
+        let hint_shift = 64 - (lbn / ZONE_HINTS).leading_zeros();
+        let zone_hint = (0..=(lbn - 1) >> hint_shift)
+            .map(|b| (zone_starts.partition_point(|&s| s <= b << hint_shift) - 1) as u32)
+            .collect();
         Ok(Geometry {
             heads,
             cylinders,
             zones,
             zone_starts,
+            zone_hint,
+            hint_shift,
             capacity: lbn,
         })
     }
@@ -232,7 +245,12 @@ impl Geometry {
     /// Index of the zone holding `lbn` (clamped to the last zone).
     #[inline]
     pub fn zone_of(&self, lbn: u64) -> usize {
-        self.zone_starts.partition_point(|&s| s <= lbn).saturating_sub(1)
+        let b = ((lbn >> self.hint_shift) as usize).min(self.zone_hint.len() - 1);
+        let mut z = self.zone_hint[b] as usize;
+        while self.zone_starts.get(z + 1).is_some_and(|&s| s <= lbn) {
+            z += 1;
+        }
+        z
     }
 
     /// Physical position of an LBN (LBNs past the end are clamped to the last block).
@@ -383,6 +401,25 @@ mod tests {
         // Track 0 ends at LBN 5; track 1 ends at LBN 5 + 9.
         assert_eq!(g.track_end_lbn(g.locate(0)), 5);
         assert_eq!(g.track_end_lbn(g.locate(5)), 14);
+    }
+
+    /// The hint table gives the zone a binary search over the zone starts
+    /// gives, at every zone boundary and past the end, for the default disk
+    /// and a small one (one bucket per block).
+    #[test]
+    fn zone_of_matches_a_search() {
+        let disk = crate::HddParams::default().build().unwrap().geom;
+        for g in [holey(), disk] {
+            let search = |lbn: u64| g.zone_starts.partition_point(|&s| s <= lbn).saturating_sub(1);
+            let mut probes = vec![0, 1, g.capacity() - 1, g.capacity(), g.capacity() + 12_345, u64::MAX];
+            for &s in &g.zone_starts {
+                probes.extend([s.saturating_sub(1), s, s + 1]);
+            }
+            probes.extend((0..1000u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % g.capacity()));
+            for lbn in probes {
+                assert_eq!(g.zone_of(lbn), search(lbn), "lbn {lbn}");
+            }
+        }
     }
 
     #[test]
