@@ -111,6 +111,40 @@ fn reread_is_a_cache_hit() {
     assert!((c2.service.total() as f64 - expect).abs() <= 1.0, "{:?}", c2.service);
 }
 
+#[test]
+fn minimum_read_ahead_holds_the_mechanism() {
+    // A read at 1e8, then at once a read 5e8 sectors away. Without a
+    // minimum the far read stops the read-ahead; with 1024 sectors the drive
+    // first reads 1024 sectors past the first read (about a track's worth:
+    // more than 1024 / 2000 of a revolution, less than two), and a later
+    // sequential read of those sectors is a hit.
+    let run = |min: Option<u64>| {
+        let mut d = disk(HddParams {
+            min_read_ahead_sectors: min,
+            ..Default::default()
+        });
+        let c1 = run_one(&mut d, Request::new(1, 0, Op::Read, 100_000_000, 16, 0), 0);
+        let c2 = run_one(&mut d, Request::new(2, 0, Op::Read, 600_000_000, 16, c1.done), c1.done);
+        let c3 = run_one(
+            &mut d,
+            Request::new(3, 0, Op::Read, 100_000_016, 1000, c2.done),
+            c2.done,
+        );
+        (c1, c2, c3)
+    };
+    let (a1, a2, a3) = run(None);
+    let (b1, b2, b3) = run(Some(1024));
+    assert_eq!(a1.done, b1.done, "the first read is not delayed");
+    let held = (b2.start - b1.done) as f64;
+    assert_eq!(a2.start, a1.done, "no minimum: the far read starts at once");
+    assert!(held > 0.25 * rev() && held < 2.0 * rev(), "held {held} ns");
+    assert!(!a3.service.cache_hit, "without a minimum the read-ahead was cut off");
+    assert!(
+        b3.service.cache_hit,
+        "the minimum read-ahead holds the next 1000 sectors"
+    );
+}
+
 /// Sequential reads of `bs` sectors from `start` for `total` sectors: MB/s.
 fn seq_read_rate(d: &mut dyn Device, start: u64, bs: u32, total: u64) -> f64 {
     let mut now = 0;

@@ -341,6 +341,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     let continuous = k.num("Buffer continuous read", 0.0)? as i64;
     let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?.max(0.0) as u64;
     let read_ahead = if continuous == 0 { 0 } else { max_ra };
+    let min_read_ahead = k.num("Minimum read-ahead (blks)", 0.0)?.max(0.0) as u64;
     if continuous != 0 && continuous != 3 {
         ctx.warnings.push(format!(
             "{}: `Buffer continuous read` = {continuous}: modelled as read-ahead to the segment end",
@@ -363,7 +364,6 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         "Use separate write segment",
         "Low (write) water mark",
         "Calc sector by sector",
-        "Minimum read-ahead (blks)",
         "Read-ahead over requested",
         "Read-ahead on idle hit",
         "Read any free blocks",
@@ -418,6 +418,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             segments,
             segment_sectors: seg_size,
             read_ahead,
+            min_read_ahead: min_read_ahead.min(read_ahead),
             read_hits_on_write_data: hits_on_writes,
             write_back: fast_write > 0.0 && segments > 0,
             write_buffer_sectors: seg_size * write_segs,

@@ -451,6 +451,22 @@ impl Hdd {
         }
     }
 
+    /// When the read-ahead under way has read `min_read_ahead` sectors past
+    /// block `b` (or its segment's limit): the mechanism is not free before
+    /// (0 when there is no read-ahead or no minimum).
+    fn min_read_ahead_until(&self, b: u64) -> Nanos {
+        let m = self.m.cache.min_read_ahead;
+        let Some(p) = self.prefetch.filter(|_| m > 0) else {
+            return 0;
+        };
+        let target = (b + m).min(self.segs[p.seg].limit);
+        if target <= p.lbn0 {
+            return 0;
+        }
+        let ((t, _), _) = self.m.stream(p.t0, p.loc0, p.lbn0, target, false, f64::INFINITY);
+        t.ceil() as Nanos
+    }
+
     /// Moves the read-ahead's reference point forward to block `b` (keeping
     /// its timing exactly), so later progress queries walk only new tracks.
     /// Returns when block `b - 1` has been read.
@@ -702,6 +718,11 @@ impl Hdd {
                 self.pending_at.remove(i);
                 let c = self.serve(rq, t);
                 self.mech_free = c.done;
+                if rq.op == Op::Read {
+                    self.mech_free = self
+                        .mech_free
+                        .max(self.min_read_ahead_until(rq.sector + rq.sectors as u64));
+                }
                 self.last_host = c.done;
                 self.push_done(c);
             } else {

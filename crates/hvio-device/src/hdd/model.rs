@@ -51,6 +51,10 @@ pub struct CacheParams {
     pub segment_sectors: u64,
     /// Most sectors read ahead past a request.
     pub read_ahead: u64,
+    /// DiskSim's "Minimum read-ahead": after a read, the drive keeps
+    /// prefetching at least this many sectors past it before it takes the
+    /// next command or destages (0: any command stops the read-ahead).
+    pub min_read_ahead: u64,
     /// Keep written data for later read hits.
     pub read_hits_on_write_data: bool,
     /// Write-back: acknowledge writes once buffered, destage later.

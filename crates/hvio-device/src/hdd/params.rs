@@ -65,6 +65,9 @@ pub struct HddParams {
     pub segment_sectors: Option<u64>,
     /// Most sectors read ahead after a read (default 4096).
     pub read_ahead_sectors: Option<u64>,
+    /// Sectors the drive reads ahead after a read before it serves another
+    /// command or destages (DiskSim's "Minimum read-ahead"; default 0).
+    pub min_read_ahead_sectors: Option<u64>,
     /// Write-back cache: writes complete once buffered (default false).
     pub write_cache: Option<bool>,
     /// Write-back buffer, sectors (default 8192 = 4 MiB).
@@ -263,6 +266,7 @@ impl HddParams {
                 segments,
                 segment_sectors,
                 read_ahead: self.read_ahead_sectors.unwrap_or(4096),
+                min_read_ahead: self.min_read_ahead_sectors.unwrap_or(0),
                 read_hits_on_write_data: true,
                 write_back: self.write_cache.unwrap_or(false),
                 write_buffer_sectors: self.write_buffer_sectors.unwrap_or(8192),
