@@ -229,9 +229,13 @@ impl JobState {
         (sector, sectors, read)
     }
 
-    /// The file holding image sector `sector`, in pages, for the page cache.
-    fn file_of(&self, ji: usize, sector: u64) -> FileSpan {
-        let idx = (sector - self.file_first) / self.file_sectors;
+    /// Index of the job's file holding image sector `sector`.
+    fn file_index(&self, sector: u64) -> u64 {
+        (sector - self.file_first) / self.file_sectors
+    }
+
+    /// The job's file `idx`, in pages, for the page cache (job `ji`).
+    fn file_span(&self, ji: usize, idx: u64) -> FileSpan {
         FileSpan {
             key: ((ji as u64) << 32) | idx,
             first: (self.file_first + idx * self.file_sectors) / PAGE_SECTORS,
@@ -592,7 +596,7 @@ impl Engine {
                 e.push(t, Ev::JournalTick { vm: vi as u16 });
             }
             if let Some(c) = &e.vms[vi].cache {
-                let t = c.config().dirty_writeback_centisecs as Nanos * 10 * NS_PER_MS;
+                let t = c.config().writeback_period();
                 e.push(t, Ev::Flusher { vm: vi as u16 });
             }
         }
@@ -1050,9 +1054,8 @@ impl Engine {
                 job.is_dirty = false;
             }
             if std::mem::take(&mut job.file_dirty[f]) {
-                let first = (job.file_first + f as u64 * job.file_sectors) / PAGE_SECTORS;
-                let n = job.file_sectors / PAGE_SECTORS;
-                return self.buffered_fsync(vi, ti, first, n, now);
+                let file = job.file_span(ji, f as u64);
+                return self.buffered_fsync(vi, ti, file.first, file.pages, now);
             }
         }
         if !job.may_issue(now) {
@@ -1079,7 +1082,7 @@ impl Engine {
             return Err(SimError::Other("a buffered job in a VM without a page cache".into()));
         };
         if read {
-            let file = job.file_of(ji, sector);
+            let file = job.file_span(ji, job.file_index(sector));
             let out = cache.read(file, first, n, ti);
             th.waiting = out.wait;
             let ready = out.wait == 0;
@@ -1097,7 +1100,7 @@ impl Engine {
             cache.write(first, n, now);
             vm.dirty = true;
             job.is_dirty = true;
-            let f = ((sector - job.file_first) / job.file_sectors) as usize;
+            let f = job.file_index(sector) as usize;
             job.file_dirty[f] = true;
             self.push(
                 now + copy,
@@ -1240,8 +1243,7 @@ impl Engine {
             return Ok(());
         };
         let cfg = cache.config();
-        let period = cfg.dirty_writeback_centisecs as Nanos * 10 * NS_PER_MS;
-        let expire = cfg.dirty_expire_centisecs as Nanos * 10 * NS_PER_MS;
+        let (period, expire) = (cfg.writeback_period(), cfg.dirty_expire());
         let max = cfg.max_request_pages();
         if let Some(cutoff) = now.checked_sub(expire) {
             for run in cache.writeback_expired(cutoff) {

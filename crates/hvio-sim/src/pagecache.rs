@@ -158,6 +158,20 @@ impl PageCacheConfig {
     pub fn max_request_pages(&self) -> u64 {
         self.max_sectors_kb as u64 / 4
     }
+
+    /// The flusher's period (`dirty_writeback_centisecs`).
+    pub fn writeback_period(&self) -> Nanos {
+        centisecs(self.dirty_writeback_centisecs)
+    }
+
+    /// How long a page may stay dirty before the flusher writes it (`dirty_expire_centisecs`).
+    pub fn dirty_expire(&self) -> Nanos {
+        centisecs(self.dirty_expire_centisecs)
+    }
+}
+
+fn centisecs(cs: u32) -> Nanos {
+    cs as Nanos * 10_000_000
 }
 
 /// A file as the cache sees it: where it starts and how long it is, in
