@@ -8,11 +8,6 @@ PIP := $(VENV)/bin/pip
 CARGO ?= cargo
 HVIO := target/release/hvio
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-# Cargo caches the compiler's answers (target/.rustc_info.json) across runs.
-# On this project's machines a `cargo clippy` run has been seen to leave a
-# failed probe there (rustc read stray text on stdin), which then fails every
-# later cargo step of the same tree; probing afresh each time costs ~50 ms.
-export CARGO_CACHE_RUSTC_INFO := 0
 
 .PHONY: run test lint fmt build release venv python bench clean test-rust test-python deps
 
