@@ -2,6 +2,7 @@
 
 use crate::engine::{Backend, Dispatched, Msg, Poller, Waker};
 use crate::io::{IoJob, IoKind, IoResult};
+use crate::nbd::ring::RingConn;
 use crate::store::Store;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
@@ -86,6 +87,11 @@ impl Drop for ThreadPool {
 /// as `RWF_DSYNC`) and flushes (`fdatasync`) go through the ring; trims and
 /// write-zeroes (fallocate with fallbacks) and any request the ring answers
 /// short or with O_DIRECT's EINVAL are done synchronously.
+///
+/// The ring also serves NBD connections after their handshake
+/// ([`Poller::adopt`]): it receives their requests (handed to the engine as
+/// messages on this same thread) and sends their replies, every reply that
+/// is ready after a round of completions in one `send`.
 pub struct Uring {
     ring: io_uring::IoUring,
     store: Arc<Store>,
@@ -97,9 +103,14 @@ pub struct Uring {
     /// Where the armed eventfd read lands (lives as long as the ring can write it).
     efd_buf: Box<u64>,
     efd_armed: bool,
+    conns: Vec<Option<RingConn>>,
+    /// Shutting down: adopted connections take no more requests.
+    stopping: bool,
 }
 
 const EVENTFD_TAG: u64 = u64::MAX;
+/// Tag bit of a connection's operation: `CONN_TAG | index << 1 | (0 receive, 1 send)`.
+const CONN_TAG: u64 = 1 << 62;
 
 struct Slot {
     id: u64,
@@ -109,7 +120,7 @@ struct Slot {
 
 impl Uring {
     pub fn new(store: Arc<Store>, depth: usize, notify: Sender<Msg>) -> std::io::Result<Uring> {
-        let entries = (depth + 2).next_power_of_two().max(8) as u32;
+        let entries = (depth + 2).next_power_of_two().max(64) as u32;
         let ring = io_uring::IoUring::new(entries)?;
         if !ring.params().is_feature_ext_arg() {
             return Err(std::io::Error::other(
@@ -127,6 +138,8 @@ impl Uring {
             in_ring: 0,
             efd_buf: Box::new(0),
             efd_armed: false,
+            conns: Vec::new(),
+            stopping: false,
         })
     }
 
@@ -162,6 +175,20 @@ impl Uring {
                 self.efd_armed = false;
                 continue;
             }
+            if tag & CONN_TAG != 0 {
+                let notify = &self.notify;
+                let idx = ((tag & !CONN_TAG) >> 1) as usize;
+                if let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+                    if tag & 1 == 0 {
+                        c.on_recv(res, &mut |job| {
+                            let _ = notify.send(Msg::Submit(job));
+                        });
+                    } else {
+                        c.on_send(res);
+                    }
+                }
+                continue;
+            }
             let idx = tag as usize;
             let Some(slot) = self.slots.get_mut(idx).and_then(Option::take) else {
                 continue;
@@ -181,6 +208,47 @@ impl Uring {
                 // (Store::execute falls back to the buffered descriptor).
                 run_sync(&self.store, slot.id, slot.job, &self.notify);
             }
+        }
+        self.drive();
+    }
+
+    /// Collect the connections' replies and arm their receives and sends;
+    /// close the connections that are done.
+    fn drive(&mut self) {
+        use io_uring::{opcode, types};
+        if self.conns.is_empty() {
+            return;
+        }
+        let notify = &self.notify;
+        let mut submit = |job| {
+            let _ = notify.send(Msg::Submit(job));
+        };
+        let mut entries = Vec::new();
+        for (i, slot) in self.conns.iter_mut().enumerate() {
+            let Some(c) = slot else { continue };
+            c.pump(&mut submit);
+            let fd = types::Fd(c.fd());
+            let tag = CONN_TAG | (i as u64) << 1;
+            if let Some((p, n)) = c.want_recv() {
+                entries.push(opcode::Recv::new(fd, p, n).build().user_data(tag));
+            }
+            if let Some((p, n)) = c.want_send() {
+                entries.push(
+                    opcode::Send::new(fd, p, n)
+                        .flags(libc::MSG_NOSIGNAL)
+                        .build()
+                        .user_data(tag | 1),
+                );
+            }
+            if c.finished() {
+                *slot = None;
+            }
+        }
+        while self.conns.last().is_some_and(Option::is_none) {
+            self.conns.pop();
+        }
+        for e in entries {
+            self.push(e);
         }
     }
 
@@ -226,9 +294,13 @@ impl Backend for Uring {
     }
 
     fn stop(&mut self) {
-        while self.in_ring > 0 {
+        for c in self.conns.iter_mut().flatten() {
+            c.abort();
+        }
+        while self.in_ring > 0 || self.conns.iter().flatten().any(|c| !c.quiet()) {
             self.enter(1, None);
         }
+        self.conns.clear();
         if self.efd_armed {
             // Complete the armed read so the kernel is done with `efd_buf`.
             self.waker.signal();
@@ -255,6 +327,25 @@ impl Poller for Uring {
 
     fn waker(&self) -> Arc<Waker> {
         self.waker.clone()
+    }
+
+    fn adopt(&mut self, mut conn: RingConn) {
+        if self.stopping {
+            conn.stop_reading();
+        }
+        match self.conns.iter().position(Option::is_none) {
+            Some(i) => self.conns[i] = Some(conn),
+            None => self.conns.push(Some(conn)),
+        }
+        self.drive();
+    }
+
+    fn stop_reading(&mut self) {
+        self.stopping = true;
+        for c in self.conns.iter_mut().flatten() {
+            c.stop_reading();
+        }
+        self.drive();
     }
 }
 

@@ -243,6 +243,7 @@ impl Running {
     pub async fn stop(mut self) -> Result<(), ServeError> {
         tracing::info!("shutting down: draining in-flight requests");
         let _ = self.shutdown.send(true);
+        self.engine.stop_reading();
         self.alive = None;
         // Connections finish their in-flight requests, then close.
         if tokio::time::timeout(Duration::from_secs(60), self.alive_rx.recv())

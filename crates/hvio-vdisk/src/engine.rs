@@ -10,6 +10,7 @@
 
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::iolog::IoLog;
+use crate::nbd::ring::RingConn;
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -52,6 +53,12 @@ pub trait Poller {
     fn wait(&mut self, deadline: Option<Instant>);
     /// What senders signal when the engine may be asleep in `wait`.
     fn waker(&self) -> Arc<Waker>;
+    /// Serve an NBD connection from this thread: its requests come back as
+    /// [`Msg::Submit`], its replies leave through the same ring.
+    fn adopt(&mut self, conn: RingConn);
+    /// Server shutdown: adopted connections take no more requests (those
+    /// read are answered), and connections adopted later neither.
+    fn stop_reading(&mut self);
 }
 
 /// An eventfd that wakes an engine sleeping in its [`Poller`]; senders
@@ -123,6 +130,10 @@ pub enum Msg {
         result: IoResult,
     },
     Control(Control),
+    /// An NBD connection past its handshake, for a backend that drives sockets.
+    Adopt(Box<RingConn>),
+    /// Adopted connections stop reading requests (shutdown).
+    StopReading,
     /// Finish everything queued and in flight, sync the store, stop.
     Shutdown(oneshot::Sender<IoResult>),
 }
@@ -150,6 +161,22 @@ impl EngineHandle {
                 job.finish(Err(libc::ESHUTDOWN));
             }
         }
+    }
+
+    /// Whether the engine thread serves NBD connections itself (the io_uring
+    /// engine): then [`EngineHandle::adopt`] them after their handshake.
+    pub fn drives_sockets(&self) -> bool {
+        self.waker.is_some()
+    }
+
+    /// Hand a connection to the engine thread (see [`Poller::adopt`]).
+    pub fn adopt(&self, conn: RingConn) {
+        let _ = self.send(Msg::Adopt(Box::new(conn)));
+    }
+
+    /// Adopted connections stop taking requests (see [`Poller::stop_reading`]).
+    pub fn stop_reading(&self) {
+        let _ = self.send(Msg::StopReading);
     }
 
     pub fn control(&self, c: Control) -> bool {
@@ -371,6 +398,16 @@ impl Engine {
             }
             Msg::Done { id, result } => self.done(id, result),
             Msg::Control(c) => self.control(c),
+            Msg::Adopt(conn) => {
+                if let Some(p) = self.backend.poller() {
+                    p.adopt(*conn);
+                }
+            }
+            Msg::StopReading => {
+                if let Some(p) = self.backend.poller() {
+                    p.stop_reading();
+                }
+            }
             Msg::Shutdown(tx) => self.shutdown = Some(tx),
         }
     }

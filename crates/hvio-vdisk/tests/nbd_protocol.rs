@@ -26,9 +26,24 @@ size = "1MiB"
 read_only = true
 "#;
 
+/// The same configuration on the io_uring engine, whose thread serves the
+/// connections itself after the handshake (a separate transmission path).
+fn over_io_uring(conf: &str) -> String {
+    conf.replacen("depth = 8\n", "depth = 8\nengine = \"io_uring\"\n", 1)
+}
+
 #[test]
 fn option_haggling() {
-    let d = Daemon::start(CONF);
+    option_haggling_on(CONF);
+}
+
+#[test]
+fn option_haggling_over_io_uring() {
+    option_haggling_on(&over_io_uring(CONF));
+}
+
+fn option_haggling_on(conf: &str) {
+    let d = Daemon::start(conf);
     let mut s = Client::greet(&d.sock());
     // Unknown option and structured replies: UNSUP, the connection carries on.
     opt(&mut s, 8, &[]);
@@ -115,7 +130,16 @@ fn option_haggling() {
 
 #[test]
 fn errors_per_spec_and_the_connection_carries_on() {
-    let d = Daemon::start(CONF);
+    errors_per_spec_and_the_connection_carries_on_on(CONF);
+}
+
+#[test]
+fn errors_per_spec_and_the_connection_carries_on_over_io_uring() {
+    errors_per_spec_and_the_connection_carries_on_on(&over_io_uring(CONF));
+}
+
+fn errors_per_spec_and_the_connection_carries_on_on(conf: &str) {
+    let d = Daemon::start(conf);
     let mut c = Client::connect(&d.sock(), "vm2");
     let size = c.size;
     // Read past the end: EINVAL. Write past the end: ENOSPC (payload skipped).
@@ -170,7 +194,16 @@ fn errors_per_spec_and_the_connection_carries_on() {
 
 #[test]
 fn many_in_flight_multi_conn_and_disconnect_mid_request() {
-    let d = Daemon::start(CONF);
+    many_in_flight_multi_conn_and_disconnect_mid_request_on(CONF);
+}
+
+#[test]
+fn many_in_flight_multi_conn_and_disconnect_mid_request_over_io_uring() {
+    many_in_flight_multi_conn_and_disconnect_mid_request_on(&over_io_uring(CONF));
+}
+
+fn many_in_flight_multi_conn_and_disconnect_mid_request_on(conf: &str) {
+    let d = Daemon::start(conf);
     let mut a = Client::connect(&d.sock(), "vm1");
     let mut b = Client::connect(&d.sock(), "vm1");
     // 200 writes in flight on one connection before any reply is read.
@@ -236,6 +269,15 @@ fn many_in_flight_multi_conn_and_disconnect_mid_request() {
 
 #[test]
 fn backend_enospc_goes_to_that_client_and_is_counted() {
+    backend_enospc_on(CONF);
+}
+
+#[test]
+fn backend_enospc_goes_to_that_client_and_is_counted_over_io_uring() {
+    backend_enospc_on(&over_io_uring(CONF));
+}
+
+fn backend_enospc_on(conf: &str) {
     // SAFETY: getuid cannot fail.
     if unsafe { libc::getuid() } != 0 {
         eprintln!("\n!!!!!!!! SKIPPED: needs root to mount a small tmpfs !!!!!!!!\n");
@@ -255,7 +297,7 @@ fn backend_enospc_goes_to_that_client_and_is_counted() {
     }
     let _guard = Umount(small.clone());
     // A sparse 8 MiB backing file on a 1 MiB file system: writes run out of space.
-    let d = Daemon::start(&CONF.replace("@DIR@/disk.img", &format!("{}/disk.img", small.display())));
+    let d = Daemon::start(&conf.replace("@DIR@/disk.img", &format!("{}/disk.img", small.display())));
     let mut c = Client::connect(&d.sock(), "vm1");
     let mut enospc = 0;
     for i in 0..512u64 {

@@ -8,11 +8,13 @@
 //! connection has completed (hence `CAN_MULTI_CONN`).
 
 pub mod proto;
+pub mod ring;
 
 use crate::buf::AlignedBuf;
 use crate::engine::EngineHandle;
 use crate::io::{DoneFn, IoJob, IoKind};
 use proto::*;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -45,6 +47,47 @@ struct Reply {
 
 const OPT_DATA_MAX: u32 = 64 * 1024;
 
+/// A client socket: served on the async runtime during the handshake, then
+/// (io_uring engine) handed to the scheduler thread's ring as a descriptor.
+pub trait NbdStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The socket as a blocking descriptor (io_uring parks blocking sockets
+    /// in its own poll; a non-blocking one would make it return `EAGAIN`).
+    fn into_blocking_fd(self) -> std::io::Result<OwnedFd>;
+}
+
+impl NbdStream for tokio::net::UnixStream {
+    fn into_blocking_fd(self) -> std::io::Result<OwnedFd> {
+        let s = self.into_std()?;
+        s.set_nonblocking(false)?;
+        Ok(s.into())
+    }
+}
+
+impl NbdStream for tokio::net::TcpStream {
+    fn into_blocking_fd(self) -> std::io::Result<OwnedFd> {
+        let s = self.into_std()?;
+        s.set_nonblocking(false)?;
+        Ok(s.into())
+    }
+}
+
+/// The I/O a valid command asks for: kind, offset, length, FUA; `None` for DISC.
+pub(crate) fn command_io(cmd: Command) -> Option<(IoKind, u64, u32, bool)> {
+    Some(match cmd {
+        Command::Disc => return None,
+        Command::Read { offset, length } => (IoKind::Read, offset, length, false),
+        Command::Write { offset, length, fua } => (IoKind::Write, offset, length, fua),
+        Command::Flush => (IoKind::Flush, 0, 0, false),
+        Command::Trim { offset, length, fua } => (IoKind::Trim, offset, length, fua),
+        Command::WriteZeroes {
+            offset,
+            length,
+            fua,
+            no_hole,
+        } => (IoKind::WriteZeroes { punch: !no_hole }, offset, length, fua),
+    })
+}
+
 impl NbdServer {
     fn find(&self, name: &str) -> Option<&NbdExport> {
         if name.is_empty() {
@@ -72,8 +115,7 @@ impl NbdServer {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
-                        let (rd, wr) = s.into_split();
-                        tokio::spawn(self.clone().connection(rd, wr, "unix".to_string()));
+                        tokio::spawn(self.clone().connection(s, "unix".to_string()));
                     }
                     Err(e) => tracing::warn!(error = %e, "nbd: accept failed"),
                 },
@@ -90,8 +132,7 @@ impl NbdServer {
                 r = listener.accept() => match r {
                     Ok((s, peer)) => {
                         let _ = s.set_nodelay(true);
-                        let (rd, wr) = s.into_split();
-                        tokio::spawn(self.clone().connection(rd, wr, peer.to_string()));
+                        tokio::spawn(self.clone().connection(s, peer.to_string()));
                     }
                     Err(e) => tracing::warn!(error = %e, "nbd: accept failed"),
                 },
@@ -100,12 +141,9 @@ impl NbdServer {
         }
     }
 
-    async fn connection<R, W>(self: Arc<Self>, rd: R, wr: W, peer: String)
-    where
-        R: AsyncRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin + Send + 'static,
-    {
+    async fn connection<S: NbdStream>(self: Arc<Self>, stream: S, peer: String) {
         let _alive = self.alive.clone();
+        let (rd, wr) = tokio::io::split(stream);
         let mut rd = BufReader::with_capacity(256 * 1024, rd);
         let mut wr = BufWriter::with_capacity(256 * 1024, wr);
         let mut stop = self.shutdown.clone();
@@ -119,6 +157,25 @@ impl NbdServer {
         match hs {
             Ok(Some((export, enforce))) => {
                 tracing::debug!(peer = %peer, export = %export.name, "nbd: transmission");
+                if self.engine.drives_sockets() {
+                    // The handshake flushed every reply; keep what the client already sent.
+                    let leftover = rd.buffer().to_vec();
+                    let stream = rd.into_inner().unsplit(wr.into_inner());
+                    match stream.into_blocking_fd() {
+                        Ok(fd) => self.engine.adopt(ring::RingConn::new(
+                            fd,
+                            &export,
+                            enforce,
+                            &leftover,
+                            self.max_inflight,
+                            self.alive.clone(),
+                        )),
+                        Err(e) => {
+                            tracing::warn!(peer = %peer, error = %e, "nbd: cannot hand the connection to the scheduler thread")
+                        }
+                    }
+                    return;
+                }
                 if let Err(e) = self.transmission(rd, wr, export, enforce).await {
                     tracing::debug!(peer = %peer, error = %e, "nbd: connection ended");
                 }
@@ -296,18 +353,8 @@ impl NbdServer {
                     continue;
                 }
             };
-            let (kind, offset, length, fua) = match cmd {
-                Command::Disc => break,
-                Command::Read { offset, length } => (IoKind::Read, offset, length, false),
-                Command::Write { offset, length, fua } => (IoKind::Write, offset, length, fua),
-                Command::Flush => (IoKind::Flush, 0, 0, false),
-                Command::Trim { offset, length, fua } => (IoKind::Trim, offset, length, fua),
-                Command::WriteZeroes {
-                    offset,
-                    length,
-                    fua,
-                    no_hole,
-                } => (IoKind::WriteZeroes { punch: !no_hole }, offset, length, fua),
+            let Some((kind, offset, length, fua)) = command_io(cmd) else {
+                break;
             };
             let Ok(permit) = sem.clone().acquire_owned().await else {
                 break;
