@@ -113,4 +113,16 @@ pub trait Scheduler: Send {
     fn counters(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+
+    /// The block layer's back merge (`elv_merge` → `ELEVATOR_BACK_MERGE`,
+    /// `bio_attach_to_rq`): if a queued, not yet dispatched request of
+    /// `rq.stream` with the same direction and sync flag ends where `rq`
+    /// starts, and the two together are at most `max_sectors` long, grow
+    /// that request by `rq.sectors` in place (it keeps its place, arrival
+    /// and deadline) and return its id; `rq` is then never inserted.
+    /// Default: no merging (`None`). Only the simulator's opt-in host path
+    /// (`[host.blktap] elevator_merge`) calls it.
+    fn back_merge(&mut self, _rq: &Request, _max_sectors: u32, _now: Nanos) -> Option<crate::request::RequestId> {
+        None
+    }
 }

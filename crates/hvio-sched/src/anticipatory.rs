@@ -532,6 +532,12 @@ impl Scheduler for Anticipatory {
         }
     }
 
+    /// The generic back merge into the sync or async sort list; like
+    /// `as_merged_request`, it leaves the I/O history and counts alone.
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32, _now: Nanos) -> Option<hvio_core::RequestId> {
+        self.queues[rq.sync as usize].back_merge(rq, max_sectors)
+    }
+
     fn dispatch(&mut self, now: Nanos) -> Dispatch {
         self.run_timers(now);
         if !self.has_work() {

@@ -1093,6 +1093,15 @@ impl Scheduler for Cfq {
     }
 
     /// `cfq_insert_request` + `cfq_rq_enqueued`.
+    /// `cfq_merge` and `cfq_allow_merge`: only into the stream's own
+    /// queue (the sync queue of its process, or its group's async queue),
+    /// which must already exist; think time and seek history are not
+    /// sampled (Linux samples them in `cfq_rq_enqueued` only).
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32, _now: Nanos) -> Option<hvio_core::RequestId> {
+        let q = self.queue_of_inflight(rq)?;
+        self.queues.get_mut(q)?.rqs.back_merge(rq, max_sectors)
+    }
+
     fn insert(&mut self, rq: Request, now: Nanos) {
         self.run_timers(now);
         let q = self.queue_for(&rq, now);

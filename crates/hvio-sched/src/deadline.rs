@@ -116,6 +116,12 @@ impl Scheduler for Deadline {
         self.queues[dir].insert(rq, now + self.expire[dir]);
     }
 
+    /// `deadline_merge` with the generic back merge: the request grows in
+    /// its direction's sort list and keeps its FIFO expiry.
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32, _now: Nanos) -> Option<hvio_core::RequestId> {
+        self.queues[rq.op.dir()].back_merge(rq, max_sectors)
+    }
+
     fn dispatch(&mut self, now: Nanos) -> Dispatch {
         // Continue the current batch in sector order.
         let cont = self.next_rq[WRITE]

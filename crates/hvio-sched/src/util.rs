@@ -383,12 +383,52 @@ impl SortedFifo {
         self.get(key).is_some()
     }
 
+    fn get_mut(&mut self, key: SortKey) -> Option<&mut Request> {
+        match &mut self.tree {
+            Some(t) => t.get_mut(&key).map(|e| &mut e.rq),
+            None => {
+                let s = self.by_sector.get(key)?;
+                Some(&mut self.slots[s as usize].rq)
+            }
+        }
+    }
+
+    /// The block layer's back merge into this queue (see
+    /// [`hvio_core::Scheduler::back_merge`]): the queued request nearest
+    /// below `rq` grows by `rq.sectors` when [`back_mergeable`] allows it.
+    /// It keeps its sort key and FIFO deadline. Returns its id.
+    pub fn back_merge(&mut self, rq: &Request, max_sectors: u32) -> Option<RequestId> {
+        let prev = *self.before((rq.sector, 0))?;
+        if !back_mergeable(&prev, rq, max_sectors) {
+            return None;
+        }
+        let q = self.get_mut(key(&prev))?;
+        q.sectors += rq.sectors;
+        Some(q.id)
+    }
+
     pub fn iter(&self) -> Box<dyn Iterator<Item = &Request> + '_> {
         match &self.tree {
             Some(t) => Box::new(t.values().map(|e| &e.rq)),
             None => Box::new(self.by_sector.iter().map(|(_, s)| self.rq(s))),
         }
     }
+}
+
+/// Whether `rq` may be appended to the queued request `prev`
+/// (`elv_rq_merge_ok` and `ll_back_merge_fn`): both reads or both writes
+/// (not flushes or discards), the same sync flag (CFQ's
+/// `cfq_allow_merge`), neither FUA, `prev` ends where `rq` starts, and the
+/// sum fits `max_sectors` (the queue's `max_sectors_kb`).
+pub fn back_mergeable(prev: &Request, rq: &Request, max_sectors: u32) -> bool {
+    matches!(rq.op, hvio_core::Op::Read | hvio_core::Op::Write)
+        && prev.op == rq.op
+        && prev.sync == rq.sync
+        && !prev.fua
+        && !rq.fua
+        && rq.sectors > 0
+        && prev.end() == rq.sector
+        && prev.sectors as u64 + rq.sectors as u64 <= max_sectors as u64
 }
 
 /// The sort key of a request.

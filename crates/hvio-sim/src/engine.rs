@@ -56,6 +56,11 @@ enum Ev {
     Flusher {
         vm: u16,
     },
+    /// blktap: tapdisk's event-loop pass submits the requests it took
+    /// from the VM's ring (one `io_submit`).
+    TapdiskSubmit {
+        vm: u16,
+    },
 }
 
 struct Entry {
@@ -112,7 +117,14 @@ struct Slot {
     issued: Nanos,
     host_arrival: Nanos,
     host_dispatch: Nanos,
+    /// blktap: the next guest request merged into the same host request
+    /// (`NO_SLOT` for none), and this request's tapdisk ring slot.
+    chain: u32,
+    tap_slot: u32,
 }
+
+/// No slot (the end of a merge chain, or no tapdisk ring slot).
+const NO_SLOT: u32 = u32::MAX;
 
 const SLOT_BITS: u32 = 20;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
@@ -296,6 +308,10 @@ struct Vm {
     wb_inflight: u32,
     /// Writers blocked above `dirty_ratio`.
     throttled: Vec<u32>,
+    /// blktap: which of tapdisk's ring slots hold a request, and the
+    /// guest requests taken from the ring since the last `io_submit`.
+    tap_ring: Vec<bool>,
+    tap_batch: Vec<u32>,
     rng: JobRng,
     host_requests: u64,
     host_bytes: u64,
@@ -355,6 +371,28 @@ pub struct Engine {
     max_time: Nanos,
     seed: u64,
     host_weights: Vec<u32>,
+    blktap: Option<crate::config::BlktapConfig>,
+    /// blktap: guest requests joined by tapdisk's `io_merge`, and control
+    /// blocks back-merged by the dom0 elevator.
+    io_merges: u64,
+    elevator_merges: u64,
+    /// blktap: seek distances between consecutive bios as they reach the
+    /// dom0 block layer (blktrace's Q events, before merging), beside the
+    /// dispatch-order distances of `seek` (its D events).
+    seek_queued: SeekDistribution,
+}
+
+/// Sectors of a full blkif request: `BLKIF_MAX_SEGMENTS_PER_REQUEST` (11)
+/// pages, which fill one slot of tapdisk's ring buffer.
+const TAP_SLOT_SECTORS: u32 = 11 * PAGE_SECTORS as u32;
+
+/// Whether tapdisk's `io_merge` finds the buffer of a request in ring slot
+/// `slot` contiguous with the one before it, of `prev_sectors` sectors in
+/// slot `prev_slot` (`contiguous_buffers`): a slot's pages start at
+/// `MMAP_VADDR(vstart, slot, 0)`, right after slot − 1's 11 pages, so only
+/// a full previous request in the slot just below qualifies.
+fn tap_joins(prev_sectors: u32, prev_slot: u32, slot: u32) -> bool {
+    prev_sectors == TAP_SLOT_SECTORS && prev_slot.checked_add(1) == Some(slot)
 }
 
 fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
@@ -528,6 +566,8 @@ impl Engine {
                 wb_queue: VecDeque::new(),
                 wb_inflight: 0,
                 throttled: Vec::new(),
+                tap_ring: vec![false; vc.virtio_depth as usize],
+                tap_batch: Vec::new(),
                 rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
                 host_requests: 0,
                 host_bytes: 0,
@@ -579,6 +619,10 @@ impl Engine {
             max_time: (cfg.max_time_s * 1e9).round() as Nanos,
             seed: cfg.seed,
             host_weights: cfg.vms.iter().map(|v| v.weight).collect(),
+            blktap: cfg.host.blktap.clone(),
+            io_merges: 0,
+            elevator_merges: 0,
+            seek_queued: SeekDistribution::new(image_sectors),
         };
         for vi in 0..e.vms.len() {
             for ti in 0..e.vms[vi].threads.len() {
@@ -669,6 +713,7 @@ impl Engine {
                 Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
                 Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
                 Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
+                Ev::TapdiskSubmit { vm } => self.tapdisk_submit(vm as usize),
             }
             // Device idle while the host holds requests: anticipation / idling.
             let idle = self.device.in_flight() == 0 && self.host.has_work();
@@ -814,6 +859,8 @@ impl Engine {
             issued: now,
             host_arrival: 0,
             host_dispatch: 0,
+            chain: NO_SLOT,
+            tap_slot: NO_SLOT,
         })?;
         let rq = Request { id, ..rq };
         self.vms[vi].sched.insert(rq, now);
@@ -854,15 +901,104 @@ impl Engine {
         let now = self.now;
         let s = &mut self.slots[slot as usize];
         s.host_arrival = now;
+        let vi = s.vm as usize;
+        if self.blktap.is_some() {
+            // blktap: the request takes the lowest free slot of tapdisk's
+            // ring (`blktap_ring_make_request`) and waits for the event
+            // loop's next pass, which takes everything on the ring.
+            let vm = &mut self.vms[vi];
+            let free = vm.tap_ring.iter().position(|&b| !b).unwrap_or(vm.tap_ring.len());
+            if free == vm.tap_ring.len() {
+                vm.tap_ring.push(true);
+            } else {
+                vm.tap_ring[free] = true;
+            }
+            self.slots[slot as usize].tap_slot = free as u32;
+            if vm.tap_batch.is_empty() {
+                self.push(now, Ev::TapdiskSubmit { vm: vi as u16 });
+            }
+            self.vms[vi].tap_batch.push(slot);
+            return;
+        }
+        let rq = self.host_request(slot, now);
+        self.host.insert(rq, now);
+        self.host_kick();
+    }
+
+    /// The host's view of guest request `slot`: physical sectors, the VM's
+    /// stream; through blktap, tapdisk's O_DIRECT I/O (sync reads, writes
+    /// as `sync_writes` says, no metadata flag).
+    fn host_request(&self, slot: u32, now: Nanos) -> Request {
+        let s = &self.slots[slot as usize];
         let vm = &self.vms[s.vm as usize];
         let g = s.guest;
         let sector = if g.op == Op::Flush { 0 } else { vm.layout.map(g.sector) };
-        let rq = Request {
+        let mut rq = Request {
             stream: s.vm as StreamId,
             sector,
             arrival: now,
             ..g
         };
+        if let Some(b) = &self.blktap {
+            if g.op != Op::Flush {
+                rq.sync = g.op == Op::Read || (b.sync_writes && g.op == Op::Write);
+                rq.meta = false;
+            }
+        }
+        rq
+    }
+
+    /// blktap: one pass of tapdisk's event loop for VM `vi`. The requests
+    /// taken from the ring become control blocks in ring order; `io_merge`
+    /// joins each to the one before when [`tap_joins`] allows; each
+    /// resulting control block is submitted in turn, and the dom0
+    /// elevator back-merges it into a queued request or queues it.
+    fn tapdisk_submit(&mut self, vi: usize) {
+        let now = self.now;
+        let Some(cfg) = self.blktap.clone() else {
+            return;
+        };
+        let batch = std::mem::take(&mut self.vms[vi].tap_batch);
+        let max = cfg.max_sectors();
+        let mut iocb: Option<(Request, u32)> = None; // (request, last slot of its chain)
+        for slot in batch {
+            let rq = self.host_request(slot, now);
+            if let Some((cur, last)) = &mut iocb {
+                let prev = &self.slots[*last as usize];
+                let buffers = tap_joins(prev.guest.sectors, prev.tap_slot, self.slots[slot as usize].tap_slot);
+                if cfg.io_merge && buffers && hvio_sched::util::back_mergeable(cur, &rq, max) {
+                    cur.sectors += rq.sectors;
+                    self.io_merges += 1;
+                    self.slots[*last as usize].chain = slot;
+                    *last = slot;
+                    continue;
+                }
+            }
+            if let Some((cur, _)) = iocb.replace((rq, slot)) {
+                self.submit_iocb(cur, &cfg, now);
+            }
+        }
+        if let Some((cur, _)) = iocb {
+            self.submit_iocb(cur, &cfg, now);
+        }
+    }
+
+    /// One control block reaches the dom0 block layer: back-merged into a
+    /// queued request of the VM, or queued; then the queue is run
+    /// (`blk_run_address_space`).
+    fn submit_iocb(&mut self, rq: Request, cfg: &crate::config::BlktapConfig, now: Nanos) {
+        self.seek_queued.dispatched(&rq);
+        if cfg.elevator_merge {
+            if let Some(id) = self.host.back_merge(&rq, cfg.max_sectors(), now) {
+                let mut tail = (id & SLOT_MASK) as u32;
+                while self.slots[tail as usize].chain != NO_SLOT {
+                    tail = self.slots[tail as usize].chain;
+                }
+                self.slots[tail as usize].chain = (rq.id & SLOT_MASK) as u32;
+                self.elevator_merges += 1;
+                return;
+            }
+        }
         self.host.insert(rq, now);
         self.host_kick();
     }
@@ -928,7 +1064,17 @@ impl Engine {
                 w.write(&vm.layout.name, &c, s.host_arrival, s.host_dispatch);
             }
             let t = c.done.max(now) + vm.latency;
-            self.push(t, Ev::GuestDone { slot });
+            // Every guest request merged into this one completes with it
+            // and frees its tapdisk ring slot.
+            let mut next = slot;
+            while next != NO_SLOT {
+                let m = self.slots[next as usize];
+                if let Some(b) = self.vms[m.vm as usize].tap_ring.get_mut(m.tap_slot as usize) {
+                    *b = false;
+                }
+                self.push(t, Ev::GuestDone { slot: next });
+                next = m.chain;
+            }
         }
         self.completions = done;
         // Only the event that was scheduled clears `device_event_at` (in
@@ -1374,7 +1520,19 @@ impl Engine {
             mean_rotation_ms: ns_to_ms(self.sum_rotation) / n,
             mean_transfer_ms: ns_to_ms(self.sum_transfer) / n,
             cache_hits: self.cache_hits,
-            counters: self.host.counters(),
+            counters: {
+                let mut c = self.host.counters();
+                if self.blktap.is_some() {
+                    c.push(("blktap_io_merges".into(), self.io_merges as f64));
+                    c.push(("blktap_elevator_merges".into(), self.elevator_merges as f64));
+                    let mut q = self.seek_queued.clone();
+                    q.finish();
+                    c.push(("blktap_queued_distances".into(), q.total as f64));
+                    c.push(("blktap_queued_zero_frac".into(), q.zero_frac));
+                    c.push(("blktap_queued_within_image_frac".into(), q.within_image_frac));
+                }
+                c
+            },
         };
         Ok(SimResult {
             seed: self.seed,
@@ -1389,5 +1547,23 @@ impl Engine {
             host,
             series,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tap_joins, TAP_SLOT_SECTORS};
+
+    #[test]
+    fn tapdisk_buffers_join_only_after_a_full_request_in_the_slot_below() {
+        assert_eq!(TAP_SLOT_SECTORS, 88);
+        assert!(tap_joins(88, 0, 1));
+        assert!(tap_joins(88, 30, 31));
+        // A 40 KiB request leaves a page of its slot unused: a gap.
+        assert!(!tap_joins(80, 0, 1));
+        // The lowest free slot was not the next one.
+        assert!(!tap_joins(88, 0, 2));
+        assert!(!tap_joins(88, 1, 0));
+        assert!(!tap_joins(88, u32::MAX, 0));
     }
 }

@@ -128,7 +128,7 @@ pub mod spla;
 pub mod timeslice;
 pub mod vnavigator;
 
-use super::util::SortKey;
+use super::util::{back_mergeable, SortKey};
 use super::SchedulerSpec;
 use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, StreamId,
@@ -313,6 +313,19 @@ impl VmQueue {
 
     fn is_empty(&self) -> bool {
         self.sorted.is_empty()
+    }
+
+    /// Grow the queued request nearest below `rq` by `rq.sectors` when
+    /// [`back_mergeable`] allows it; it keeps its key and deadline.
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32) -> Option<RequestId> {
+        let (_, (prev, _)) = self.sorted.range(..(rq.sector, 0)).next_back()?;
+        if !back_mergeable(prev, rq, max_sectors) {
+            return None;
+        }
+        let key = (prev.sector, prev.id);
+        let (q, _) = self.sorted.get_mut(&key)?;
+        q.sectors += rq.sectors;
+        Some(q.id)
     }
 
     fn edf_head(&self) -> Option<(Nanos, SortKey)> {
@@ -670,6 +683,13 @@ impl Scheduler for Pregather {
             v.nav.record(rq.sector, now);
         }
         self.queued += 1;
+    }
+
+    /// The generic back merge into the VM's sorted queue. Like any Linux
+    /// elevator's merged bio, it is not an arrival: AvgT, AvgD and the
+    /// vNavigator do not see it.
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32, _now: Nanos) -> Option<RequestId> {
+        self.vms.get_mut(&rq.stream)?.queue.back_merge(rq, max_sectors)
     }
 
     fn dispatch(&mut self, now: Nanos) -> Dispatch {

@@ -107,23 +107,29 @@ fn registered<'a>(wanted: &[&'a str]) -> (Vec<&'a str>, Option<String>) {
 ///   after each completion of a sequential stream.
 /// - `PageCacheWriteCache`: `PageCache` on a drive with its write cache on
 ///   (the SATA default; hvio's HDD model destages it in the background).
+/// - `PageCacheBlktap`: `PageCache` through the paper's host path, Xen
+///   4.0.1's blktap2 with tapdisk's AIO driver on a 2.6.18 dom0
+///   (`[host.blktap]` with its defaults: tapdisk's `io_merge`, the dom0
+///   elevator's back merges, sync reads and async writes at the host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Guest {
     Direct,
     PageCache,
     Stream,
     PageCacheWriteCache,
+    PageCacheBlktap,
 }
 
 impl Guest {
     /// The guest models (the write cache matters only where applications write).
-    pub(super) const ALL: [Guest; 3] = [Guest::Direct, Guest::PageCache, Guest::Stream];
+    pub(super) const ALL: [Guest; 4] = [Guest::Direct, Guest::PageCache, Guest::Stream, Guest::PageCacheBlktap];
     /// The guest models and page-cache guests on a drive with its write cache on.
-    pub(super) const WITH_WRITE_CACHE: [Guest; 4] = [
+    pub(super) const WITH_WRITE_CACHE: [Guest; 5] = [
         Guest::Direct,
         Guest::PageCache,
         Guest::Stream,
         Guest::PageCacheWriteCache,
+        Guest::PageCacheBlktap,
     ];
 
     pub(super) fn label(self) -> &'static str {
@@ -134,6 +140,7 @@ impl Guest {
             }
             Guest::Stream => "one-stream guests (each sequential application one 44 KiB stream, one request in flight)",
             Guest::PageCacheWriteCache => "page-cache guests, drive write cache on",
+            Guest::PageCacheBlktap => "page-cache guests through blktap2/tapdisk AIO (io_merge, dom0 elevator merges)",
         }
     }
 
@@ -143,6 +150,7 @@ impl Guest {
             Guest::PageCache => "page-cache",
             Guest::Stream => "one-stream",
             Guest::PageCacheWriteCache => "page-cache+wc",
+            Guest::PageCacheBlktap => "page-cache+blktap",
         }
     }
 
@@ -155,8 +163,14 @@ impl Guest {
             cfg.disk.insert("model".into(), "hdd".into());
             cfg.disk.insert("write_cache".into(), true.into());
         }
+        if self == Guest::PageCacheBlktap {
+            cfg.host.blktap = Some(crate::config::BlktapConfig::default());
+        }
         let n: u64 = if quick { 1000 } else { 10_000 };
-        let page_cache = matches!(self, Guest::PageCache | Guest::PageCacheWriteCache);
+        let page_cache = matches!(
+            self,
+            Guest::PageCache | Guest::PageCacheWriteCache | Guest::PageCacheBlktap
+        );
         for vm in &mut cfg.vms {
             // CentOS 5's ext3 mounts with barrier=0: fsync sends no flush.
             // Direct guests keep the simulator's default (ext4: barrier on).
@@ -169,7 +183,7 @@ impl Guest {
                 let sequential = matches!(job.preset.as_deref(), Some("SR-M" | "SR-S" | "SW-M" | "SW-S"));
                 match self {
                     Guest::Direct => {}
-                    Guest::PageCache | Guest::PageCacheWriteCache => {
+                    Guest::PageCache | Guest::PageCacheWriteCache | Guest::PageCacheBlktap => {
                         job.direct = Some(false);
                         job.fsync = Some(100);
                     }

@@ -158,6 +158,23 @@ fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
         t4.row(row);
     }
 
+    // blktap: the same shares over the bios in the order they reach the
+    // dom0 block layer (blktrace's Q events), before the elevator merges.
+    if guest == Guest::PageCacheBlktap {
+        let rows: [(&str, &str); 2] = [
+            ("0, bio arrival order", "blktap_queued_zero_frac"),
+            ("[± image], bio arrival order", "blktap_queued_within_image_frac"),
+        ];
+        for (k, (label, name)) in rows.iter().enumerate() {
+            let mut row = vec![label.to_string()];
+            for (i, r) in rs.iter().enumerate() {
+                row.push(cell(*r, |r| pct(counter(r, name))));
+                row.push(f(PAPER_SEEK[i][k], 2));
+            }
+            t4.row(row);
+        }
+    }
+
     // The request mix the zero-seek share is drawn from.
     let mut cols = vec!["VM"];
     cols.extend(LABELS);
