@@ -72,3 +72,20 @@ fn schedulers_without_merging_keep_the_default() {
     let b = Request::new(2, 0, Op::Read, 1088, 88, 10);
     assert_eq!(s.back_merge(&b, 1024, 10), None);
 }
+
+#[test]
+fn a_merged_bio_is_not_an_arrival_for_pregather() {
+    // A request ending just past Pregather's zone 0 (B = 2000 sectors), and
+    // a bio in zone 1 merged onto it: the vNavigator still knows one zone
+    // (Linux elevators see merged bios only through the merge hooks).
+    let mut s = hvio_sched::build("pregather", &Default::default(), &ctx()).unwrap();
+    s.insert(Request::new(1, 0, Op::Read, 1950, 88, 0).with_sync(true), 0);
+    let zones = |s: &dyn hvio_core::Scheduler| s.counters().into_iter().find(|(k, _)| k == "zones.vm0").map(|c| c.1);
+    assert_eq!(zones(s.as_ref()), Some(1.0));
+    let b = Request::new(2, 0, Op::Read, 2038, 88, 10).with_sync(true);
+    assert_eq!(s.back_merge(&b, 1024, 10), Some(1));
+    assert_eq!(zones(s.as_ref()), Some(1.0));
+    // The same bio inserted as a request is an arrival in zone 1.
+    s.insert(Request::new(3, 0, Op::Read, 2126, 8, 20).with_sync(true), 20);
+    assert_eq!(zones(s.as_ref()), Some(2.0));
+}
