@@ -20,8 +20,9 @@
 //! distance are per-stream fixed-point EWMAs, with process-wide means for
 //! streams without history.
 //!
-//! Departures (docs/schedulers.md): no request merging (hvio merges in the
-//! driver), streams never exit (a VM or guest thread lives for the whole
+//! Departures (docs/schedulers.md): no front merges, and back merges only
+//! through `Scheduler::back_merge` (the simulator's opt-in blktap path),
+//! streams never exit (a VM or guest thread lives for the whole
 //! run, so the exit-probability rules never fire, though their estimates are
 //! kept), the next request is chosen at dispatch time from the last
 //! position, and time is in ns rather than jiffies (HZ = 1000 equivalents).

@@ -56,7 +56,7 @@ pub(crate) const FIFO_BATCH: ParamSpec = ParamSpec::int(
 pub(crate) const FRONT_MERGES: ParamSpec = ParamSpec::flag(
     "front_merges",
     true,
-    "accepted for Linux parity; hvio's simulator and daemon do not merge requests",
+    "accepted for Linux parity; hvio never front-merges (the simulator back-merges only on its opt-in [host.blktap] path)",
 );
 
 static PARAMS: &[ParamSpec] = &[READ_EXPIRE, WRITE_EXPIRE, WRITES_STARVED, FIFO_BATCH, FRONT_MERGES];
