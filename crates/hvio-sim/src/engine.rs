@@ -16,7 +16,7 @@ use crate::error::{Result, SimError};
 use crate::metrics::*;
 use crate::pagecache::{self, FileSpan, PageCache, Run, PAGE_SECTORS};
 use crate::records::RecordWriter;
-use crate::workload::{Job, Sharing};
+use crate::workload::{InodeLock, Job, Sharing};
 use hvio_core::*;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as JobRng;
@@ -164,6 +164,19 @@ impl Area {
         let within = off - self.prefix[i];
         (self.extents[i].0 + within, self.extents[i].1 - within)
     }
+    /// The `len` sectors from flattened offset `off`, as an area of their own.
+    fn range(&self, off: u64, len: u64) -> Area {
+        let mut ext = Vec::new();
+        let (mut off, mut left) = (off, len);
+        while left > 0 {
+            let (s, avail) = self.locate(off);
+            let n = avail.min(left);
+            ext.push((s, n));
+            off += n;
+            left -= n;
+        }
+        Area::new(ext)
+    }
 }
 
 struct JobState {
@@ -186,6 +199,10 @@ struct JobState {
     is_dirty: bool,
     fsynced_file: u32,
     file_dirty: Vec<bool>,
+    /// `inode_lock` jobs: per file, the thread holding its lock and the
+    /// threads waiting for it, in arrival order (empty otherwise).
+    lock_holder: Vec<Option<u32>>,
+    lock_waiters: Vec<VecDeque<u32>>,
 }
 
 impl JobState {
@@ -282,6 +299,9 @@ struct Thread {
     throttled: bool,
     /// Buffered writers: the end-of-run fsync was done.
     final_synced: bool,
+    /// `inode_lock` jobs: the drawn write (sector, sectors, when drawn)
+    /// waiting for its file's lock.
+    lock_wait: Option<(u64, u64, Nanos)>,
 }
 
 struct Vm {
@@ -465,19 +485,15 @@ impl Engine {
                         // Fewer files than threads: each thread an equal slice of the data set.
                         let whole = Area::new(files);
                         let per = whole.total / job.numjobs as u64;
+                        (0..job.numjobs as u64).map(|t| whole.range(t * per, per)).collect()
+                    }
+                    Sharing::SameFile => {
+                        // fio with `filename`: every thread its own cursor over
+                        // the same files, from `offset_increment` × thread to the end.
+                        let whole = Area::new(files);
+                        let step = job.offset_increment / SECTOR_BYTES;
                         (0..job.numjobs as u64)
-                            .map(|t| {
-                                let mut ext = Vec::new();
-                                let (mut off, mut left) = (t * per, per);
-                                while left > 0 {
-                                    let (s, avail) = whole.locate(off);
-                                    let n = avail.min(left);
-                                    ext.push((s, n));
-                                    off += n;
-                                    left -= n;
-                                }
-                                Area::new(ext)
-                            })
+                            .map(|t| whole.range(t * step, whole.total - t * step))
                             .collect()
                     }
                 };
@@ -496,6 +512,7 @@ impl Engine {
                         op: None,
                         throttled: false,
                         final_synced: false,
+                        lock_wait: None,
                     });
                 }
                 jobs.push(JobState {
@@ -518,6 +535,22 @@ impl Engine {
                     } else {
                         vec![false; job.nrfiles as usize]
                     },
+                    lock_holder: vec![
+                        None;
+                        if job.inode_lock.is_some() {
+                            job.nrfiles as usize
+                        } else {
+                            0
+                        }
+                    ],
+                    lock_waiters: vec![
+                        VecDeque::new();
+                        if job.inode_lock.is_some() {
+                            job.nrfiles as usize
+                        } else {
+                            0
+                        }
+                    ],
                 });
             }
             let journal_stream = threads.len() as StreamId;
@@ -771,10 +804,68 @@ impl Engine {
                     }
                 }
             }
-            // Direct, synchronous I/O: every request of a job is sync.
-            let rq = Request::new(0, ti, op, sector, sectors as u32, now).with_sync(true);
-            self.submit_guest(vi, ti, Kind::Data, rq, now)?;
+            let job = &mut vm.jobs[th.job as usize];
+            if !read && job.job.inode_lock.is_some() {
+                let f = job.file_index(sector) as usize;
+                if job.lock_holder[f].is_some_and(|h| h != ti) {
+                    job.lock_waiters[f].push_back(ti);
+                    vm.threads[ti as usize].lock_wait = Some((sector, sectors, now));
+                    continue;
+                }
+                job.lock_holder[f] = Some(ti);
+            }
+            self.submit_data(vi, ti, op, sector, sectors, now, now)?;
         }
+    }
+
+    /// Hand thread `ti`'s direct request, drawn at `drawn`, to the guest scheduler.
+    #[allow(clippy::too_many_arguments)]
+    fn submit_data(
+        &mut self,
+        vi: usize,
+        ti: u32,
+        op: Op,
+        sector: u64,
+        sectors: u64,
+        drawn: Nanos,
+        now: Nanos,
+    ) -> Result<()> {
+        // Direct, synchronous I/O: every request of a job is sync.
+        let rq = Request::new(0, ti, op, sector, sectors as u32, now).with_sync(true);
+        self.submit_guest_at(vi, ti, Kind::Data, rq, drawn, now)
+    }
+
+    /// `inode_lock`: thread `ti`'s write to the file holding image sector
+    /// `sector` is done; release the file's lock and hand it on: with
+    /// `steal`, the thread goes on first (it takes the lock again if its next
+    /// request is a write there) and the first waiter gets the lock if it is
+    /// still free; with `fifo`, the first waiter gets it, then the thread goes on.
+    fn release_inode_lock(&mut self, vi: usize, ti: u32, sector: u64, how: InodeLock) -> Result<()> {
+        let now = self.now;
+        let vm = &mut self.vms[vi];
+        let job = &mut vm.jobs[vm.threads[ti as usize].job as usize];
+        let f = job.file_index(sector) as usize;
+        job.lock_holder[f] = None;
+        if how == InodeLock::Steal {
+            self.after_thread_completion(vi, ti)?;
+        }
+        let vm = &mut self.vms[vi];
+        let ji = vm.threads[ti as usize].job as usize;
+        let job = &mut vm.jobs[ji];
+        if job.lock_holder[f].is_none() {
+            if let Some(w) = job.lock_waiters[f].pop_front() {
+                job.lock_holder[f] = Some(w);
+                let (s, n, drawn) = vm.threads[w as usize]
+                    .lock_wait
+                    .take()
+                    .ok_or_else(|| SimError::Other(format!("inode lock waiter {w} has no write")))?;
+                self.submit_data(vi, w, Op::Write, s, n, drawn, now)?;
+            }
+        }
+        if how == InodeLock::Fifo {
+            self.after_thread_completion(vi, ti)?;
+        }
+        Ok(())
     }
 
     fn thread_finished(&mut self, vi: usize, ti: u32, now: Nanos) {
@@ -851,12 +942,26 @@ impl Engine {
 
     /// Hand a request to the guest scheduler.
     fn submit_guest(&mut self, vi: usize, thread: u32, kind: Kind, rq: Request, now: Nanos) -> Result<()> {
+        self.submit_guest_at(vi, thread, kind, rq, now, now)
+    }
+
+    /// [`Self::submit_guest`] for a request the application issued at `issued`
+    /// (its latency counts from then).
+    fn submit_guest_at(
+        &mut self,
+        vi: usize,
+        thread: u32,
+        kind: Kind,
+        rq: Request,
+        issued: Nanos,
+        now: Nanos,
+    ) -> Result<()> {
         let id = self.alloc(Slot {
             vm: vi as u16,
             thread,
             kind,
             guest: rq,
-            issued: now,
+            issued,
             host_arrival: 0,
             host_dispatch: 0,
             chain: NO_SLOT,
@@ -1115,7 +1220,10 @@ impl Engine {
                     now,
                     interval,
                 );
-                self.after_thread_completion(vi, s.thread)?;
+                match vm.jobs[vm.threads[s.thread as usize].job as usize].job.inode_lock {
+                    Some(how) if !s.guest.is_read() => self.release_inode_lock(vi, s.thread, s.guest.sector, how)?,
+                    _ => self.after_thread_completion(vi, s.thread)?,
+                }
             }
             Kind::CacheRead => {
                 let run = Self::pages_of(&s.guest);
@@ -1552,7 +1660,8 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::{tap_joins, TAP_SLOT_SECTORS};
+    use super::*;
+    use crate::testing::SimpleDisk;
 
     #[test]
     fn tapdisk_buffers_join_only_after_a_full_request_in_the_slot_below() {
@@ -1565,5 +1674,158 @@ mod tests {
         assert!(!tap_joins(88, 0, 2));
         assert!(!tap_joins(88, 1, 0));
         assert!(!tap_joins(88, u32::MAX, 0));
+    }
+
+    /// The engine of one VM running one job (`job` is the TOML of its fields).
+    fn engine(job: &str) -> Engine {
+        let text = format!(
+            "seed = 3\n[host]\nscheduler = \"noop\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm.job]]\n{job}\nrequests = 100\n"
+        );
+        let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
+        Engine::new(&cfg, Box::new(SimpleDisk::new(2_000_000_000))).unwrap()
+    }
+
+    /// The first request each thread of job 0 draws: (sector, sectors).
+    fn first_draws(e: &mut Engine) -> Vec<(u64, u64)> {
+        let vm = &mut e.vms[0];
+        let n = vm.jobs[0].job.numjobs;
+        (0..n)
+            .map(|t| {
+                let area = vm.threads[t as usize].area as usize;
+                let (s, n, _) = vm.jobs[0].draw(area);
+                (s, n)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn same_file_sequential_threads_all_start_at_the_first_block() {
+        let mut e = engine("rw = \"write\"\nbs = \"4k\"\nsize = \"64MiB\"\nnumjobs = 3\nsharing = \"same-file\"");
+        let first = e.vms[0].jobs[0].file_first;
+        assert_eq!(first_draws(&mut e), vec![(first, 8); 3]);
+        // Each keeps its own cursor: the second round is the second block for all.
+        assert_eq!(first_draws(&mut e), vec![(first + 8, 8); 3]);
+        // per-thread (fio without `filename`) gives the threads disjoint ranges instead.
+        let mut p = engine("rw = \"write\"\nbs = \"4k\"\nsize = \"64MiB\"\nnumjobs = 3\nsharing = \"per-thread\"");
+        let starts: Vec<u64> = first_draws(&mut p).iter().map(|d| d.0 - first).collect();
+        let third = (64 << 20) / 512 / 3;
+        assert_eq!(starts, vec![0, third, 2 * third]);
+    }
+
+    #[test]
+    fn offset_increment_spaces_the_threads_starts() {
+        let mut e = engine(
+            "rw = \"read\"\nbs = \"4k\"\nsize = \"64MiB\"\nnumjobs = 4\nsharing = \"same-file\"\noffset_increment = \"1MiB\"",
+        );
+        let first = e.vms[0].jobs[0].file_first;
+        let starts: Vec<u64> = first_draws(&mut e).iter().map(|d| d.0 - first).collect();
+        assert_eq!(starts, vec![0, 2048, 4096, 6144]);
+        // A sequential thread wraps to its own start, not to the file's (fio's region).
+        let area = &mut e.vms[0].jobs[0].areas[3];
+        assert_eq!(area.total, (64 << 20) / 512 - 6144);
+        area.cursor = area.total - 8;
+        let (s, _, _) = e.vms[0].jobs[0].draw(3);
+        assert_eq!(s - first, (64 << 20) / 512 - 8);
+        let (s, _, _) = e.vms[0].jobs[0].draw(3);
+        assert_eq!(s - first, 6144);
+    }
+
+    #[test]
+    fn same_file_random_threads_cover_the_whole_file() {
+        let mut e = engine("rw = \"randread\"\nbs = \"4k\"\nsize = \"8MiB\"\nnumjobs = 2\nsharing = \"same-file\"");
+        let first = e.vms[0].jobs[0].file_first;
+        let sectors = (8 << 20) / 512;
+        for t in 0..2usize {
+            let (mut lo, mut hi) = (u64::MAX, 0);
+            for _ in 0..4000 {
+                let (s, n, _) = e.vms[0].jobs[0].draw(t);
+                assert!(
+                    s >= first && s + n <= first + sectors,
+                    "thread {t}: {s}+{n} outside the file"
+                );
+                lo = lo.min(s - first);
+                hi = hi.max(s - first + n);
+            }
+            // 2048 slots, 4000 draws: both ends are reached by every thread.
+            assert!(lo < 64 && hi > sectors - 64, "thread {t}: [{lo}, {hi}) of {sectors}");
+        }
+    }
+
+    /// Host records of one VM running `job` (noop guest and host, so the
+    /// host sees what the threads issue): (op, sector, sectors, arrival,
+    /// done) of its data requests (not the journal's).
+    fn host_records(job: &str, name: &str) -> Vec<(String, u64, u64, u64, u64)> {
+        let path = std::env::temp_dir().join(format!("hvio-engine-{}-{name}.csv", std::process::id()));
+        let text = format!(
+            "seed = 3\n[host]\nscheduler = \"noop\"\n[output]\nrecords = \"{}\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\nguest_scheduler = \"noop\"\n[[vm.job]]\n{job}\nrequests = 400\n",
+            path.display()
+        );
+        let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
+        let r = crate::run_with_device(&cfg, Box::new(SimpleDisk::new(2_000_000_000))).unwrap();
+        assert!(!r.truncated);
+        let csv = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        csv.lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                let n = |i: usize| f[i].parse::<u64>().unwrap();
+                let data = f[4] == "0" || f[4] == "false";
+                (if data { f[1] } else { "meta" }.to_string(), n(2), n(3), n(5), n(8))
+            })
+            .filter(|r| r.0 == "read" || r.0 == "write")
+            .collect()
+    }
+
+    /// Most of the VM's requests of kind `op` at the host at once.
+    fn most_at_once(recs: &[(String, u64, u64, u64, u64)], op: &str) -> usize {
+        let mut ev: Vec<(u64, i32)> = Vec::new();
+        for r in recs.iter().filter(|r| r.0 == op) {
+            ev.push((r.3, 1));
+            ev.push((r.4, -1));
+        }
+        ev.sort_by_key(|e| (e.0, e.1));
+        let (mut now, mut most) = (0i32, 0i32);
+        for e in ev {
+            now += e.1;
+            most = most.max(now);
+        }
+        most as usize
+    }
+
+    #[test]
+    fn inode_lock_serialises_writes_and_the_releasing_thread_keeps_it() {
+        let job = "rw = \"write\"\nbs = \"8k\"\nsize = \"64MiB\"\nnumjobs = 4\nsharing = \"same-file\"";
+        let free = host_records(job, "free");
+        assert!(
+            most_at_once(&free, "write") >= 3,
+            "without the lock the 4 writers overlap"
+        );
+        let locked = host_records(&format!("{job}\ninode_lock = \"steal\""), "locked");
+        assert_eq!(locked.len(), 400);
+        assert_eq!(most_at_once(&locked, "write"), 1, "one write to the file at a time");
+        // The thread that releases the lock takes it again: one sequential
+        // cursor while it runs, then the three waiters' first writes (block 0).
+        let breaks = |r: &[(String, u64, u64, u64, u64)]| r.windows(2).filter(|w| w[1].1 != w[0].1 + w[0].2).count();
+        assert!(breaks(&locked) <= 4, "{} breaks in the sequence", breaks(&locked));
+        // Handed on in line, the lock goes round the four threads: each
+        // rewrites the block the one before it wrote, so the host sees every
+        // block four times, a break at three requests in four.
+        let fifo = host_records(&format!("{job}\ninode_lock = \"fifo\""), "fifo");
+        assert_eq!(most_at_once(&fifo, "write"), 1);
+        assert!(breaks(&fifo) >= 290, "{} breaks", breaks(&fifo));
+        let first = fifo[0].1;
+        assert!(
+            fifo[..4].iter().all(|r| r.1 == first),
+            "all four start at the first block"
+        );
+    }
+
+    #[test]
+    fn inode_lock_leaves_reads_free() {
+        let job = "rw = \"randrw\"\nbs = \"8k\"\nsize = \"64MiB\"\nnumjobs = 8\nsharing = \"same-file\"\ninode_lock = \"steal\"";
+        let recs = host_records(job, "mixed");
+        assert_eq!(most_at_once(&recs, "write"), 1);
+        assert!(most_at_once(&recs, "read") >= 4, "reads of the other threads go on");
     }
 }

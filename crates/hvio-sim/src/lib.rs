@@ -23,7 +23,7 @@ pub mod workload;
 pub use config::{Config, VmConfig};
 pub use error::{Result, SimError};
 pub use metrics::SimResult;
-pub use workload::{JobConfig, Rw, Sharing};
+pub use workload::{InodeLock, JobConfig, Rw, Sharing};
 
 /// Paper 000's four-VM mixed-application scenario (its Table 1), the default of `make run`.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../experiments/paper000-four-vms.toml");

@@ -1,13 +1,21 @@
 //! Workloads: an fio-like job description and the named presets of the papers.
 //!
 //! A job is a group of `numjobs` threads working on `nrfiles` files of total
-//! `size`, laid out contiguously by the guest file system. Two ways to share
-//! the files, after the two benchmarks the papers used:
+//! `size`, laid out contiguously by the guest file system. Three ways to
+//! share the files, after the two benchmarks the papers used:
 //! - `shared` (sysbench `fileio`, paper 000): one cursor per job; every
 //!   thread takes the next block of the next file, so a sequential job is one
 //!   sequential stream served by many threads;
-//! - `per-thread` (fio, paper 003): each thread owns a slice of the files (a
-//!   file each when there are enough, else an equal range of the data set).
+//! - `per-thread` (fio's default, no `filename`: each clone of a `numjobs`
+//!   job gets files of its own): each thread owns a slice of the files (a
+//!   file each when there are enough, else an equal range of the data set);
+//! - `same-file` (fio with `filename` set: every clone opens the same
+//!   file(s)): each thread has a cursor of its own over all of the job's
+//!   files, starting at `offset_increment` × its thread number (fio's
+//!   `offset + offset_increment * thread_number`, `offset` being 0 here), so
+//!   with the default 0 the sequential threads of a job all sweep the same
+//!   blocks from the start, and random threads draw from the whole data set
+//!   (from their start to its end, as fio's region for that clone).
 //!
 //! A job stops after `requests` requests (sysbench `--max-requests`), after
 //! `io_size` bytes, after `runtime_s`, or after one pass over `size` — the
@@ -15,6 +23,7 @@
 
 use crate::error::{Result, SimError};
 use crate::size::{parse_size, Size};
+use hvio_core::SECTOR_BYTES;
 use serde::{Deserialize, Serialize};
 
 /// The access pattern (fio's `rw`).
@@ -55,6 +64,7 @@ impl Rw {
 pub enum Sharing {
     Shared,
     PerThread,
+    SameFile,
 }
 
 /// A job as written in a config: every field optional so a preset can fill it.
@@ -88,6 +98,30 @@ pub struct JobConfig {
     pub runtime_s: Option<f64>,
     pub start_s: Option<f64>,
     pub sharing: Option<Sharing>,
+    /// fio's `offset_increment` (`sharing = "same-file"` only): thread `t`
+    /// of the job starts at `t` × this many bytes into the job's files.
+    pub offset_increment: Option<Size>,
+    /// The guest file system holds a file's inode lock across each direct
+    /// write to it, as ext4 in Linux 2.6.32 does (`generic_file_aio_write`
+    /// takes `i_mutex` around the whole O_DIRECT write): one direct write
+    /// per file at a time, reads unaffected; threads that find the lock
+    /// held wait in line. Who gets a released lock: see [`InodeLock`].
+    /// Default: no lock.
+    pub inode_lock: Option<InodeLock>,
+}
+
+/// Who takes a released inode lock (`inode_lock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InodeLock {
+    /// The thread that released it, if its next request is a write to the
+    /// same file, else the first waiter: Linux's mutexes before 4.10 set
+    /// the lock free and wake the first waiter, and the releasing thread,
+    /// already running, takes it again before the waiter is scheduled.
+    Steal,
+    /// The first waiter, always (a FIFO hand-off; Linux 4.10+ hands off
+    /// only to a waiter that has starved for a while).
+    Fifo,
 }
 
 /// A fully resolved job.
@@ -109,6 +143,10 @@ pub struct Job {
     pub runtime_ns: Option<u64>,
     pub start_ns: u64,
     pub sharing: Sharing,
+    /// Bytes between the starting offsets of consecutive threads (`same-file`).
+    pub offset_increment: u64,
+    /// Direct writes are serialised per file (see [`JobConfig::inode_lock`]).
+    pub inode_lock: Option<InodeLock>,
     pub direct: bool,
 }
 
@@ -170,7 +208,7 @@ pub fn preset(name: &str) -> Option<JobConfig> {
     };
     // Table I gives no think time: the U-* are underloaded by their one file
     // (see the ishare-tables experiment), not by pauses.
-    let fio = |rw: Rw, files: u32, size: u64, threads: u32| JobConfig {
+    let fio = |rw: Rw, files: u32, size: u64, threads: u32, sharing: Sharing| JobConfig {
         rw: Some(rw),
         bssplit: Some(ISHARE_BSSPLIT.into()),
         size: Some(Size(size)),
@@ -180,7 +218,7 @@ pub fn preset(name: &str) -> Option<JobConfig> {
         rwmixread: Some(50),
         thinktime_us: Some(0),
         runtime_s: Some(60.0),
-        sharing: Some(Sharing::PerThread),
+        sharing: Some(sharing),
         ..Default::default()
     };
     let c = match name {
@@ -193,15 +231,22 @@ pub fn preset(name: &str) -> Option<JobConfig> {
         "RR" => sysbench(Rw::RandRead, 128),
         "RW" => sysbench(Rw::RandWrite, 128),
         // Paper 003, Table I (fio, synchronous direct I/O, 30/40/30 % 4/8/16 KiB).
-        _ => return table1(name).map(|(rw, files, size, threads)| fio(rw, files, size, threads)),
+        _ => return table1(name).map(|(rw, files, size, threads, sharing)| fio(rw, files, size, threads, sharing)),
     };
     Some(c)
 }
 
 /// Paper 003, Table I: `O-*` are 32 threads on 32 files of 4 GiB in all,
 /// `U-*` 32 threads on one 2 GiB file (U-SR one thread); the pattern is
-/// SR, SW, RR, RW, RRW or SRW. Returns (rw, files, size, threads).
-fn table1(name: &str) -> Option<(Rw, u32, u64, u32)> {
+/// SR, SW, RR, RW, RRW or SRW. Returns (rw, files, size, threads, sharing).
+///
+/// In fio, 32 clones (`numjobs = 32`) get a file each unless `filename` is
+/// set (O-*: `per-thread`, a 128 MiB file per thread); 32 threads on *one*
+/// file means a shared `filename`, and then every clone keeps its own
+/// offset from `offset + offset_increment × clone` = 0 (both default 0):
+/// U-*'s sequential threads all sweep the file from its start, and its
+/// random threads draw from all of it (`same-file`).
+fn table1(name: &str) -> Option<(Rw, u32, u64, u32, Sharing)> {
     let (scenario, pattern) = name.split_once('-')?;
     let rw = match pattern {
         "SR" => Rw::Read,
@@ -213,8 +258,8 @@ fn table1(name: &str) -> Option<(Rw, u32, u64, u32)> {
         _ => return None,
     };
     match scenario {
-        "O" => Some((rw, 32, 4 << 30, 32)),
-        "U" => Some((rw, 1, 2 << 30, if pattern == "SR" { 1 } else { 32 })),
+        "O" => Some((rw, 32, 4 << 30, 32, Sharing::PerThread)),
+        "U" => Some((rw, 1, 2 << 30, if pattern == "SR" { 1 } else { 32 }, Sharing::SameFile)),
         _ => None,
     }
 }
@@ -342,6 +387,55 @@ impl JobConfig {
         if io_size == Some(0) {
             return Err(SimError::invalid(context, "io_size", 0, "must be positive"));
         }
+        let sharing = pick!(sharing).unwrap_or(Sharing::PerThread);
+        let offset_increment = pick!(offset_increment).map_or(0, |s| s.0);
+        if offset_increment > 0 {
+            if sharing != Sharing::SameFile {
+                return Err(SimError::invalid(
+                    context,
+                    "offset_increment",
+                    offset_increment,
+                    "needs sharing = \"same-file\" (threads on one file, as fio's `filename`)",
+                ));
+            }
+            if !offset_increment.is_multiple_of(SECTOR_BYTES) {
+                return Err(SimError::invalid(
+                    context,
+                    "offset_increment",
+                    offset_increment,
+                    "must be a multiple of 512 bytes",
+                ));
+            }
+            let last = offset_increment.saturating_mul(numjobs as u64 - 1);
+            if last.saturating_add(max_bs) > size {
+                return Err(SimError::invalid(
+                    context,
+                    "offset_increment",
+                    offset_increment,
+                    format!(
+                        "thread {} would start {last} bytes in, less than one {max_bs}-byte block before the end of the {size}-byte data set",
+                        numjobs - 1
+                    ),
+                ));
+            }
+        }
+        let inode_lock = pick!(inode_lock);
+        if inode_lock.is_some() && !direct {
+            return Err(SimError::invalid(
+                context,
+                "inode_lock",
+                format!("{inode_lock:?}"),
+                "models direct writes only: set direct = true or drop inode_lock",
+            ));
+        }
+        if inode_lock.is_some() && iodepth != 1 {
+            return Err(SimError::invalid(
+                context,
+                "iodepth",
+                iodepth,
+                "inode_lock models synchronous writes (a thread holds the lock until its write completes): iodepth must be 1",
+            ));
+        }
         Ok(Job {
             name,
             rw,
@@ -357,7 +451,9 @@ impl JobConfig {
             io_size,
             runtime_ns,
             start_ns,
-            sharing: pick!(sharing).unwrap_or(Sharing::PerThread),
+            sharing,
+            offset_increment,
+            inode_lock,
             direct,
         })
     }
@@ -456,5 +552,32 @@ mod tests {
         .resolve("j")
         .unwrap_err();
         assert!(e.to_string().contains("iodepth"), "{e}");
+    }
+
+    #[test]
+    fn offset_increment_is_checked() {
+        let job = |sharing: Sharing, inc: u64| JobConfig {
+            rw: Some(Rw::Read),
+            bs: Some(Size(4096)),
+            size: Some(Size(1 << 20)),
+            numjobs: Some(4),
+            sharing: Some(sharing),
+            offset_increment: Some(Size(inc)),
+            ..Default::default()
+        };
+        let j = job(Sharing::SameFile, 256 << 10).resolve("j").unwrap();
+        assert_eq!(j.offset_increment, 256 << 10);
+        for (sharing, inc, why) in [
+            (Sharing::PerThread, 4096, "same-file"),
+            (Sharing::SameFile, 1000, "512"),
+            // Thread 3 would start 3 × 400 KiB in, past the 1 MiB file.
+            (Sharing::SameFile, 400 << 10, "thread 3"),
+        ] {
+            let e = job(sharing, inc).resolve("vm \"a\" job 0").unwrap_err().to_string();
+            assert!(
+                e.contains("offset_increment") && e.contains(&inc.to_string()) && e.contains(why),
+                "{e}"
+            );
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! every 100 s (§5.3) — O-SW, U-SR, U-SR, O-SR, U-SW, O-SW, O-RW — under CFQ, Blkio
 //! and iShare; per-VM bandwidth over time, and per phase.
 //!
-//! The workloads are those of `ishare-tables` (Table I; U-* issue one request
-//! at a time). The paper shows Fig. 4 as a plot only; its text states what
+//! The workloads are those of `ishare-tables` (Table I; U-SW is one writer
+//! at a time on one file). The paper shows Fig. 4 as a plot only; its text states what
 //! to expect: iShare keeps the 2:1 split like Blkio while the disk is
 //! overloaded, and reaches CFQ's bandwidth while it is underloaded.
 
