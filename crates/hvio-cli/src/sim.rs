@@ -144,13 +144,14 @@ pub fn presets() -> Result<()> {
         }
         .resolve(p)?;
         println!(
-            "{:<6} rw={:?} mean_bs={:.0}B size={}MiB nrfiles={} threads={} iodepth={} thinktime={}us requests={:?} runtime_s={:?}",
+            "{:<6} rw={:?} mean_bs={:.0}B size={}MiB nrfiles={} threads={} sharing={:?} iodepth={} thinktime={}us requests={:?} runtime_s={:?}",
             p,
             j.rw,
             j.mean_bs(),
             j.size >> 20,
             j.nrfiles,
             j.numjobs,
+            j.sharing,
             j.iodepth,
             j.thinktime_ns / 1000,
             j.requests,
