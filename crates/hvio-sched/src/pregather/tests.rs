@@ -289,3 +289,96 @@ fn the_served_vm_goes_nearest_first_or_in_cfqs_elevator_order() {
     // A request far ahead still beats one behind by more than back_seek_max (1 KiB = 2 sectors).
     assert_eq!(order(&[("back_seek_max", 1.0), ("back_seek_penalty", 1.0)], 10_040), 2);
 }
+
+fn wr(id: u64, vm: u32, sector: Sector, at: Nanos) -> Request {
+    Request::new(id, vm, Op::Write, sector, 8, at)
+}
+
+/// The served VM has an async write right at the head and a sync read far
+/// away; `mode` is `async_service`.
+fn first_after_write_and_read(mode: f64) -> Vec<u64> {
+    let mut s = sched(&[(0, 1 << 30)], &[("async_service", mode)]);
+    s.insert(rd(0, 0, 1000, 0), 0);
+    assert_eq!(take(&mut s, 0).id, 0);
+    s.completed(&rd(0, 0, 1000, 0), us(100));
+    s.insert(wr(1, 0, 1008, us(100)), us(100));
+    s.insert(rd(2, 0, 900_000, us(100)), us(100));
+    let mut order = Vec::new();
+    let mut now = us(100);
+    while s.has_work() {
+        match s.dispatch(now) {
+            Dispatch::Request(r) => {
+                order.push(r.id);
+                s.completed(&r, now + us(100));
+                now += us(100);
+            }
+            Dispatch::WaitUntil(t) => now = t,
+            Dispatch::Empty => unreachable!("has work"),
+        }
+    }
+    order
+}
+
+#[test]
+fn sync_first_serves_the_vms_reads_before_its_async_writes() {
+    // §4.3 as printed: the write continues where the head is.
+    assert_eq!(first_after_write_and_read(0.0), vec![1, 2]);
+    // cfq_choose_req: a sync request beats an async one whatever the distance.
+    assert_eq!(first_after_write_and_read(1.0), vec![2, 1]);
+    // A sync write counts as sync.
+    let mut s = sched(&[(0, 1 << 30)], &[("async_service", 1.0)]);
+    s.insert(wr(1, 0, 500_000, 0).with_sync(true), 0);
+    s.insert(wr(2, 0, 8, 0), 0);
+    assert_eq!(take(&mut s, 0).id, 1);
+}
+
+#[test]
+fn the_shared_async_queue_has_its_own_budgeted_slice_and_no_timers() {
+    let regions = [(0, 1 << 20), (1 << 30, 1 << 20)];
+    let mut s = sched(&regions, &[("async_service", 2.0), ("slice_async_rq", 3.0)]);
+    // Async writes of both VMs share one queue; VM 0's read waits in VM 0's.
+    for i in 0..4 {
+        s.insert(wr(i, 0, 8 * i, 0), 0);
+        s.insert(wr(10 + i, 1, (1 << 30) + 8 * i, 0), 0);
+    }
+    s.insert(rd(20, 0, 100_000, 0), 0);
+    assert_eq!(counter(&s, "zones.async"), 0.0);
+    let mut order = Vec::new();
+    let mut now = 0;
+    while s.has_work() {
+        match s.dispatch(now) {
+            Dispatch::Request(r) => {
+                order.push(r.id);
+                now += us(100);
+                s.completed(&r, now);
+            }
+            Dispatch::WaitUntil(t) => now = t,
+            Dispatch::Empty => unreachable!("has work"),
+        }
+    }
+    // Head at 0: the async queue's nearest request (VM 0's write at 0) is
+    // nearer than VM 0's read; its slice ends after 3 dispatches. Then VM 0's
+    // read (VM 1 has nothing of its own), then the async queue again, which
+    // goes nearest first from the read's end: VM 0's last write, then VM 1's,
+    // three per slice.
+    assert_eq!(order, vec![0, 1, 2, 20, 3, 10, 11, 12, 13]);
+    // Four slices: async (0, 1, 2), VM 0 (20), async (3, 10, 11), async
+    // (12, 13; still running, so not yet in the async queue's history).
+    assert_eq!(counter(&s, "slices"), 4.0);
+    assert_eq!(counter(&s, "slices.async"), 2.0);
+    // No timer is armed after an async completion; the read armed none either
+    // (VM 0 had nothing else pending and no history).
+    assert_eq!(counter(&s, "timers_coarse") + counter(&s, "timers_fine"), 0.0);
+    // The VMs' models still see their writes.
+    assert!(counter(&s, "zones.vm1") >= 1.0);
+}
+
+#[test]
+fn the_shared_async_queue_back_merges_async_writes() {
+    let mut s = sched(&[(0, 1 << 20)], &[("async_service", 2.0)]);
+    s.insert(wr(1, 0, 0, 0), 0);
+    assert_eq!(s.back_merge(&wr(2, 0, 8, 0), 1024, 0), Some(1));
+    // A read is sync: it waits in the VM's queue and merges with nothing there.
+    assert_eq!(s.back_merge(&rd(3, 0, 16, 0), 1024, 0), None);
+    assert_eq!(take(&mut s, 0).sectors, 16);
+}
