@@ -15,7 +15,9 @@
 //!
 //! Departures (docs/schedulers.md): flushes take the at-head dispatch list
 //! (blk-mq sends them around the scheduler, ahead of queued requests); no
-//! merging (hvio does not merge requests; `front_merges` is kept for parity);
+//! merging: mq-deadline keeps `Scheduler::back_merge`'s default, so it does
+//! not merge even on the simulator's blktap path, where deadline, CFQ, AS
+//! and Pregather back-merge (`front_merges` is kept for parity);
 //! no zoned-device write locking; `async_depth` caps in-flight async and
 //! write requests at dispatch instead of at tag allocation.
 
