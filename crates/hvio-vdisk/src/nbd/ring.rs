@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex};
 
 /// Receive buffer for request headers (and small payloads that arrive with them).
 const INBUF: usize = 256 * 1024;
+/// Replies not yet taken by the kernel beyond which no more requests are
+/// read (a client that sends without reading its replies).
+const MAX_BACKLOG: usize = 64 << 20;
 
 /// Replies the requests' completions appended (their `done` runs on the engine thread).
 #[derive(Default)]
@@ -241,6 +244,11 @@ impl RingConn {
         }
     }
 
+    /// Reply bytes waiting for the socket.
+    fn backlog(&self) -> usize {
+        self.sending.len() - self.sent + self.outbox.lock().unwrap_or_else(|e| e.into_inner()).bytes.len()
+    }
+
     /// Where the next receive should land, if one should be armed now.
     pub fn want_recv(&mut self) -> Option<(*mut u8, u32)> {
         if !self.reading || self.recv_armed || self.broken {
@@ -255,7 +263,7 @@ impl RingConn {
             self.recv_into_pending = true;
             return Some((ptr, len.min(u32::MAX as usize) as u32));
         }
-        if self.skip == 0 && self.inflight >= self.max_inflight {
+        if self.skip == 0 && (self.inflight >= self.max_inflight || self.backlog() > MAX_BACKLOG) {
             return None; // back-pressure: read on once replies went out
         }
         if self.end == self.inbuf.len() {
@@ -320,8 +328,7 @@ impl RingConn {
         self.send_armed = false;
         if res < 0 {
             tracing::debug!(export = %self.name, error = %std::io::Error::from_raw_os_error(-res), "nbd: reply not delivered; dropping replies");
-            self.broken = true;
-            self.reading = false;
+            self.abort();
             self.sending.clear();
             self.sent = 0;
             return;
@@ -347,7 +354,8 @@ impl RingConn {
         unsafe { libc::shutdown(self.fd(), libc::SHUT_RD) };
     }
 
-    /// Give up on the client (engine stop): armed operations return at once.
+    /// Give up on the client (engine stop, or a reply could not be sent):
+    /// armed operations return at once.
     pub fn abort(&mut self) {
         self.stop();
         self.broken = true;
