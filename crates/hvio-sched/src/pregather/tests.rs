@@ -3,6 +3,7 @@
 use super::*;
 use hvio_core::ms;
 use hvio_core::{us, DeviceInfo, LinearSeek, Op, ParamValues};
+use std::collections::HashSet;
 
 /// Seek estimate of 1 ns per sector, capped at 15 ms; no rotation unless
 /// `seek_adds_rotation` is asked for by a test (then 8 ms per revolution).
@@ -381,4 +382,75 @@ fn the_shared_async_queue_back_merges_async_writes() {
     // A read is sync: it waits in the VM's queue and merges with nothing there.
     assert_eq!(s.back_merge(&rd(3, 0, 16, 0), 1024, 0), None);
     assert_eq!(take(&mut s, 0).sectors, 16);
+}
+
+/// Every `async_service` mode dispatches each request exactly once, waits
+/// only into the future, and drains: a pseudo-random mix of sync and async
+/// reads, writes and flushes from three VMs on a 1 ms-per-request disk.
+#[test]
+fn every_async_service_mode_drains_a_random_mix() {
+    for mode in [0.0, 1.0, 2.0] {
+        let regions = [(0, 1 << 24), (1 << 24, 1 << 24), (1 << 25, 1 << 24)];
+        let mut s = sched(&regions, &[("async_service", mode), ("slice_async_rq", 4.0)]);
+        let mut x: u64 = 12345;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let (mut now, mut in_flight, mut done) = (0, None::<(Nanos, Request)>, HashSet::new());
+        let mut arrivals: Vec<Request> = (0..400u64)
+            .map(|id| {
+                let vm = (next() % 3) as u32;
+                let op = match next() % 8 {
+                    0..=3 => Op::Read,
+                    4..=6 => Op::Write,
+                    _ => Op::Flush,
+                };
+                let (sector, len) = if op == Op::Flush {
+                    (0, 0)
+                } else {
+                    (regions[vm as usize].0 + next() % 100_000 * 8, 8)
+                };
+                let at = id * 700 * 1000 + next() % 500_000;
+                Request::new(id, vm, op, sector, len, at).with_sync(op != Op::Write || next() % 2 == 0)
+            })
+            .collect();
+        arrivals.sort_by_key(|r| (r.arrival, r.id));
+        let mut pending = arrivals.into_iter().peekable();
+        let mut wait = None;
+        for _ in 0..1_000_000 {
+            let t = [pending.peek().map(|r| r.arrival), in_flight.map(|(c, _)| c), wait]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(t) = t else { break };
+            now = now.max(t);
+            if let Some((c, rq)) = in_flight {
+                if c <= now {
+                    s.completed(&rq, now);
+                    in_flight = None;
+                }
+            }
+            while pending.peek().is_some_and(|r| r.arrival <= now) {
+                let rq = pending.next().unwrap();
+                s.insert(rq, now);
+            }
+            wait = None;
+            if in_flight.is_none() {
+                match s.dispatch(now) {
+                    Dispatch::Request(rq) => {
+                        assert!(done.insert(rq.id), "mode {mode}: {} twice", rq.id);
+                        in_flight = Some((now + ms(1), rq));
+                    }
+                    Dispatch::WaitUntil(w) => {
+                        assert!(w > now, "mode {mode}: wait into the past");
+                        wait = Some(w);
+                    }
+                    Dispatch::Empty => assert!(!s.has_work(), "mode {mode}"),
+                }
+            }
+        }
+        assert_eq!(done.len(), 400, "mode {mode}: not drained");
+        assert_eq!(s.queued(), 0);
+    }
 }
