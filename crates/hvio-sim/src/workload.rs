@@ -237,8 +237,16 @@ pub fn preset(name: &str) -> Option<JobConfig> {
 }
 
 /// Paper 003, Table I: `O-*` are 32 threads on 32 files of 4 GiB in all,
-/// `U-*` 32 threads on one 2 GiB file (U-SR one thread); the pattern is
-/// SR, SW, RR, RW, RRW or SRW. Returns (rw, files, size, threads, sharing).
+/// `U-*` 32 threads on one 2 GiB file; the pattern is SR, SW, RR, RW, RRW
+/// or SRW. Returns (rw, files, size, threads, sharing).
+///
+/// The extracted Table I gives no thread count on the first row of each
+/// group: "O-SR … sequential read 32 files" (its "32 threads" is pushed to
+/// the end of the line, before O-SW's description) and "U-SR sequential
+/// read 1 file". O-SR has 32 threads for certain (32 files, one per
+/// thread), so the missing count is the extraction's, not one thread: U-SR
+/// is 32 threads like the other eleven rows (hvio used one thread for it
+/// until issue 6's third pass; see docs/ishare.md).
 ///
 /// In fio, 32 clones (`numjobs = 32`) get a file each unless `filename` is
 /// set (O-*: `per-thread`, a 128 MiB file per thread); 32 threads on *one*
@@ -259,7 +267,7 @@ fn table1(name: &str) -> Option<(Rw, u32, u64, u32, Sharing)> {
     };
     match scenario {
         "O" => Some((rw, 32, 4 << 30, 32, Sharing::PerThread)),
-        "U" => Some((rw, 1, 2 << 30, if pattern == "SR" { 1 } else { 32 }, Sharing::SameFile)),
+        "U" => Some((rw, 1, 2 << 30, 32, Sharing::SameFile)),
         _ => None,
     }
 }

@@ -7,7 +7,7 @@
 //! to expect: iShare keeps the 2:1 split like Blkio while the disk is
 //! overloaded, and reaches CFQ's bandwidth while it is underloaded.
 
-use super::ishare_tables::{bw, job, run_on_disk, two_vms, Bw, DISKS, SCHEDULERS};
+use super::ishare_tables::{bw, disks, job, run_on_disk, two_vms, Bw, SCHEDULERS};
 use super::{ExpOptions, Experiment, Report};
 use crate::error::Result;
 use crate::report::{f, Table};
@@ -44,29 +44,53 @@ fn phase_means(series: &[Vec<f64>], interval_s: f64, phase_s: f64) -> Vec<Bw> {
         .collect()
 }
 
-pub fn run(opts: &ExpOptions) -> Result<Report> {
-    let phase_s = if opts.quick { 6.0 } else { 100.0 };
-    let interval_s = if opts.quick { 0.5 } else { 1.0 };
+/// Fig. 4's phase length and series interval, s.
+pub(crate) fn timing(opts: &ExpOptions) -> (f64, f64) {
+    if opts.quick {
+        (6.0, 0.5)
+    } else {
+        (100.0, 1.0)
+    }
+}
+
+/// One disk's three runs of Fig. 4 (CFQ, Blkio, iShare): per-phase means
+/// `phases[scheduler][phase]`, and each run's series and whole-run means.
+pub(crate) struct Fig4Runs {
+    pub phases: Vec<Vec<Bw>>,
+    pub series: Vec<crate::metrics::TimeSeries>,
+    pub totals: Vec<Bw>,
+}
+
+pub(crate) fn run_on(opts: &ExpOptions, disk: &str) -> Result<Fig4Runs> {
+    let (phase_s, interval_s) = timing(opts);
     let jobs: String = PHASES
         .iter()
         .enumerate()
         .map(|(i, w)| job(w, i as f64 * phase_s, phase_s))
         .collect();
+    let mut out = Fig4Runs {
+        phases: Vec::new(),
+        series: Vec::new(),
+        totals: Vec::new(),
+    };
+    for s in SCHEDULERS {
+        let cfg = two_vms(s, &jobs, opts.seed, phase_s * PHASES.len() as f64 * 2.0, interval_s)?;
+        let r = run_on_disk(&cfg, disk)?;
+        out.totals.push(bw(&r));
+        out.phases.push(phase_means(&r.series.mb_per_s, interval_s, phase_s));
+        out.series.push(r.series);
+    }
+    Ok(out)
+}
+
+pub fn run(opts: &ExpOptions) -> Result<Report> {
+    let (phase_s, interval_s) = timing(opts);
     let mut tables = Vec::new();
     let mut data = Vec::new();
-    for (label, disk) in DISKS {
-        let mut phases = Vec::new();
-        let mut series = Vec::new();
-        let mut totals = Vec::new();
-        for s in SCHEDULERS {
-            let cfg = two_vms(s, &jobs, opts.seed, phase_s * PHASES.len() as f64 * 2.0, interval_s)?;
-            let r = run_on_disk(&cfg, disk)?;
-            totals.push(bw(&r));
-            phases.push(phase_means(&r.series.mb_per_s, interval_s, phase_s));
-            series.push(r.series);
-        }
-        tables.extend(disk_tables(label, &phases, phase_s));
-        data.push(json!({ "disk": label, "series": series, "phase_means": phases, "run_means": totals }));
+    for (label, disk) in disks() {
+        let r = run_on(opts, &disk)?;
+        tables.extend(disk_tables(label, &r.phases, phase_s));
+        data.push(json!({ "disk": label, "series": r.series, "phase_means": r.phases, "run_means": r.totals }));
     }
     Ok(Report {
         tables,
@@ -79,19 +103,39 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     })
 }
 
+/// Fig. 4's goal for phase `p` of `phases[scheduler][phase]`: iShare keeps
+/// 2:1 (1.7–2.3) in an overloaded phase and reaches 0.9× CFQ's total in an
+/// underloaded one.
+pub(crate) fn phase_goal(p: usize, phases: &[Vec<Bw>]) -> (String, bool) {
+    let w = PHASES[p];
+    let (c, i) = (&phases[0][p], &phases[2][p]);
+    if w.starts_with("O-") {
+        (
+            format!("phase {p} {w}: iShare VM1:VM2 in 1.7..2.3 ({:.2})", i.ratio()),
+            (1.7..=2.3).contains(&i.ratio()),
+        )
+    } else {
+        let g = i.total() / c.total().max(1e-9);
+        (format!("phase {p} {w}: iShare total ≥ 0.9× CFQ's ({g:.2}×)"), g >= 0.9)
+    }
+}
+
+/// The columns of a per-phase table.
+pub(crate) const PHASE_COLUMNS: [&str; 7] = [
+    "phase",
+    "workload",
+    "CFQ",
+    "Blkio",
+    "iShare",
+    "iShare VM1:VM2",
+    "iShare/CFQ total",
+];
+
 /// The per-phase table and the goals of one disk.
 fn disk_tables(label: &str, phases: &[Vec<Bw>], phase_s: f64) -> [Table; 2] {
     let mut t = Table::new(
         format!("{label} — mean bandwidth per phase, MB/s (VM1 / VM2 / total)"),
-        &[
-            "phase",
-            "workload",
-            "CFQ",
-            "Blkio",
-            "iShare",
-            "iShare VM1:VM2",
-            "iShare/CFQ total",
-        ],
+        &PHASE_COLUMNS,
     );
     let mut goals = Table::new(format!("{label} — goals (issue 6)"), &["goal", "met"]);
     for (p, w) in PHASES.iter().enumerate() {
@@ -109,15 +153,7 @@ fn disk_tables(label: &str, phases: &[Vec<Bw>], phase_s: f64) -> [Table; 2] {
             f(i.ratio(), 2),
             f(i.total() / c.total().max(1e-9), 2),
         ]);
-        let (line, ok) = if w.starts_with("O-") {
-            (
-                format!("phase {p} {w}: iShare VM1:VM2 in 1.7..2.3 ({:.2})", i.ratio()),
-                (1.7..=2.3).contains(&i.ratio()),
-            )
-        } else {
-            let g = i.total() / c.total().max(1e-9);
-            (format!("phase {p} {w}: iShare total ≥ 0.9× CFQ's ({g:.2}×)"), g >= 0.9)
-        };
+        let (line, ok) = phase_goal(p, phases);
         goals.row(vec![line, if ok { "yes".into() } else { "NO".into() }]);
     }
     [t, goals]
@@ -135,20 +171,7 @@ mod tests {
     #[test]
     fn quick_run_meets_its_goals_on_the_write_through_disk() {
         let opts = ExpOptions { seed: 1, quick: true };
-        let jobs: String = PHASES
-            .iter()
-            .enumerate()
-            .map(|(i, w)| job(w, i as f64 * 6.0, 6.0))
-            .collect();
-        let mut phases = Vec::new();
-        for s in SCHEDULERS {
-            let cfg = two_vms(s, &jobs, opts.seed, 100.0, 0.5).unwrap();
-            phases.push(phase_means(
-                &run_on_disk(&cfg, DISKS[0].1).unwrap().series.mb_per_s,
-                0.5,
-                6.0,
-            ));
-        }
+        let phases = run_on(&opts, &disks()[0].1).unwrap().phases;
         for (p, w) in PHASES.iter().enumerate() {
             let (c, i) = (&phases[0][p], &phases[2][p]);
             if w.starts_with("O-") {

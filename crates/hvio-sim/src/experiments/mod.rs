@@ -5,6 +5,7 @@
 
 mod htbs_paper004;
 mod htbs_rates;
+mod ishare_destage_idle;
 mod ishare_fig4;
 mod ishare_tables;
 pub mod pregather;
@@ -73,6 +74,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     pregather::OVERHEAD,
     ishare_tables::EXPERIMENT,
     ishare_fig4::EXPERIMENT,
+    ishare_destage_idle::EXPERIMENT,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
