@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/serve-latency.sh — where an NBD request's time goes: hvio serve (noop,
+# io_uring engine) against qemu-nbd --cache=none --aio=io_uring on the same
+# backing file, fio's nbd engine over a unix socket, 4 KiB random I/O.
+#
+# For every run it prints IOPS, fio's completion latency (mean, p50, p99),
+# and per request: the server's voluntary and involuntary context switches
+# (all its threads, /proc/PID/task/*/status), its CPU time (user + system)
+# and fio's context switches; for hvio also its own arrival-to-completion
+# latency (p50/p99 from the control API), so the time a request spends
+# outside the server can be read off. Runs alternate between the servers.
+# Not part of `make test`. Needs fio, qemu-nbd, curl (bench/serve.sh installs them).
+# Usage: bench/serve-latency.sh [seconds per run, default 5] [rounds, default 3] [rw, default randread] [iodepths, default "32 1"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNTIME=${1:-5}
+ROUNDS=${2:-3}
+RW=${3:-randread}
+DEPTHS=${4:-32 1}
+SIZE_MB=1024
+
+cargo build --release -q -p hvio-cli
+HVIO=$PWD/target/release/hvio
+W=$(mktemp -d /tmp/hvio-lat.XXXXXX)
+P=
+cleanup() { [ -n "$P" ] && kill "$P" 2>/dev/null; rm -rf "$W"; }
+trap cleanup EXIT
+fallocate -l ${SIZE_MB}M "$W/disk.img"
+dd if=/dev/urandom of="$W/disk.img" bs=1M count=$SIZE_MB conv=notrunc status=none
+cat > "$W/host.toml" <<EOF
+[store]
+path = "$W/disk.img"
+create = false
+depth = 32
+engine = "io_uring"
+rotational = false
+[scheduler]
+name = "noop"
+[nbd]
+unix = "$W/hvio.sock"
+[control]
+unix = "$W/control.sock"
+[[vm]]
+name = "vm1"
+size = "${SIZE_MB}MiB"
+EOF
+
+# ctxsw -> "voluntary nonvoluntary" summed over the server's threads
+ctxsw() {
+  local v=0 n=0 t
+  for t in /proc/$P/task/*; do
+    v=$((v + $(awk '/^voluntary_ctxt_switches/{print $2}' "$t/status")))
+    n=$((n + $(awk '/^nonvoluntary_ctxt_switches/{print $2}' "$t/status")))
+  done
+  echo "$v $n"
+}
+
+run() { # server iodepth
+  local s=$1 qd=$2 sock uri c0 c1 t0 t1 srv=""
+  if [ "$s" = qemu-nbd ]; then
+    sock=$W/qemu.sock; uri="nbd+unix:///?socket=$sock"
+    qemu-nbd --cache=none --aio=io_uring --shared=8 --persistent -f raw -k "$sock" "$W/disk.img" &
+  else
+    sock=$W/hvio.sock; uri="nbd+unix:///vm1?socket=$sock"
+    $HVIO serve --log-level warn "$W/host.toml" &
+  fi
+  P=$!
+  for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+  sleep 0.2
+  c0=$(ctxsw); t0=$(awk '{print $14+$15}' "/proc/$P/stat")
+  fio --name=l --rw="$RW" --bs=4k --iodepth="$qd" --time_based --runtime="$RUNTIME" \
+    --ioengine=nbd --uri="$uri" --output-format=json > "$W/out.json" 2>/dev/null
+  c1=$(ctxsw); t1=$(awk '{print $14+$15}' "/proc/$P/stat")
+  if [ "$s" = hvio ]; then
+    srv=$(curl -s --unix-socket "$W/control.sock" http://x/vms)
+  fi
+  kill -TERM "$P"; wait "$P" 2>/dev/null || true; P=
+  rm -f "$sock"
+  python3 - "$s" "$qd" "$c0" "$c1" "$t0" "$t1" "$srv" <<'PY'
+import json, os, sys
+s, qd, c0, c1, t0, t1, srv = sys.argv[1:8]
+t = open(os.environ["OUT"]).read()
+j = json.loads(t[t.index("{"):])["jobs"][0]
+d = j["read"] if j["read"]["total_ios"] > 0 else j["write"]
+n = max(1, d["total_ios"])
+v0, n0 = map(int, c0.split()); v1, n1 = map(int, c1.split())
+cpu = (int(t1) - int(t0)) * 1e6 / os.sysconf("SC_CLK_TCK") / n
+p = d["clat_ns"]["percentile"]
+line = (f"  {s:8} qd{qd:>2}  {d['iops']:7.0f} IOPS  clat mean {d['clat_ns']['mean']/1e3:6.1f} µs"
+        f" p50 {p['50.000000']/1e3:6.1f} p99 {p['99.000000']/1e3:7.1f}"
+        f" | server/req: {(v1-v0)/n:.2f} vol + {(n1-n0)/n:.3f} invol ctx sw, {cpu:4.1f} µs CPU"
+        f" | fio ctx sw/req {j['ctx']/n:.2f}")
+if srv:
+    vm = json.loads(srv)[0]
+    k = "read" if d is j["read"] else "write"
+    line += f" | in hvio p50 {vm[k + '_p50_us']} p99 {vm[k + '_p99_us']} µs"
+print(line)
+PY
+}
+
+export OUT=$W/out.json
+echo "== NBD request latency, 4 KiB $RW, fio nbd engine, unix socket, ${RUNTIME}s runs, $ROUNDS rounds; load: $(cut -d' ' -f1-3 /proc/loadavg) =="
+for qd in $DEPTHS; do
+  for round in $(seq "$ROUNDS"); do
+    if [ $((round % 2)) = 1 ]; then order="qemu-nbd hvio"; else order="hvio qemu-nbd"; fi
+    for s in $order; do run "$s" "$qd"; done
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
