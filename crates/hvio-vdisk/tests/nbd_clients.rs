@@ -90,7 +90,9 @@ fn qemu_io_over_io_uring() {
         return;
     }
     let d = Daemon::start(&conf("io_uring", "noop"));
+    // Both sockets: after the handshake the scheduler thread's ring serves them.
     qemu_io_ops(&d, false);
+    qemu_io_ops(&d, true);
     d.stop();
 }
 
