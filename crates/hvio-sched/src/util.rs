@@ -24,6 +24,10 @@ fn unpack(p: Packed) -> SortKey {
 /// Most keys in one chunk of a [`SortedIndex`] (split in halves beyond).
 const CHUNK: usize = 64;
 
+/// With more chunks than this (≈ 100 KB of keys, beyond the first-level
+/// cache) a chunk's key lines are prefetched before a search.
+const COLD_CHUNKS: usize = 64;
+
 /// One sorted run of keys with their slots, in fixed arrays: the keys side
 /// by side (a binary search reads 16-byte keys only), the slots apart.
 #[derive(Debug, Clone)]
@@ -47,10 +51,13 @@ impl Chunk {
         &self.keys[..self.len]
     }
 
-    /// The position of the first key at or after `k`.
+    /// Asks for all the key lines at once: a binary search reads them one
+    /// after another, and in a big queue each would be a cache miss.
     #[inline]
-    fn lower_bound(&self, k: Packed) -> usize {
-        self.keys().partition_point(|&x| x < k)
+    fn prefetch_keys(&self) {
+        for i in (0..self.len).step_by(4) {
+            prefetch(&self.keys[i]);
+        }
     }
 
     #[inline]
@@ -85,6 +92,25 @@ impl Chunk {
     }
 }
 
+/// The position of the first of the sorted `keys` at or after `k`
+/// (`partition_point(|x| x < k)`), without branches on the keys: the
+/// comparisons are unpredictable, a mispredicted branch per step costs
+/// more than the step.
+#[inline]
+fn lower_bound(keys: &[Packed], k: Packed) -> usize {
+    if keys.is_empty() {
+        return 0;
+    }
+    let (mut base, mut size) = (0, keys.len());
+    while size > 1 {
+        let half = size / 2;
+        let mid = base + half;
+        base = std::hint::select_unpredictable(keys[mid] < k, mid, base);
+        size -= half;
+    }
+    base + (keys[base] < k) as usize
+}
+
 /// Hint the processor to fetch `p`'s cache line (no effect on results).
 #[inline(always)]
 fn prefetch<T>(p: &T) {
@@ -114,13 +140,26 @@ struct SortedIndex {
     /// Emptied chunks, for the next ones needed (a queue that empties and
     /// refills allocates nothing).
     spare: Vec<Box<Chunk>>,
+    /// Where the key after the last one removed probably is (chunk,
+    /// position): an elevator's next removal is usually that key, found
+    /// without a search. Checked before use: a stale hint costs a search.
+    hint: (usize, usize),
 }
 
 impl SortedIndex {
     /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
     #[inline]
     fn chunk_at_or_after(&self, key: Packed) -> usize {
-        self.maxes.partition_point(|&m| m < key)
+        lower_bound(&self.maxes, key)
+    }
+
+    /// The position in `c` (one of the chunks) of the first key at or after `k`.
+    #[inline]
+    fn pos(&self, c: &Chunk, k: Packed) -> usize {
+        if self.chunks.len() > COLD_CHUNKS {
+            c.prefetch_keys();
+        }
+        lower_bound(c.keys(), k)
     }
 
     fn new_chunk(&mut self) -> Box<Chunk> {
@@ -143,7 +182,7 @@ impl SortedIndex {
             return true;
         }
         let mut ci = self.chunk_at_or_after(key).min(self.chunks.len() - 1);
-        let mut pos = self.chunks[ci].lower_bound(key);
+        let mut pos = self.pos(&self.chunks[ci], key);
         let c = &self.chunks[ci];
         if pos < c.len && c.keys[pos] == key {
             return false;
@@ -175,9 +214,13 @@ impl SortedIndex {
     /// Where `key` is: (chunk, position).
     #[inline]
     fn find(&self, key: Packed) -> Option<(usize, usize)> {
+        let (hc, hp) = self.hint;
+        if self.chunks.get(hc).is_some_and(|c| hp < c.len && c.keys[hp] == key) {
+            return Some((hc, hp));
+        }
         let ci = self.chunk_at_or_after(key);
         let c = self.chunks.get(ci)?;
-        let pos = c.lower_bound(key);
+        let pos = self.pos(c, key);
         (c.keys[pos] == key).then_some((ci, pos))
     }
 
@@ -192,11 +235,16 @@ impl SortedIndex {
             self.chunks.get(ci + 1).map(|d| (d.keys[0], d.slots[0]))
         };
         let c = &mut self.chunks[ci];
+        self.hint = (ci + (pos == c.len) as usize, 0);
         if c.len == 0 {
             let c = self.chunks.remove(ci);
             self.maxes.remove(ci);
             self.spare.push(c);
+            self.hint = (ci, 0);
         } else {
+            if pos < c.len {
+                self.hint = (ci, pos);
+            }
             if pos == c.len {
                 self.maxes[ci] = c.last();
             }
@@ -208,6 +256,7 @@ impl SortedIndex {
                 self.chunks[ci].append(&next);
                 self.maxes[ci] = next.last();
                 self.spare.push(next);
+                self.hint = (ci, pos);
             }
         }
         Some((slot, next))
@@ -219,7 +268,7 @@ impl SortedIndex {
 
     fn at_or_after(&self, key: Packed) -> Option<u32> {
         let c = self.chunks.get(self.chunk_at_or_after(key))?;
-        Some(c.slots[c.lower_bound(key)])
+        Some(c.slots[self.pos(c, key)])
     }
 
     fn after(&self, key: Packed) -> Option<u32> {
@@ -230,7 +279,7 @@ impl SortedIndex {
     fn before(&self, key: Packed) -> Option<u32> {
         let ci = self.chunk_at_or_after(key);
         if let Some(c) = self.chunks.get(ci) {
-            let pos = c.lower_bound(key);
+            let pos = self.pos(c, key);
             if pos > 0 {
                 return Some(c.slots[pos - 1]);
             }
@@ -280,16 +329,18 @@ pub struct SortedFifo {
     free: Vec<u32>,
     by_sector: SortedIndex,
     len: usize,
-    /// Deque entry `seq − base`: (deadline, sort key), or blank once removed.
-    fifo: VecDeque<Option<(Nanos, SortKey)>>,
+    /// Deque entry `seq − base`: the slot, or `BLANK` once removed (4
+    /// bytes an entry: the deque of a big queue stays in cache).
+    fifo: VecDeque<u32>,
     base: u64,
     /// The largest (deadline, id) pushed on the deque.
     last: Option<(Nanos, RequestId)>,
-    /// Out-of-order entries: (deadline, id) → sort key.
-    late: BTreeMap<(Nanos, RequestId), SortKey>,
+    /// Out-of-order entries: (deadline, id) → slot.
+    late: BTreeMap<(Nanos, RequestId), u32>,
 }
 
 const LATE: u64 = u64::MAX;
+const BLANK: u32 = u32::MAX;
 
 impl SortedFifo {
     pub fn new() -> Self {
@@ -328,9 +379,9 @@ impl SortedFifo {
             self.slots.push(entry);
         }
         if late {
-            self.late.insert(order, key);
+            self.late.insert(order, slot);
         } else {
-            self.fifo.push_back(Some((deadline, key)));
+            self.fifo.push_back(slot);
             self.last = Some(order);
         }
         self.len += 1;
@@ -356,9 +407,9 @@ impl SortedFifo {
             self.late.remove(&(deadline, rq.id));
         } else {
             if let Some(e) = self.fifo.get_mut((seq - self.base) as usize) {
-                *e = None;
+                *e = BLANK;
             }
-            while let Some(None) = self.fifo.front() {
+            while self.fifo.front() == Some(&BLANK) {
                 self.fifo.pop_front();
                 self.base += 1;
             }
@@ -371,17 +422,17 @@ impl SortedFifo {
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
     pub fn fifo_head(&self) -> Option<(Nanos, &Request)> {
-        let front = self
-            .fifo
-            .front()
-            .and_then(|s| s.as_ref())
-            .map(|&(dl, k)| ((dl, k.1), k));
-        let late = self.late.iter().next().map(|(&o, &k)| (o, k));
-        let (o, k) = match (front, late) {
+        // The front is never blank (blanks are dropped as they reach it).
+        let front = self.fifo.front().map(|&s| {
+            let e = &self.slots[s as usize];
+            ((e.deadline, e.rq.id), s)
+        });
+        let late = self.late.iter().next().map(|(&o, &s)| (o, s));
+        let (o, s) = match (front, late) {
             (Some(f), Some(l)) => f.min(l),
             (f, l) => f.or(l)?,
         };
-        Some((o.0, self.get(k).expect("FIFO entries are queued")))
+        Some((o.0, self.rq(s)))
     }
 
     /// The first request at or after `key` in sector order.
@@ -682,20 +733,26 @@ mod sorted_index_tests {
         /// Against a B-tree, over enough keys to split and merge chunks: every
         /// ordered query (at or after, after, before, first, get) and the order.
         #[test]
-        fn matches_a_btree(ops in prop::collection::vec((0u8..3, 0u64..600, any::<prop::sample::Index>()), 1..3000)) {
+        fn matches_a_btree(ops in prop::collection::vec((0u8..4, 0u64..600, any::<prop::sample::Index>()), 1..3000)) {
             let mut ix = SortedIndex::default();
             let mut model: BTreeMap<SortKey, u32> = BTreeMap::new();
+            // The key after the last one removed: op 3 removes it next, as an elevator does (the hint).
+            let mut after_removed: Option<SortKey> = None;
             for (n, (op, sector, pick)) in ops.into_iter().enumerate() {
                 let key = (sector, n as u64 % 7);
-                if op > 0 || model.is_empty() {
+                if (op == 1 || op == 2) || model.is_empty() {
                     if let std::collections::btree_map::Entry::Vacant(e) = model.entry(key) {
                         e.insert(n as u32);
                         prop_assert!(ix.insert(pack(key), n as u32));
                     }
                 } else {
-                    let k = *model.keys().nth(pick.index(model.len())).unwrap();
+                    let k = match after_removed.filter(|k| op == 3 && model.contains_key(k)) {
+                        Some(k) => k,
+                        None => *model.keys().nth(pick.index(model.len())).unwrap(),
+                    };
                     let want_next = model.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)).next().map(|e| (pack(*e.0), *e.1));
                     prop_assert_eq!(ix.remove(pack(k)), model.remove(&k).map(|s| (s, want_next)));
+                    after_removed = want_next.map(|(p, _)| unpack(p));
                 }
                 let probe = (sector, 3);
                 if let Some(&k) = model.keys().next() {
