@@ -105,7 +105,8 @@ fn lower_bound(keys: &[Packed], k: Packed) -> usize {
     while size > 1 {
         let half = size / 2;
         let mid = base + half;
-        base = std::hint::select_unpredictable(keys[mid] < k, mid, base);
+        // `black_box` keeps LLVM from turning this back into a branch.
+        base += half * std::hint::black_box((keys[mid] < k) as usize);
         size -= half;
     }
     base + (keys[base] < k) as usize
