@@ -112,6 +112,28 @@ fn lower_bound(keys: &[Packed], k: Packed) -> usize {
     base + (keys[base] < k) as usize
 }
 
+/// [`lower_bound`] for at most [`CHUNK`] keys: a fixed number of steps,
+/// which LLVM unrolls, and unrolled it keeps the conditional moves (in a
+/// loop it turns them into branches, or needs `black_box`, which adds a
+/// store and a load to every step).
+#[inline]
+fn lower_bound_chunk(keys: &[Packed], k: Packed) -> usize {
+    debug_assert!(keys.len() <= CHUNK);
+    if keys.is_empty() {
+        return 0;
+    }
+    let (mut base, mut size) = (0, keys.len());
+    for _ in 0..CHUNK.ilog2() {
+        if size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            base = if keys[mid] < k { mid } else { base };
+            size -= half;
+        }
+    }
+    base + (keys[base] < k) as usize
+}
+
 /// Hint the processor to fetch `p`'s cache line (no effect on results).
 #[inline(always)]
 fn prefetch<T>(p: &T) {
@@ -160,7 +182,7 @@ impl SortedIndex {
         if self.chunks.len() > COLD_CHUNKS {
             c.prefetch_keys();
         }
-        lower_bound(c.keys(), k)
+        lower_bound_chunk(c.keys(), k)
     }
 
     fn new_chunk(&mut self) -> Box<Chunk> {
