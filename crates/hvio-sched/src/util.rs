@@ -112,18 +112,18 @@ fn lower_bound(keys: &[Packed], k: Packed) -> usize {
     base + (keys[base] < k) as usize
 }
 
-/// [`lower_bound`] for at most [`CHUNK`] keys: a fixed number of steps,
+/// [`lower_bound`] for at most `2^STEPS` keys: a fixed number of steps,
 /// which LLVM unrolls, and unrolled it keeps the conditional moves (in a
 /// loop it turns them into branches, or needs `black_box`, which adds a
 /// store and a load to every step).
 #[inline]
-fn lower_bound_chunk(keys: &[Packed], k: Packed) -> usize {
-    debug_assert!(keys.len() <= CHUNK);
+fn lower_bound_steps<const STEPS: u32>(keys: &[Packed], k: Packed) -> usize {
+    debug_assert!(keys.len() <= 1 << STEPS);
     if keys.is_empty() {
         return 0;
     }
     let (mut base, mut size) = (0, keys.len());
-    for _ in 0..CHUNK.ilog2() {
+    for _ in 0..STEPS {
         if size > 1 {
             let half = size / 2;
             let mid = base + half;
@@ -173,7 +173,11 @@ impl SortedIndex {
     /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
     #[inline]
     fn chunk_at_or_after(&self, key: Packed) -> usize {
-        lower_bound(&self.maxes, key)
+        if self.maxes.len() <= 1 << 16 {
+            lower_bound_steps::<16>(&self.maxes, key)
+        } else {
+            lower_bound(&self.maxes, key)
+        }
     }
 
     /// The position in `c` (one of the chunks) of the first key at or after `k`.
@@ -182,7 +186,7 @@ impl SortedIndex {
         if self.chunks.len() > COLD_CHUNKS {
             c.prefetch_keys();
         }
-        lower_bound_chunk(c.keys(), k)
+        lower_bound_steps::<{ CHUNK.ilog2() }>(c.keys(), k)
     }
 
     fn new_chunk(&mut self) -> Box<Chunk> {
