@@ -48,9 +48,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fallocate -l ${SIZE_MB}M "$W/disk.img"
-# Write the whole file once so reads hit allocated blocks for every server.
-dd if=/dev/urandom of="$W/disk.img" bs=1M count=$SIZE_MB conv=notrunc status=none
 
 RAMP=2
 # cputicks PID... -> user+system clock ticks the processes used so far
@@ -120,6 +117,9 @@ counters() { curl -s --unix-socket "$W/control.sock" http://x/status |
 ratio() { python3 -c "print(f'{$(median "$1")/$(median "$2"):.2f}')"; }
 cratio() { python3 -c "print(f'{$(cmedian "$1")/$(cmedian "$2"):.2f}')"; }
 nbd_section() {
+# Write the whole file once so reads hit allocated blocks for every server.
+fallocate -l ${SIZE_MB}M "$W/disk.img"
+dd if=/dev/urandom of="$W/disk.img" bs=1M count=$SIZE_MB conv=notrunc status=none
 echo "== NBD, 4 KiB random, iodepth 32, fio nbd engine, unix socket, ${RUNTIME}s per run, median of $ROUNDS =="
 SCHED_RUN=(noop)
 for s in cfq pregather; do

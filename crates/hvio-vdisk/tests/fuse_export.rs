@@ -96,21 +96,33 @@ fn punch_hole_and_zero_range_read_back_zeros_and_fsync_is_flush() {
 
 #[test]
 fn ext4_on_direct_io_loop_device_survives_fsck_and_fio_verify() {
-    ext4_on_loop("threads");
+    ext4_on_loop("threads", true);
 }
 
 /// The same over the io_uring engine (the benchmark's configuration), where
 /// the engine thread answers the FUSE requests itself.
 #[test]
 fn ext4_on_direct_io_loop_device_over_io_uring() {
-    ext4_on_loop("io_uring");
+    ext4_on_loop("io_uring", true);
 }
 
-fn ext4_on_loop(engine: &str) {
+/// io_uring over the page cache (`direct = false`, the benchmark's
+/// like-for-like configuration): whole-page writes are done on the engine
+/// thread itself, the rest on the ring.
+#[test]
+fn ext4_on_direct_io_loop_device_over_io_uring_buffered() {
+    ext4_on_loop("io_uring", false);
+}
+
+fn ext4_on_loop(engine: &str, direct: bool) {
     if !can_fuse() || !have("losetup") || !have("mkfs.ext4") || !have("e2fsck") || !have("fio") {
         return;
     }
-    let d = Daemon::start(&CONF.replacen("depth = 32\n", &format!("depth = 32\nengine = \"{engine}\"\n"), 1));
+    let d = Daemon::start(&CONF.replacen(
+        "depth = 32\n",
+        &format!("depth = 32\nengine = \"{engine}\"\ndirect = {direct}\n"),
+        1,
+    ));
     let disk = d.path("mnt/vm1");
     let mut guard = Cleanup {
         mount: None,
