@@ -26,19 +26,9 @@ HVIO_DIRECT=${HVIO_DIRECT:-false}
 
 cargo build --release -q -p hvio-cli
 HVIO=${HVIO_BIN:-$PWD/target/release/hvio}
-W=$(mktemp -d /tmp/hvio-flat.XXXXXX)
-PIDS=()
-LOOPS=()
-MOUNTS=()
-cleanup() {
-  for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null || true; done
-  for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 0.5
-  for m in "$W"/fuse "$W"/nbdfuse; do umount "$m" 2>/dev/null || true; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
+BENCH_TAG=hvio-flat
+. bench/cleanup.sh
+FUSE_DIRS=("$W"/fuse "$W"/nbdfuse)
 
 wait_for() { for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done; echo "no $1" >&2; return 1; }
 fallocate -l ${SIZE_MB}M "$W/disk-hvio.img"
@@ -110,30 +100,7 @@ run() { # server iodepth
     th1=$(threads "$HPID")
     srv=$(curl -s --unix-socket "$W/control.sock" http://x/vms)
   fi
-  python3 - "$s" "$qd" "$c0" "$c1" "$t0" "$t1" "$srv" "$th0" "$th1" <<'PY'
-import json, os, sys
-s, qd, c0, c1, t0, t1, srv, th0, th1 = sys.argv[1:10]
-t = open(os.environ["OUT"]).read()
-j = json.loads(t[t.index("{"):])["jobs"][0]
-d = j["read"] if j["read"]["total_ios"] > 0 else j["write"]
-n = max(1, d["total_ios"])
-v0, n0 = map(int, c0.split()); v1, n1 = map(int, c1.split())
-cpu = (int(t1) - int(t0)) * 1e6 / os.sysconf("SC_CLK_TCK") / n
-p = d["clat_ns"]["percentile"]
-line = (f"  {s:5} qd{qd:>2}  {d['iops']:7.0f} IOPS  clat mean {d['clat_ns']['mean']/1e3:6.1f} µs"
-        f" p50 {p['50.000000']/1e3:6.1f} p99 {p['99.000000']/1e3:7.1f}"
-        f" | server/req: {(v1-v0)/n:.2f} vol + {(n1-n0)/n:.3f} invol ctx sw, {cpu:4.1f} µs CPU"
-        f" | fio ctx sw/req {j['ctx']/n:.2f}")
-if srv:
-    vm = json.loads(srv)[0]
-    k = "read" if d is j["read"] else "write"
-    line += f" | in hvio p50 {vm[k + '_p50_us']} p99 {vm[k + '_p99_us']} µs"
-    a = dict(x.split(":") for x in th0.split())
-    b = dict(x.split(":") for x in th1.split())
-    line += "\n        hvio vol ctx sw/req by thread: " + ", ".join(
-        f"{k} {(int(v) - int(a.get(k, 0))) / n:.2f}" for k, v in sorted(b.items()) if int(v) > int(a.get(k, 0)))
-print(line)
-PY
+  python3 bench/latency-line.py "$OUT" "$s" "$qd" "$c0" "$c1" "$t0" "$t1" "$srv" "$th0" "$th1"
 }
 
 export OUT=$W/out.json

@@ -76,26 +76,7 @@ run() { # server iodepth
   fi
   kill -TERM "$P"; wait "$P" 2>/dev/null || true; P=
   rm -f "$sock"
-  python3 - "$s" "$qd" "$c0" "$c1" "$t0" "$t1" "$srv" <<'PY'
-import json, os, sys
-s, qd, c0, c1, t0, t1, srv = sys.argv[1:8]
-t = open(os.environ["OUT"]).read()
-j = json.loads(t[t.index("{"):])["jobs"][0]
-d = j["read"] if j["read"]["total_ios"] > 0 else j["write"]
-n = max(1, d["total_ios"])
-v0, n0 = map(int, c0.split()); v1, n1 = map(int, c1.split())
-cpu = (int(t1) - int(t0)) * 1e6 / os.sysconf("SC_CLK_TCK") / n
-p = d["clat_ns"]["percentile"]
-line = (f"  {s:8} qd{qd:>2}  {d['iops']:7.0f} IOPS  clat mean {d['clat_ns']['mean']/1e3:6.1f} µs"
-        f" p50 {p['50.000000']/1e3:6.1f} p99 {p['99.000000']/1e3:7.1f}"
-        f" | server/req: {(v1-v0)/n:.2f} vol + {(n1-n0)/n:.3f} invol ctx sw, {cpu:4.1f} µs CPU"
-        f" | fio ctx sw/req {j['ctx']/n:.2f}")
-if srv:
-    vm = json.loads(srv)[0]
-    k = "read" if d is j["read"] else "write"
-    line += f" | in hvio p50 {vm[k + '_p50_us']} p99 {vm[k + '_p99_us']} µs"
-print(line)
-PY
+  python3 bench/latency-line.py "$OUT" "$s" "$qd" "$c0" "$c1" "$t0" "$t1" "$srv"
 }
 
 export OUT=$W/out.json

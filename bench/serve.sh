@@ -34,20 +34,9 @@ cargo build --release -q -p hvio-cli
 HVIO=$PWD/target/release/hvio
 SCHEDS=$($HVIO schedulers 2>/dev/null | awk '/ — /{print $1}' || true)
 
-W=$(mktemp -d /tmp/hvio-bench.XXXXXX)
-PIDS=()
-LOOPS=()
-MOUNTS=()
-cleanup() {
-  for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null || true; done
-  for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 0.5
-  for m in "$W"/fuse-cached "$W"/fuse-direct "$W"/nbdfuse; do umount "$m" 2>/dev/null || true; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-
+BENCH_TAG=hvio-bench
+. bench/cleanup.sh
+FUSE_DIRS=("$W"/fuse-cached "$W"/fuse-direct "$W"/nbdfuse)
 
 RAMP=2
 # cputicks PID... -> user+system clock ticks the processes used so far
