@@ -39,7 +39,7 @@ fn run_and_crash(ignore_flush: bool) -> (Vec<String>, usize, usize, usize) {
     let clients: Vec<_> = (0..3)
         .map(|i| {
             let (s, g) = (d.sock(), go.clone());
-            std::thread::spawn(move || flushing_writer(s, i, g, 10))
+            std::thread::spawn(move || flushing_writer(s, i, g, 10, None))
         })
         .collect();
     std::thread::sleep(Duration::from_millis(600));

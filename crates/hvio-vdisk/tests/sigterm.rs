@@ -12,7 +12,7 @@ use common::*;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,14 +49,20 @@ fn sigterm_on(engine: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let go = Arc::new(AtomicBool::new(true));
+    let flushes = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..3)
         .map(|i| {
-            let (s, g) = (sock.clone(), go.clone());
-            std::thread::spawn(move || flushing_writer(s, i, g, 0))
+            let (s, g, n) = (sock.clone(), go.clone(), flushes.clone());
+            std::thread::spawn(move || flushing_writer(s, i, g, 0, Some(n)))
         })
         .collect();
-    // Let the load run, then SIGTERM in the middle of it.
+    // Let the load run (and at least one FLUSH complete: an fdatasync can
+    // take long on a busy machine), then SIGTERM in the middle of it.
     std::thread::sleep(Duration::from_millis(400));
+    let t1 = Instant::now();
+    while flushes.load(Ordering::Relaxed) == 0 && t1.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let seen: Vec<Seen> = clients.into_iter().map(|c| c.join().unwrap()).collect();

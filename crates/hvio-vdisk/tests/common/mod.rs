@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Whether `tool` can be run; if not, say so loudly (the test then skips).
@@ -239,8 +239,15 @@ pub struct Seen {
 
 /// Keep 16 writes of unique 4 KiB blocks (`id`'s own range) and at most one
 /// FLUSH (every 64 writes) in flight until `go` clears or the server closes;
-/// every `fua_every`-th write (0 = none) carries FUA.
-pub fn flushing_writer(sock: std::path::PathBuf, id: u64, go: Arc<AtomicBool>, fua_every: u64) -> Seen {
+/// every `fua_every`-th write (0 = none) carries FUA; `flushes` (if given)
+/// counts the FLUSHes that completed.
+pub fn flushing_writer(
+    sock: std::path::PathBuf,
+    id: u64,
+    go: Arc<AtomicBool>,
+    fua_every: u64,
+    flushes: Option<Arc<AtomicUsize>>,
+) -> Seen {
     let mut c = Client::connect(&sock, "vm1");
     let mut rd = c.s.try_clone().unwrap();
     let base = id * BLOCKS_PER_CLIENT;
@@ -302,6 +309,9 @@ pub fn flushing_writer(sock: std::path::PathBuf, id: u64, go: Arc<AtomicBool>, f
             // Writes acknowledged before the flush was sent are covered by it.
             if err == 0 {
                 seen.flushed = seen.flushed.max(flush_at.unwrap());
+                if let Some(n) = &flushes {
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
             }
             flush_at = None;
         } else if err == 0 {
