@@ -36,6 +36,24 @@ struct DiskFs {
     disks: Vec<FuseDisk>,
     engine: EngineHandle,
     started: SystemTime,
+    /// Largest write the kernel sends (see [`max_write`]).
+    max_write: u32,
+}
+
+/// The largest FUSE write: 1 MiB when every exported disk is O_DIRECT, the
+/// FUSE default of 128 KiB when any goes through the host page cache. A
+/// buffered write of n bytes makes the kernel cache that range in folios of
+/// up to n bytes (Linux ≥ 6.16 gives ext4 large folios), and every later
+/// 4 KiB write into such a folio walks all its blocks and dirties all of it:
+/// after a disk was laid down by 1 MiB writes, 4 KiB random writes on the
+/// FUSE path cost 27–35 µs of hvio's CPU each and ran at 24–32k IOPS; laid
+/// down by 128 KiB writes, 15–17 µs and 43–45k (bench/serve-fuse-latency.sh).
+fn max_write(any_buffered: bool) -> u32 {
+    if any_buffered {
+        128 << 10
+    } else {
+        1 << 20
+    }
 }
 
 impl DiskFs {
@@ -114,7 +132,7 @@ impl Filesystem for DiskFs {
         // the loop device's submissions; congestion only near that limit.
         let _ = config.set_max_background(128);
         let _ = config.set_congestion_threshold(120);
-        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_write(self.max_write);
         Ok(())
     }
 
@@ -379,6 +397,7 @@ pub fn mount(
             .collect(),
         engine,
         started: SystemTime::now(),
+        max_write: max_write(vms.iter().any(|&i| store.files[store.disks[i].file].direct.is_none())),
     };
     let mut fc = fuser::Config::default();
     fc.mount_options = vec![
