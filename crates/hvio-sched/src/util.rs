@@ -756,6 +756,21 @@ mod sorted_index_tests {
     use std::collections::BTreeMap;
 
     proptest! {
+        /// The three binary searches agree with `partition_point` on sorted
+        /// keys (with repeats), for probes inside, between and outside them.
+        #[test]
+        fn searches_match_partition_point(mut keys in prop::collection::vec(0u128..200, 0..64), probes in prop::collection::vec(0u128..210, 1..20)) {
+            keys.sort_unstable();
+            for k in probes {
+                let want = keys.partition_point(|&x| x < k);
+                prop_assert_eq!(lower_bound(&keys, k), want);
+                prop_assert_eq!(lower_bound_steps::<{ CHUNK.ilog2() }>(&keys, k), want);
+                prop_assert_eq!(lower_bound_steps::<16>(&keys, k), want);
+            }
+        }
+    }
+
+    proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Against a B-tree, over enough keys to split and merge chunks: every
         /// ordered query (at or after, after, before, first, get) and the order.
