@@ -24,6 +24,9 @@ fn unpack(p: Packed) -> SortKey {
 /// Most keys in one chunk of a [`SortedIndex`] (split in halves beyond).
 const CHUNK: usize = 64;
 
+/// Emptied chunks kept for reuse by one index.
+const SPARE_CHUNKS: usize = 16;
+
 /// With more chunks than this (≈ 100 KB of keys, beyond the first-level
 /// cache) a chunk's key lines are prefetched before a search.
 const COLD_CHUNKS: usize = 64;
@@ -199,6 +202,14 @@ impl SortedIndex {
         }
     }
 
+    /// Keeps an emptied chunk for reuse, up to [`SPARE_CHUNKS`] (a queue
+    /// that once held 100,000 requests does not hold their memory).
+    fn keep_spare(&mut self, c: Box<Chunk>) {
+        if self.spare.len() < SPARE_CHUNKS {
+            self.spare.push(c);
+        }
+    }
+
     /// Adds `key` with slot `slot`; false (and nothing changed) if `key` is present.
     fn insert(&mut self, key: Packed, slot: u32) -> bool {
         if self.chunks.is_empty() {
@@ -266,7 +277,7 @@ impl SortedIndex {
         if c.len == 0 {
             let c = self.chunks.remove(ci);
             self.maxes.remove(ci);
-            self.spare.push(c);
+            self.keep_spare(c);
             self.hint = (ci, 0);
         } else {
             if pos < c.len {
@@ -282,7 +293,7 @@ impl SortedIndex {
                 self.maxes.remove(ci + 1);
                 self.chunks[ci].append(&next);
                 self.maxes[ci] = next.last();
-                self.spare.push(next);
+                self.keep_spare(next);
                 self.hint = (ci, pos);
             }
         }
