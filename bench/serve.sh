@@ -15,12 +15,12 @@
 # interleaved with its peers, and the median is reported. Beside IOPS it
 # prints the servers' CPU time per request (user + system time of the server
 # processes over the run / requests), which other load disturbs much less.
-# Usage: [BENCH_ONLY=nbd|fuse] bench/serve.sh [seconds per run, default 8] [rounds, default 3]
+# Usage: [BENCH_ONLY=nbd|fuse] [SIZE_MB=2048] bench/serve.sh [seconds per run, default 8] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-8}
 ROUNDS=${2:-3}
-SIZE_MB=2048
+SIZE_MB=${SIZE_MB:-2048}   # backing files (FUSE: three of them, fallocated)
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need fio || ! need qemu-nbd || ! need nbdkit || ! need nbdfuse || ! need curl; then
