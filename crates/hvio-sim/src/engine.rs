@@ -515,6 +515,12 @@ impl Engine {
                         lock_wait: None,
                     });
                 }
+                // One inode lock per file, only for jobs that model it.
+                let locked_files = if job.inode_lock.is_some() {
+                    job.nrfiles as usize
+                } else {
+                    0
+                };
                 jobs.push(JobState {
                     job: job.clone(),
                     rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
@@ -535,22 +541,8 @@ impl Engine {
                     } else {
                         vec![false; job.nrfiles as usize]
                     },
-                    lock_holder: vec![
-                        None;
-                        if job.inode_lock.is_some() {
-                            job.nrfiles as usize
-                        } else {
-                            0
-                        }
-                    ],
-                    lock_waiters: vec![
-                        VecDeque::new();
-                        if job.inode_lock.is_some() {
-                            job.nrfiles as usize
-                        } else {
-                            0
-                        }
-                    ],
+                    lock_holder: vec![None; locked_files],
+                    lock_waiters: vec![VecDeque::new(); locked_files],
                 });
             }
             let journal_stream = threads.len() as StreamId;

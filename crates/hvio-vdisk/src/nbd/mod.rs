@@ -88,6 +88,15 @@ pub(crate) fn command_io(cmd: Command) -> Option<(IoKind, u64, u32, bool)> {
     })
 }
 
+/// The buffer a request's data lives in: `length` bytes for reads and
+/// writes, none for the other commands.
+pub(crate) fn io_buffer(kind: IoKind, length: u32) -> AlignedBuf {
+    match kind {
+        IoKind::Read | IoKind::Write => AlignedBuf::zeroed(length as usize),
+        _ => AlignedBuf::empty(),
+    }
+}
+
 impl NbdServer {
     fn find(&self, name: &str) -> Option<&NbdExport> {
         if name.is_empty() {
@@ -359,10 +368,7 @@ impl NbdServer {
             let Ok(permit) = sem.clone().acquire_owned().await else {
                 break;
             };
-            let mut buf = match kind {
-                IoKind::Read | IoKind::Write => AlignedBuf::zeroed(length as usize),
-                _ => AlignedBuf::empty(),
-            };
+            let mut buf = io_buffer(kind, length);
             if kind == IoKind::Write {
                 rd.read_exact(buf.as_mut_slice()).await?;
             }

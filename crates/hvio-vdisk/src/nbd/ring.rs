@@ -13,8 +13,7 @@
 //! ([`RingConn::want_send`]), and tells it what came back.
 
 use super::proto::*;
-use super::{command_io, NbdExport};
-use crate::buf::AlignedBuf;
+use super::{command_io, io_buffer, NbdExport};
 use crate::io::{DoneFn, IoJob, IoKind};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
@@ -183,10 +182,7 @@ impl RingConn {
                 self.reply_now(raw.cookie, 0);
                 continue;
             }
-            let buf = match kind {
-                IoKind::Read | IoKind::Write => AlignedBuf::zeroed(length as usize),
-                _ => AlignedBuf::empty(),
-            };
+            let buf = io_buffer(kind, length);
             let outbox = self.outbox.clone();
             let cookie = raw.cookie;
             let done: DoneFn = Box::new(move |res, buf| {
