@@ -27,23 +27,8 @@ cleanup() { [ -n "$P" ] && kill "$P" 2>/dev/null; rm -rf "$W"; }
 trap cleanup EXIT
 fallocate -l ${SIZE_MB}M "$W/disk.img"
 dd if=/dev/urandom of="$W/disk.img" bs=1M count=$SIZE_MB conv=notrunc status=none
-cat > "$W/host.toml" <<EOF
-[store]
-path = "$W/disk.img"
-create = false
-depth = 32
-engine = "io_uring"
-rotational = false
-[scheduler]
-name = "noop"
-[nbd]
-unix = "$W/hvio.sock"
-[control]
-unix = "$W/control.sock"
-[[vm]]
-name = "vm1"
-size = "${SIZE_MB}MiB"
-EOF
+. bench/hvio-conf.sh
+hvio_conf noop
 
 # ctxsw -> "voluntary nonvoluntary" summed over the server's threads
 ctxsw() {
@@ -65,7 +50,7 @@ run() { # server iodepth
     $HVIO serve --log-level warn "$W/host.toml" &
   fi
   P=$!
-  for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+  wait_sock "$sock"
   sleep 0.2
   c0=$(ctxsw); t0=$(awk '{print $14+$15}' "/proc/$P/stat")
   fio --name=l --rw="$RW" --bs=4k --iodepth="$qd" --time_based --runtime="$RUNTIME" \

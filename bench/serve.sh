@@ -53,28 +53,7 @@ iops() {
   python3 -c "import os,sys; i=int(sys.argv[1]); t=int(sys.argv[2]); print(i, round(t*1e6/os.sysconf('SC_CLK_TCK')/max(1,i*($RUNTIME+$RAMP)),1))" "$out" "$(( $(cputicks $pids) - c0 ))"
 }
 
-wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; echo "no socket $1" >&2; return 1; }
-
-hvio_conf() { # scheduler, extra tables
-  cat > "$W/host.toml" <<EOF
-[store]
-path = "$W/disk.img"
-create = false
-depth = 32
-engine = "io_uring"
-rotational = false
-[scheduler]
-name = "$1"
-[nbd]
-unix = "$W/hvio.sock"
-[control]
-unix = "$W/control.sock"
-$2
-[[vm]]
-name = "vm1"
-size = "${SIZE_MB}MiB"
-EOF
-}
+. bench/hvio-conf.sh
 
 start_hvio() { # scheduler [extra]
   hvio_conf "$1" "${2:-}"
