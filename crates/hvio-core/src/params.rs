@@ -83,6 +83,8 @@ pub type ParamValues = BTreeMap<String, f64>;
 pub struct Params {
     specs: &'static [ParamSpec],
     values: Vec<f64>,
+    /// Which tunables the overrides named, even with the default value.
+    set: Vec<bool>,
 }
 
 impl Params {
@@ -91,6 +93,7 @@ impl Params {
     /// name the key and the value. `context` says whose parameters these are.
     pub fn resolve(context: &str, specs: &'static [ParamSpec], overrides: &ParamValues) -> Result<Params, ConfigError> {
         let mut values: Vec<f64> = specs.iter().map(|s| s.default).collect();
+        let mut set = vec![false; specs.len()];
         for (key, &value) in overrides {
             let Some(i) = specs.iter().position(|s| s.name == key) else {
                 return Err(ConfigError::UnknownKey {
@@ -115,8 +118,9 @@ impl Params {
                 ));
             }
             values[i] = value;
+            set[i] = true;
         }
-        Ok(Params { specs, values })
+        Ok(Params { specs, values, set })
     }
 
     /// Defaults only.
@@ -124,7 +128,16 @@ impl Params {
         Params {
             specs,
             values: specs.iter().map(|s| s.default).collect(),
+            set: vec![false; specs.len()],
         }
+    }
+
+    /// Whether the overrides named `name`, even with its default value (a
+    /// sysfs write of the default is still a write: Linux CFQ's
+    /// `cfq_registered_queue` zeroes `slice_idle` on non-rotational devices
+    /// at registration, and a later write of 8 brings it back).
+    pub fn is_set(&self, name: &str) -> bool {
+        self.set[self.index(name)]
     }
 
     fn index(&self, name: &str) -> usize {
@@ -189,6 +202,17 @@ mod tests {
         assert_eq!(p.u64("fifo_batch"), 8);
         assert_eq!(p.nanos("read_expire"), 500 * NS_PER_MS);
         assert!(p.flag("front_merges"));
+    }
+
+    #[test]
+    fn is_set_tells_an_explicit_default_from_none() {
+        let mut o = ParamValues::new();
+        o.insert("read_expire".into(), 500.0);
+        let p = Params::resolve("scheduler deadline", SPECS, &o).unwrap();
+        assert!(p.is_set("read_expire"), "named with its default value");
+        assert!(!p.is_set("fifo_batch"));
+        assert_eq!(p.get("read_expire"), Params::defaults(SPECS).get("read_expire"));
+        assert!(!Params::defaults(SPECS).is_set("read_expire"));
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::int("slice_sync", 100.0, "ms", 1.0, 1e7, "base time slice of a sync queue"),
     ParamSpec::int("slice_async", 40.0, "ms", 1.0, 1e7, "base time slice of an async queue"),
     ParamSpec::int("slice_async_rq", 2.0, "requests", 1.0, 1e6, "base dispatch count of an async slice (2·this·(8−prio))"),
-    ParamSpec::int("slice_idle", 8.0, "ms", 0.0, 1e6, "idle wait for the active sync queue's next request (0 = never idle; forced to 0 on non-rotational devices unless changed)"),
+    ParamSpec::int("slice_idle", 8.0, "ms", 0.0, 1e6, "idle wait for the active sync queue's next request (0 = never idle; forced to 0 on non-rotational devices unless set, as Linux >= 4.10 does at registration)"),
     ParamSpec::int("group_idle", 8.0, "ms", 0.0, 1e6, "idle wait for the last queue of a group"),
     ParamSpec::flag("low_latency", true, "scale slices so all busy queues fit into target_latency; ramp async depth"),
     ParamSpec::int("target_latency", 300.0, "ms", 1.0, 1e7, "the period in which every busy queue should get a slice"),
@@ -353,13 +353,14 @@ impl Cfq {
     pub fn new(p: &Params, ctx: &SchedContext, groups: bool) -> Self {
         let rotational = ctx.device.rotational;
         let mut slice_idle = p.nanos("slice_idle");
-        // Linux `cfq_registered_queue`: SSDs default to no idling (IOPS mode).
-        let default_idle = PARAMS
-            .iter()
-            .find(|s| s.name == "slice_idle")
-            .map(|s| s.default)
-            .unwrap_or(8.0);
-        if !rotational && p.get("slice_idle") == default_idle {
+        // Linux >= 4.10 `cfq_registered_queue`: "Default to IOPS mode with no
+        // idling for SSDs" zeroes slice_idle when the queue registers; a
+        // later sysfs write (here: `slice_idle` named in the parameters,
+        // even as 8) sets it again. Kernels before 4.10 (2.6.32, 3.0) have
+        // no such step: slice_idle stays 8 ms on a non-rotational device and
+        // only the `nonrot && hw_tag` checks of `cfq_arm_slice_timer` and
+        // `cfq_should_idle` stop the idling; setting it explicitly gives that.
+        if !rotational && !p.is_set("slice_idle") {
             slice_idle = 0;
         }
         let mut cfq = Cfq {
@@ -1407,6 +1408,41 @@ mod tests {
         };
         assert_eq!(next.id, 100, "the sync read goes first");
         assert_eq!(s.counters().iter().find(|c| c.0 == "preemptions").unwrap().1, 1.0);
+    }
+
+    /// How often the idle timer was armed (`idle_armed`: `slice_idle`
+    /// waits) when two sequential streams (one request at a time, 0.5 ms
+    /// think time, 2 ms per 32 KiB request: on a non-rotational device
+    /// requests under 32 sectors count as seeky) share a device that is
+    /// `rotational` with `depth` command slots, under `over`.
+    fn idle_waits(rotational: bool, depth: usize, over: &[(&str, f64)]) -> usize {
+        let mut dev = DeviceInfo::test_disk(1 << 30);
+        dev.rotational = rotational;
+        dev.queue_depth = depth;
+        let mut s = crate::testutil::build("cfq", &[500, 500], over, dev);
+        let seq = |stream, start| Client {
+            sectors: 64,
+            ..Client::new(stream, Pattern::Sequential, start).think(us(500))
+        };
+        let clients = [seq(0, 0), seq(1, 1 << 28)];
+        run(s.as_mut(), &clients, depth, &fixed(ms(2)), ms(2000));
+        crate::testutil::counter(s.as_ref(), "idle_armed") as usize
+    }
+
+    /// 2.6.32 / 3.0 semantics on a non-rotational disk with command queueing
+    /// (Xen blkfront's `QUEUE_FLAG_VIRT` = `QUEUE_FLAG_NONROT`, 32 slots):
+    /// `slice_idle = 8` set explicitly stays 8, yet `cfq_arm_slice_timer`
+    /// returns at once on `nonrot && hw_tag`, so nothing idles; without
+    /// queueing the same device idles. Unset, `slice_idle` is zeroed on
+    /// any non-rotational device (Linux >= 4.10's registration).
+    #[test]
+    fn explicit_slice_idle_on_nonrot_idles_only_without_hw_tag() {
+        let set = [("slice_idle", 8.0)];
+        assert!(idle_waits(true, 32, &set) > 100, "rotational idles");
+        assert_eq!(idle_waits(false, 32, &set), 0, "nonrot + hw_tag never idles");
+        assert!(idle_waits(false, 1, &set) > 100, "nonrot without hw_tag idles");
+        assert_eq!(idle_waits(false, 1, &[]), 0, "unset: zeroed on nonrot");
+        assert!(idle_waits(true, 1, &[]) > 100, "unset: 8 ms on rotational");
     }
 
     fn s_(v: u64) -> Nanos {

@@ -186,6 +186,23 @@ pub struct VmConfig {
     /// Requests the virtio/blkfront ring holds between guest and host.
     #[serde(default = "default_ring")]
     pub virtio_depth: u32,
+    /// What the guest kernel believes about its virtual disk: rotational
+    /// (`true`) or not (`false`), i.e. the `rotational` of the guest
+    /// scheduler's `DeviceInfo` (its `queue_depth` is `virtio_depth`).
+    /// Default: the host device's flag.
+    ///
+    /// Paravirtual block drivers declare their disks non-rotational: Xen's
+    /// blkfront sets `QUEUE_FLAG_VIRT` on its request queue
+    /// (`xen-blkfront.c`, `xlvbd_init_blk_queue`:
+    /// `queue_flag_set_unlocked(QUEUE_FLAG_VIRT, rq)`, since Linux 2.6.29),
+    /// and `blkdev.h` defines `QUEUE_FLAG_VIRT` as `QUEUE_FLAG_NONROT`
+    /// ("paravirt device"). A guest CFQ on such a disk with a ring of ≥ 5
+    /// slots (`hw_tag`) does not idle for a thread's next request
+    /// (`cfq_arm_slice_timer`, `cfq_should_idle`), so its threads reach the
+    /// host together. Guests older than 2.6.29 (Pregather's 2.6.18) saw a
+    /// rotational disk, which the default gives on the HDD model.
+    #[serde(default)]
+    pub guest_disk_rotational: Option<bool>,
     /// One-way latency of the virtualization path (guest ↔ host), µs.
     #[serde(default = "default_virt_latency")]
     pub virt_latency_us: u64,

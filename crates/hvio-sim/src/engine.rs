@@ -558,7 +558,7 @@ impl Engine {
             }
             let guest_info = DeviceInfo {
                 capacity: layout.image_sectors,
-                rotational: info.rotational,
+                rotational: vc.guest_disk_rotational.unwrap_or(info.rotational),
                 queue_depth: vc.virtio_depth as usize,
                 seek: info.seek.clone(),
             };
@@ -1747,9 +1747,14 @@ mod tests {
     /// host sees what the threads issue): (op, sector, sectors, arrival,
     /// done) of its data requests (not the journal's).
     fn host_records(job: &str, name: &str) -> Vec<(String, u64, u64, u64, u64)> {
+        host_records_in("guest_scheduler = \"noop\"", job, name)
+    }
+
+    /// As [`host_records`], with the guest set by `vm_keys` (TOML of `[[vm]]` keys).
+    fn host_records_in(vm_keys: &str, job: &str, name: &str) -> Vec<(String, u64, u64, u64, u64)> {
         let path = std::env::temp_dir().join(format!("hvio-engine-{}-{name}.csv", std::process::id()));
         let text = format!(
-            "seed = 3\n[host]\nscheduler = \"noop\"\n[output]\nrecords = \"{}\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\nguest_scheduler = \"noop\"\n[[vm.job]]\n{job}\nrequests = 400\n",
+            "seed = 3\n[host]\nscheduler = \"noop\"\n[output]\nrecords = \"{}\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n{vm_keys}\n[[vm.job]]\n{job}\nrequests = 400\n",
             path.display()
         );
         let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
@@ -1819,5 +1824,35 @@ mod tests {
         let recs = host_records(job, "mixed");
         assert_eq!(most_at_once(&recs, "write"), 1);
         assert!(most_at_once(&recs, "read") >= 4, "reads of the other threads go on");
+    }
+
+    /// An O-SW-like VM (8 threads, a file each, synchronous direct writes)
+    /// under guest CFQ with `slice_idle = 8` set, as 2.6.32 keeps it. On a
+    /// virtual disk the guest believes rotational (the default on the
+    /// rotational test disk), CFQ serves one thread at a time and idles for
+    /// its next write: one request at the host. Declared non-rotational
+    /// (Xen blkfront's `QUEUE_FLAG_VIRT`), with a 32-slot ring (`hw_tag`)
+    /// CFQ does not idle, and the threads' writes reach the host together.
+    #[test]
+    fn guest_disk_rotational_decides_how_many_requests_a_cfq_guest_has_at_the_host() {
+        let job = "rw = \"write\"\nbs = \"8k\"\nsize = \"64MiB\"\nnrfiles = 8\nnumjobs = 8";
+        let cfq = "guest_scheduler = \"cfq\"\nguest_params = { slice_idle = 8 }";
+        let default = host_records_in(cfq, job, "rot-default");
+        assert_eq!(most_at_once(&default, "write"), 1);
+        let rot = host_records_in(&format!("{cfq}\nguest_disk_rotational = true"), job, "rot");
+        assert_eq!(most_at_once(&rot, "write"), 1);
+        let nonrot = host_records_in(&format!("{cfq}\nguest_disk_rotational = false"), job, "nonrot");
+        assert!(
+            most_at_once(&nonrot, "write") >= 6,
+            "{} writes at once",
+            most_at_once(&nonrot, "write")
+        );
+    }
+
+    #[test]
+    fn guest_disk_rotational_must_be_a_boolean() {
+        let text = "[[vm]]\nname = \"a\"\nguest_disk_rotational = \"no\"\n";
+        let e = Config::from_toml_str(text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("guest_disk_rotational") && e.contains("t.toml"), "{e}");
     }
 }
