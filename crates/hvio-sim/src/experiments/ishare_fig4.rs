@@ -164,10 +164,8 @@ mod tests {
     use super::*;
 
     /// The scaled-down run on the write-through disk keeps near 2:1 in every
-    /// overloaded phase (6 s phases are noisy; O-SW, which CFQ in the guest
-    /// turns into one write at a time per VM at the host, is interleaved by
-    /// DyIso down to 1.5–1.7: 1.5–2.8 in bandwidth) and at least 0.9× CFQ's
-    /// total in every underloaded one.
+    /// overloaded phase (6 s phases are noisy: 1.5–2.8 in bandwidth) and at
+    /// least 0.9× CFQ's total in every underloaded one.
     #[test]
     fn quick_run_meets_its_goals_on_the_write_through_disk() {
         let opts = ExpOptions { seed: 1, quick: true };
