@@ -3,8 +3,10 @@
 # same backing file (not part of `make test`; takes ~4 minutes).
 #
 #  1. NBD: 4 KiB random read and random write at iodepth 32, fio's nbd
-#     engine over a unix socket: hvio serve (noop, then cfq and pregather if
-#     registered) vs qemu-nbd --cache=none --aio=io_uring.
+#     engine over a unix socket: hvio serve (noop with the default
+#     busy-polling and with poll_max_us = 0 (hvio-noop-nopoll), then cfq and
+#     pregather if registered) vs qemu-nbd --cache=none --aio=io_uring; the
+#     idle hvio server's CPU over 5 s.
 #  2. FUSE path: ext4 on `losetup --direct-io=on` over the export, fio libaio
 #     direct 4 KiB randread/randwrite at iodepth 32 on a file in it:
 #     hvio's FUSE export vs nbdkit (file plugin) -> nbdfuse; hvio with the
@@ -55,8 +57,8 @@ iops() {
 
 . bench/hvio-conf.sh
 
-start_hvio() { # scheduler [extra]
-  hvio_conf "$1" "${2:-}"
+start_hvio() { # scheduler [extra tables] [extra [store] lines]
+  hvio_conf "$1" "${2:-}" "${3:-}"
   $HVIO serve --log-level warn "$W/host.toml" &
   HPID=$!
   PIDS+=("$HPID")
@@ -81,6 +83,9 @@ show() { # label
 # The active scheduler's counters (control API), e.g. Pregather's waits.
 counters() { curl -s --unix-socket "$W/control.sock" http://x/status |
   python3 -c 'import json,sys; print(" ".join(f"{k}={v:g}" for k,v in json.load(sys.stdin)["counters"] if not "." in k))'; }
+# The engine's busy-polling counters (control API).
+pollstat() { curl -s --unix-socket "$W/control.sock" http://x/status |
+  python3 -c 'import json,sys; print("window {window_us:g} of max {max_us:g} us; {poll_hits} of {waits} waits found work by polling, {sleeps} slept; {poll_s:.2f} s spinning".format(**json.load(sys.stdin)["poll"]))'; }
 
 ratio() { python3 -c "print(f'{$(median "$1")/$(median "$2"):.2f}')"; }
 cratio() { python3 -c "print(f'{$(cmedian "$1")/$(cmedian "$2"):.2f}')"; }
@@ -95,7 +100,7 @@ for s in cfq pregather; do
 done
 # Each round starts with a different configuration (the order rotates), so
 # none always runs right after another's writes.
-CONFIGS=(qemu-nbd "${SCHED_RUN[@]}")
+CONFIGS=(qemu-nbd noop-nopoll "${SCHED_RUN[@]}")
 for round in $(seq "$ROUNDS"); do
   n=${#CONFIGS[@]}
   for k in $(seq 0 $((n - 1))); do
@@ -108,19 +113,34 @@ for round in $(seq "$ROUNDS"); do
       kill "$QPID"; wait "$QPID" 2>/dev/null || true
       continue
     fi
-    start_hvio "$s"
+    if [ "$s" = noop-nopoll ]; then
+      start_hvio noop "" "poll_max_us = 0"
+    else
+      start_hvio "$s"
+    fi
     nbd_pair "hvio-$s" "nbd+unix:///vm1?socket=$W/hvio.sock" "$HPID"
-    [ "$s" = noop ] || echo "  round $round, $s counters: $(counters)"
+    case $s in
+      noop) echo "  round $round, noop polling: $(pollstat)" ;;
+      noop-nopoll) ;;
+      *) echo "  round $round, $s counters: $(counters)" ;;
+    esac
+    if [ "$round" = 1 ] && [ "$s" = noop ]; then
+      # Idle cost: no client for 5 s (clock ticks of user + system time).
+      sleep 1; c0=$(cputicks "$HPID"); sleep 5
+      echo "  idle hvio (polling on, no client): $(( $(cputicks "$HPID") - c0 )) ticks of CPU in 5 s ($(getconf CLK_TCK) ticks = 1 s)"
+    fi
     stop_hvio
   done
 done
 show qemu-nbd
+show hvio-noop-nopoll
 for s in "${SCHED_RUN[@]}"; do show "hvio-$s"; done
 
 echo
 echo "ratios (NBD, medians):"
 for rw in read write; do
   echo "  hvio-noop / qemu-nbd  rand$rw: $(ratio "hvio-noop.$rw" "qemu-nbd.$rw")x IOPS   (goal >= 1.2; CPU per request $(cratio "hvio-noop.$rw" "qemu-nbd.$rw")x)"
+  echo "  hvio-noop-nopoll / qemu-nbd  rand$rw: $(ratio "hvio-noop-nopoll.$rw" "qemu-nbd.$rw")x IOPS   (busy-polling off; CPU per request $(cratio "hvio-noop-nopoll.$rw" "qemu-nbd.$rw")x)"
   for s in "${SCHED_RUN[@]:1}"; do
     echo "  hvio-$s / hvio-noop  rand$rw: $(ratio "hvio-$s.$rw" "hvio-noop.$rw")x IOPS   (goal >= 0.90; CPU per request $(cratio "hvio-$s.$rw" "hvio-noop.$rw")x)"
   done

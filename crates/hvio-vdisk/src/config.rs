@@ -126,6 +126,16 @@ pub struct StoreConfig {
     pub rotational: Option<bool>,
     /// Emulator only: the device model, as the simulator's `[disk]` table.
     pub device: Option<toml::Table>,
+    /// io_uring engine: longest busy-poll window before sleeping (µs, 0 = off).
+    #[serde(default = "default_poll_max_us")]
+    pub poll_max_us: u64,
+    /// Factor the busy-poll window grows by when an event came just after it.
+    #[serde(default = "default_poll_grow")]
+    pub poll_grow: u64,
+    /// Divisor the window shrinks by after a wait longer than `poll_max_us`
+    /// (0: polling stops at once, QEMU's default).
+    #[serde(default = "default_poll_shrink")]
+    pub poll_shrink: u64,
     /// Crash-consistency tests only: hold plain writes in memory until FLUSH
     /// (see `volatile.rs`). Never for real data.
     pub volatile_test: Option<crate::volatile::VolatileConfig>,
@@ -139,6 +149,32 @@ fn default_threads() -> usize {
 }
 fn default_depth() -> usize {
     32
+}
+/// Above this machine's device latency (virtio disk, ~500 µs at depth 32),
+/// where the engine's waits fall: QEMU's 32 µs caught none of them. See
+/// docs/serve.md, *Busy-polling*, for the sweep behind it.
+fn default_poll_max_us() -> u64 {
+    512
+}
+fn default_poll_grow() -> u64 {
+    2
+}
+/// Halve rather than reset: the waits alternate between short (requests
+/// arriving) and long (the device), and one long wait should not throw the
+/// window away.
+fn default_poll_shrink() -> u64 {
+    2
+}
+
+impl StoreConfig {
+    /// The engine's busy-polling settings.
+    pub fn poll(&self) -> crate::poll::PollConfig {
+        crate::poll::PollConfig {
+            max_ns: self.poll_max_us * 1000,
+            grow: self.poll_grow,
+            shrink: self.poll_shrink,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -336,6 +372,30 @@ impl Config {
                 "depth",
                 self.store.depth,
                 "must be between 1 and 4096",
+            ));
+        }
+        if self.store.poll_max_us > 10_000 {
+            return Err(ConfigError::invalid(
+                "[store]",
+                "poll_max_us",
+                self.store.poll_max_us,
+                "must be between 0 (off) and 10000",
+            ));
+        }
+        if !(2..=64).contains(&self.store.poll_grow) {
+            return Err(ConfigError::invalid(
+                "[store]",
+                "poll_grow",
+                self.store.poll_grow,
+                "must be between 2 and 64",
+            ));
+        }
+        if self.store.poll_shrink == 1 || self.store.poll_shrink > 64 {
+            return Err(ConfigError::invalid(
+                "[store]",
+                "poll_shrink",
+                self.store.poll_shrink,
+                "must be 0 (stop polling after a long wait) or between 2 and 64",
             ));
         }
         if self.store.kind == StoreKind::File && self.store.device.is_some() {
@@ -673,5 +733,38 @@ size = 1048576
             "[store]\nkind = \"emulator\"\ndevice = { model = \"hdd\", rpm = 5400 }\n",
         );
         assert!(Config::from_toml_str(&emu, "h.toml").is_ok());
+    }
+
+    #[test]
+    fn poll_settings() {
+        let c = Config::from_toml_str(GOOD, "h.toml").unwrap();
+        assert_eq!(
+            c.store.poll(),
+            crate::poll::PollConfig {
+                max_ns: 512_000,
+                grow: 2,
+                shrink: 2
+            }
+        );
+        let with =
+            |extra: &str| Config::from_toml_str(&GOOD.replace("[store]\n", &format!("[store]\n{extra}\n")), "h.toml");
+        let c = with("poll_max_us = 0").unwrap();
+        assert_eq!(c.store.poll().max_ns, 0);
+        let c = with("poll_max_us = 100\npoll_grow = 4\npoll_shrink = 0").unwrap();
+        assert_eq!(
+            (c.store.poll().max_ns, c.store.poll().grow, c.store.poll().shrink),
+            (100_000, 4, 0)
+        );
+        for (extra, key, value) in [
+            ("poll_max_us = 20000", "poll_max_us", "20000"),
+            ("poll_grow = 1", "poll_grow", "1"),
+            ("poll_shrink = 1", "poll_shrink", "1"),
+            ("poll_shrink = 65", "poll_shrink", "65"),
+        ] {
+            let e = with(extra).unwrap_err().to_string();
+            assert!(e.contains("h.toml") && e.contains(key) && e.contains(value), "{e}");
+        }
+        let e = with("poll_max_us = -1").unwrap_err().to_string();
+        assert!(e.contains("poll_max_us"), "{e}");
     }
 }

@@ -128,6 +128,7 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
             device,
             depth,
             iolog,
+            poll: cfg.store.poll(),
         },
         tx,
         rx,

@@ -11,6 +11,7 @@
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::iolog::IoLog;
 use crate::nbd::ring::RingConn;
+use crate::poll::{AdaptivePoll, PollConfig};
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -51,6 +52,10 @@ pub trait Poller {
     fn poll(&mut self);
     /// Like `poll`, but sleep until a completion, a [`Waker`] signal or `deadline`.
     fn wait(&mut self, deadline: Option<Instant>);
+    /// Whether a completion is waiting to be taken by `poll`, checked
+    /// without a system call (the engine spins on it before it sleeps);
+    /// entries queued since the last `poll` are submitted first.
+    fn ready(&mut self) -> bool;
     /// What senders signal when the engine may be asleep in `wait`.
     fn waker(&self) -> Arc<Waker>;
     /// Serve an NBD connection from this thread: its requests come back as
@@ -202,6 +207,8 @@ pub struct EngineSetup {
     pub device: DeviceInfo,
     pub depth: usize,
     pub iolog: Option<IoLog>,
+    /// Busy-polling before sleeping (engines with a [`Poller`] only).
+    pub poll: PollConfig,
 }
 
 /// A switch waiting for the old scheduler to drain: the new one, its name and parameters, who to tell.
@@ -242,6 +249,7 @@ struct Engine {
     backend_errors: u64,
     switches: u64,
     iolog: Option<IoLog>,
+    poll: AdaptivePoll,
 }
 
 /// Start the engine thread with `backend` (built with the notifier that
@@ -281,6 +289,7 @@ pub fn spawn(
         backend_errors: 0,
         switches: 0,
         iolog: setup.iolog,
+        poll: AdaptivePoll::new(if waker.is_some() { setup.poll } else { PollConfig::OFF }),
     };
     let handle = std::thread::Builder::new()
         .name("hvio-sched".into())
@@ -314,6 +323,12 @@ impl Engine {
                 match (self.backend.poller(), &waker) {
                     (Some(p), Some(w)) => {
                         // Completions come back as messages: loop to take them.
+                        // First spin for the adaptive window (see `poll.rs`).
+                        let start = Instant::now();
+                        if self.poll.spin(start, deadline, || !rx.is_empty() || p.ready()) {
+                            p.poll();
+                            continue;
+                        }
                         w.sleeping.store(true, Ordering::SeqCst);
                         std::sync::atomic::fence(Ordering::SeqCst);
                         if rx.is_empty() {
@@ -322,6 +337,7 @@ impl Engine {
                             p.poll();
                         }
                         w.sleeping.store(false, Ordering::SeqCst);
+                        self.poll.slept(start);
                         continue;
                     }
                     _ => {
@@ -633,6 +649,7 @@ impl Engine {
             switches: self.switches,
             uptime_s: now as f64 / 1e9,
             counters: self.sched.counters(),
+            poll: self.poll.stats(),
             vms,
         }
     }

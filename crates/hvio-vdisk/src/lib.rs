@@ -26,6 +26,7 @@ pub mod fuse;
 pub mod io;
 pub mod iolog;
 pub mod nbd;
+pub mod poll;
 pub mod stats;
 pub mod store;
 pub mod volatile;

@@ -158,6 +158,8 @@ pub struct Status {
     pub switches: u64,
     pub uptime_s: f64,
     pub counters: Vec<(String, f64)>,
+    /// The engine's busy-polling (see `poll.rs`).
+    pub poll: crate::poll::PollStats,
     pub vms: Vec<VmStatus>,
 }
 
@@ -293,6 +295,55 @@ pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, back
     let _ = writeln!(o, "# HELP hvio_scheduler_switches_total Run-time scheduler switches.");
     let _ = writeln!(o, "# TYPE hvio_scheduler_switches_total counter");
     let _ = writeln!(o, "hvio_scheduler_switches_total {}", status.switches);
+    let p = &status.poll;
+    for (name, kind, help, v) in [
+        (
+            "hvio_poll_max_seconds",
+            "gauge",
+            "Configured longest busy-poll window (0: polling off).",
+            p.max_us / 1e6,
+        ),
+        (
+            "hvio_poll_window_seconds",
+            "gauge",
+            "Current adaptive busy-poll window.",
+            p.window_us / 1e6,
+        ),
+        (
+            "hvio_poll_waits_total",
+            "counter",
+            "Times the engine had nothing to do and waited.",
+            p.waits as f64,
+        ),
+        (
+            "hvio_polls_total",
+            "counter",
+            "Waits that began with a busy-poll spin.",
+            p.polls as f64,
+        ),
+        (
+            "hvio_poll_hits_total",
+            "counter",
+            "Spins that found work before sleeping.",
+            p.poll_hits as f64,
+        ),
+        (
+            "hvio_poll_seconds_total",
+            "counter",
+            "CPU time spent spinning.",
+            p.poll_s,
+        ),
+        (
+            "hvio_poll_sleeps_total",
+            "counter",
+            "Waits that slept in the kernel.",
+            p.sleeps as f64,
+        ),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+        let _ = writeln!(o, "{name} {v}");
+    }
     let _ = writeln!(o, "# HELP hvio_scheduler_info The active host scheduler.");
     let _ = writeln!(o, "# TYPE hvio_scheduler_info gauge");
     let _ = writeln!(o, "hvio_scheduler_info{{scheduler=\"{}\"}} 1", esc(&status.scheduler));

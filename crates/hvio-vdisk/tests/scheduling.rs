@@ -283,3 +283,66 @@ fn control_api_metrics_and_request_log() {
         last = t;
     }
 }
+
+/// The engine thread's CPU time so far (clock ticks), read from /proc.
+fn engine_cpu_ticks() -> u64 {
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "hvio-sched" {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
+            let f: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+            // utime and stime: fields 14 and 15, i.e. 11 and 12 after the command.
+            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        }
+    }
+    panic!("no hvio-sched thread");
+}
+
+/// Busy-polling on the io_uring engine: under load the spins find work and
+/// the counters show it (control API and /metrics); idle, the engine sleeps
+/// and costs no CPU; with `poll_max_us = 0` it never spins.
+#[test]
+fn io_uring_engine_busy_polls_under_load_and_sleeps_when_idle() {
+    for (max, polling) in [(2000, true), (0, false)] {
+        let d = Daemon::start(&conf("noop", "").replacen(
+            "depth = 4\n",
+            &format!("depth = 4\nengine = \"io_uring\"\npoll_max_us = {max}\n"),
+            1,
+        ));
+        workload(&d.sock(), "vm1", 7, 400, 8);
+        let st = status(&d);
+        let p = st.poll;
+        assert_eq!(p.max_us, max as f64);
+        assert!(p.waits > 0 && p.sleeps > 0, "{p:?}");
+        if polling {
+            assert!(p.polls > 0 && p.poll_hits > 0 && p.poll_s > 0.0, "{p:?}");
+            assert!(p.window_us <= 2000.0, "{p:?}");
+            let (code, m) = http(d.control_addr(), "GET", "/metrics", "");
+            assert_eq!(code, 200);
+            assert!(m.contains("hvio_poll_max_seconds 0.002"), "{m}");
+            assert!(m.contains("# TYPE hvio_polls_total counter"), "{m}");
+            let hits: u64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix("hvio_poll_hits_total "))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            assert!(hits >= p.poll_hits, "{m}");
+        } else {
+            assert_eq!((p.polls, p.poll_hits, p.poll_s, p.window_us), (0, 0, 0.0, 0.0), "{p:?}");
+        }
+        // Idle (a connected client sending nothing, another gone): the
+        // engine sleeps in the ring.
+        let idle = Client::connect(&d.sock(), "vm2");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let c0 = engine_cpu_ticks();
+        let s0 = status(&d).poll;
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let used = engine_cpu_ticks() - c0;
+        let s1 = status(&d).poll;
+        let tick = 1.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        assert!(used as f64 * tick < 0.1, "idle engine used {used} ticks in 1 s");
+        assert!(s1.poll_s - s0.poll_s < 0.01, "idle engine spun: {s0:?} -> {s1:?}");
+        idle.disc();
+        d.stop();
+    }
+}
