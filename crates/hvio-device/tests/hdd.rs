@@ -1,7 +1,7 @@
 //! HDD model: hand-computed cases and the sanity figures of device-models.md.
 
 use hvio_core::{Completion, Device, Nanos, Op, Request};
-use hvio_device::hdd::{Hdd, HddParams};
+use hvio_device::hdd::{Hdd, HddParams, ReadAheadPolicy};
 use hvio_device::{build_device, DeviceConfig};
 
 fn disk(p: HddParams) -> Hdd {
@@ -143,6 +143,127 @@ fn minimum_read_ahead_holds_the_mechanism() {
         b3.service.cache_hit,
         "the minimum read-ahead holds the next 1000 sectors"
     );
+}
+
+/// Reads one after another, each arriving as the previous completes:
+/// `(lbn, sectors)`. Returns the completions and the disk.
+fn read_chain(p: HddParams, reads: &[(u64, u32)]) -> (Vec<Completion>, Hdd) {
+    let mut d = disk(p);
+    let mut now = 0;
+    let mut out = Vec::new();
+    for (i, &(lbn, n)) in reads.iter().enumerate() {
+        let c = run_one(&mut d, Request::new(i as u64, 0, Op::Read, lbn, n, now), now);
+        now = c.done;
+        out.push(c);
+    }
+    (out, d)
+}
+
+fn adaptive(min: u64, gap: Option<u64>) -> HddParams {
+    HddParams {
+        read_ahead_policy: Some("adaptive".into()),
+        min_read_ahead_sectors: Some(min),
+        sequential_gap_sectors: gap,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn adaptive_read_ahead_follows_sequential_runs_only() {
+    // A run's first read (1e8), a far read, the run's second read (1e8 + 16:
+    // sequential), a far read, another far read, the run's next 1000 sectors.
+    let reads = [
+        (100_000_000, 16),
+        (600_000_000, 16),
+        (100_000_016, 16),
+        (300_000_000, 16),
+        (500_000_000, 16),
+        (100_000_032, 1000),
+    ];
+    let (c, d) = read_chain(adaptive(1024, None), &reads);
+    assert_eq!(c[1].start, c[0].done, "a run's first read is not followed");
+    let held = (c[3].start - c[2].done) as f64;
+    assert!(
+        held > 0.25 * rev() && held < 2.0 * rev(),
+        "the sequential pair holds the mechanism for the read-ahead: held {held} ns"
+    );
+    assert_eq!(c[4].start, c[3].done, "a random read after it starts no read-ahead");
+    assert!(
+        c[5].service.cache_hit,
+        "the third read of the run hits: {:?}",
+        c[5].service
+    );
+    assert_eq!(d.stats().sequential_reads, 2);
+    // The same minimum under the drive's policy follows every read; without
+    // a minimum the run's third read misses.
+    let (c, _) = read_chain(
+        HddParams {
+            min_read_ahead_sectors: Some(1024),
+            ..Default::default()
+        },
+        &reads,
+    );
+    assert!(c[1].start > c[0].done && c[4].start > c[3].done);
+    let (c, d) = read_chain(HddParams::default(), &reads);
+    assert!(!c[5].service.cache_hit);
+    assert_eq!(d.stats().sequential_reads, 0, "only the adaptive policy detects runs");
+}
+
+#[test]
+fn adaptive_read_ahead_sequential_gap() {
+    // The run's second read starts 32 sectors past where the first ended.
+    let reads = [
+        (100_000_000, 16),
+        (600_000_000, 16),
+        (100_000_048, 16),
+        (300_000_000, 16),
+    ];
+    let (c, _) = read_chain(adaptive(1024, None), &reads);
+    assert_eq!(c[3].start, c[2].done, "a 32-sector gap is not sequential by default");
+    let (c, d) = read_chain(adaptive(1024, Some(64)), &reads);
+    assert!(c[3].start > c[2].done, "within a 64-sector gap it is");
+    assert_eq!(d.stats().sequential_reads, 1);
+}
+
+#[test]
+fn adaptive_read_ahead_leaves_random_reads_alone() {
+    // Random 4 KiB reads: no read continues a run, so every completion is
+    // the drive policy's without a minimum.
+    let mut rng = Rng(11);
+    let reads: Vec<(u64, u32)> = (0..500).map(|_| ((rng.next() % 200_000_000) * 8, 8)).collect();
+    let (a, _) = read_chain(HddParams::default(), &reads);
+    let (b, d) = read_chain(adaptive(2048, None), &reads);
+    assert_eq!(d.stats().sequential_reads, 0);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((x.start, x.done), (y.start, y.done));
+    }
+}
+
+#[test]
+fn read_ahead_policy_defaults_and_errors() {
+    let m = HddParams::default().build().unwrap();
+    assert_eq!(m.cache.read_ahead_policy, ReadAheadPolicy::Drive);
+    assert_eq!((m.cache.min_read_ahead, m.cache.sequential_gap), (0, 0));
+    let m = adaptive(128, Some(8)).build().unwrap();
+    assert_eq!(m.cache.read_ahead_policy, ReadAheadPolicy::Adaptive);
+    assert_eq!((m.cache.min_read_ahead, m.cache.sequential_gap), (128, 8));
+    let err = |p: HddParams| p.build().unwrap_err().to_string();
+    let e = err(HddParams {
+        read_ahead_policy: Some("always".into()),
+        ..Default::default()
+    });
+    assert!(e.contains("read_ahead_policy") && e.contains("always"), "{e}");
+    let e = err(adaptive(0, None));
+    assert!(e.contains("min_read_ahead_sectors") && e.contains('0'), "{e}");
+    let e = err(HddParams {
+        sequential_gap_sectors: Some(16),
+        ..Default::default()
+    });
+    assert!(e.contains("sequential_gap_sectors") && e.contains("16"), "{e}");
+    let toml =
+        "model = \"hdd\"\nread_ahead_policy = \"adaptive\"\nmin_read_ahead_sectors = 128\nsequential_gap_sectors = 8\n";
+    let cfg: DeviceConfig = toml::from_str(toml).unwrap();
+    assert!(build_device(&cfg, std::path::Path::new(".")).is_ok());
 }
 
 /// Sequential reads of `bs` sectors from `start` for `total` sectors: MB/s.

@@ -7,7 +7,8 @@
 
 use super::parse::{read_seek_table, read_spec, Block, Entry, SpecError, SpecFile, Value};
 use crate::hdd::{
-    CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, SeekCurve, Zone,
+    CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, ReadAheadPolicy, SeekCurve,
+    Zone,
 };
 use std::path::Path;
 
@@ -419,6 +420,8 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             segment_sectors: seg_size,
             read_ahead,
             min_read_ahead: min_read_ahead.min(read_ahead),
+            read_ahead_policy: ReadAheadPolicy::Drive,
+            sequential_gap: 0,
             read_hits_on_write_data: hits_on_writes,
             write_back: fast_write > 0.0 && segments > 0,
             write_buffer_sectors: seg_size * write_segs,

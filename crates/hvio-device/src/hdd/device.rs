@@ -1,7 +1,7 @@
 //! The running disk: queue, mechanism timeline, buffer cache, completions.
 
 use super::geometry::Loc;
-use super::model::{round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy};
+use super::model::{round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadPolicy};
 use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -17,7 +17,13 @@ struct Segment {
     limit: u64,
     stamp: u64,
     valid: bool,
+    /// Where the last host read held in this segment ended (`NO_READ`: none,
+    /// e.g. written data): the next read of a sequential run starts there.
+    read_end: u64,
 }
+
+/// `Segment::read_end` of a segment no read has used.
+const NO_READ: u64 = u64::MAX;
 
 /// The read-ahead in progress: the head reads `lbn0..` from time `t0`.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +63,8 @@ pub struct HddStats {
     pub destaged_sectors: u64,
     /// Destages forced by the age bound.
     pub aged_destages: u64,
+    /// Reads that continued a sequential run (`ReadAheadPolicy::Adaptive` only).
+    pub sequential_reads: u64,
 }
 
 /// A simulated hard disk (see `docs/hdd-model.md`).
@@ -86,6 +94,9 @@ pub struct Hdd {
     destaging: Option<(u64, u64)>,
     /// When the host last gave the drive a command or the drive last finished one.
     last_host: Nanos,
+    /// The segment of the read just served, if it continued a sequential run
+    /// (`ReadAheadPolicy::Adaptive`): the minimum read-ahead follows it.
+    sequential: Option<usize>,
     clock: u64,
     stats: HddStats,
 }
@@ -112,6 +123,7 @@ impl Hdd {
             dirty_sectors: 0,
             destaging: None,
             last_host: 0,
+            sequential: None,
             clock: 0,
             stats: HddStats::default(),
             m,
@@ -315,6 +327,10 @@ impl Hdd {
             Op::Read => {
                 self.stats.reads += 1;
                 let xr = self.m.bus_per_sector;
+                let run = self.sequential_run(a);
+                if run.is_some() {
+                    self.stats.sequential_reads += 1;
+                }
                 if let Some(i) = self.cached(a, b, tf) {
                     // Full hit: data goes straight from the buffer.
                     hit = true;
@@ -323,6 +339,7 @@ impl Hdd {
                         self.touch(i);
                         self.extend_prefetch(i, a, b);
                         self.reanchor(i, b);
+                        self.read_ended(i, b, run);
                     }
                     sb[0] = self.overhead(Overheads::READ_HIT) + ph.data_prep + ph.complete[0];
                     sb[3] = n as f64 * xr;
@@ -332,6 +349,7 @@ impl Hdd {
                     self.touch(p.seg);
                     self.extend_prefetch(p.seg, a, b);
                     let t_b = self.reanchor(p.seg, b);
+                    self.read_ended(p.seg, b, run);
                     let oh = self.overhead(Overheads::READ_HIT) + ph.data_prep;
                     let bus_end = (tf + oh + n as f64 * xr).max(t_b + xr);
                     sb[0] = oh + ph.complete[0];
@@ -365,7 +383,10 @@ impl Hdd {
                     sb = [oh + ph.complete[0], acc.seek, acc.rotation, bus_end - media_start];
                     self.head = acc.end;
                     self.head_lbn = b;
-                    self.fill_segment(seg, a, b, t_end);
+                    // A run's next read refills the run's own segment.
+                    if let Some(i) = self.fill_segment(seg.or(run), a, b, t_end) {
+                        self.read_ended(i, b, run);
+                    }
                 }
             }
             Op::Write => {
@@ -420,8 +441,30 @@ impl Hdd {
                 limit: b,
                 stamp: 0,
                 valid: true,
+                read_end: NO_READ,
             };
             self.touch(i);
+        }
+    }
+
+    /// `ReadAheadPolicy::Adaptive`: the segment whose last read ended where
+    /// a read starting at `a` continues it (at most `sequential_gap` before).
+    fn sequential_run(&self, a: u64) -> Option<usize> {
+        let c = &self.m.cache;
+        if c.read_ahead_policy != ReadAheadPolicy::Adaptive {
+            return None;
+        }
+        self.segs
+            .iter()
+            .position(|s| s.valid && s.read_end != NO_READ && s.read_end <= a && a - s.read_end <= c.sequential_gap)
+    }
+
+    /// A read ending at `b` was served from or into segment `i`; `run`: it
+    /// continued a sequential run (the minimum read-ahead follows it).
+    fn read_ended(&mut self, i: usize, b: u64, run: Option<usize>) {
+        self.segs[i].read_end = b;
+        if run.is_some() {
+            self.sequential = Some(i);
         }
     }
 
@@ -451,12 +494,12 @@ impl Hdd {
         }
     }
 
-    /// When the read-ahead under way has read `min_read_ahead` sectors past
-    /// block `b` (or its segment's limit): the mechanism is not free before
-    /// (0 when there is no read-ahead or no minimum).
-    fn min_read_ahead_until(&self, b: u64) -> Nanos {
+    /// When the read-ahead under way (into segment `seg`, if given) has read
+    /// `min_read_ahead` sectors past block `b` (or its segment's limit): the
+    /// mechanism is not free before (0 when there is no such read-ahead or no minimum).
+    fn min_read_ahead_until(&self, b: u64, seg: Option<usize>) -> Nanos {
         let m = self.m.cache.min_read_ahead;
-        let Some(p) = self.prefetch.filter(|_| m > 0) else {
+        let Some(p) = self.prefetch.filter(|p| m > 0 && seg.is_none_or(|i| i == p.seg)) else {
             return 0;
         };
         let target = (b + m).min(self.segs[p.seg].limit);
@@ -493,14 +536,17 @@ impl Hdd {
         (t + mv + self.m.rot_wait(t + mv, loc), loc)
     }
 
-    /// After a media read of `a..b` ending at `t_end`: hold it in a segment and read ahead.
-    fn fill_segment(&mut self, reuse: Option<usize>, a: u64, b: u64, t_end: f64) {
+    /// After a media read of `a..b` ending at `t_end`: hold it in a segment
+    /// (`reuse`, else the victim) and read ahead. Returns the segment.
+    fn fill_segment(&mut self, reuse: Option<usize>, a: u64, b: u64, t_end: f64) -> Option<usize> {
         if self.segs.is_empty() {
-            return;
+            return None;
         }
         let c = self.m.cache;
         let i = reuse.unwrap_or_else(|| self.victim());
-        let start = if reuse.is_some() {
+        // A reused segment keeps its blocks when they reach `a` (a partial
+        // hit, or a run's next read right after them); else it starts over.
+        let start = if reuse.is_some() && self.segs[i].end >= a {
             self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
         } else {
             a
@@ -515,6 +561,7 @@ impl Hdd {
             limit,
             stamp: 0,
             valid: true,
+            read_end: NO_READ,
         };
         self.touch(i);
         if limit > b {
@@ -526,6 +573,7 @@ impl Hdd {
                 loc0,
             });
         }
+        Some(i)
     }
 
     /// The dirty run to destage next at `t`, as (first block, blocks).
@@ -719,9 +767,16 @@ impl Hdd {
                 let c = self.serve(rq, t);
                 self.mech_free = c.done;
                 if rq.op == Op::Read {
-                    self.mech_free = self
-                        .mech_free
-                        .max(self.min_read_ahead_until(rq.sector + rq.sectors as u64));
+                    let b = rq.sector + rq.sectors as u64;
+                    let until = match self.m.cache.read_ahead_policy {
+                        ReadAheadPolicy::Drive => self.min_read_ahead_until(b, None),
+                        // Only a read continuing a sequential run reads ahead first.
+                        ReadAheadPolicy::Adaptive => self
+                            .sequential
+                            .take()
+                            .map_or(0, |i| self.min_read_ahead_until(b, Some(i))),
+                    };
+                    self.mech_free = self.mech_free.max(until);
                 }
                 self.last_host = c.done;
                 self.push_done(c);

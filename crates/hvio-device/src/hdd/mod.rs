@@ -10,6 +10,8 @@ pub mod seek;
 
 pub use device::{Hdd, HddStats};
 pub use geometry::{Geometry, GeometryError, Hole, Loc, Zone};
-pub use model::{Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy};
+pub use model::{
+    Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadPolicy,
+};
 pub use params::{HddParams, SeekSpec, DEFAULT_CAPACITY};
 pub use seek::SeekCurve;

@@ -55,6 +55,11 @@ pub struct CacheParams {
     /// prefetching at least this many sectors past it before it takes the
     /// next command or destages (0: any command stops the read-ahead).
     pub min_read_ahead: u64,
+    /// Which reads `min_read_ahead` follows.
+    pub read_ahead_policy: ReadAheadPolicy,
+    /// `ReadAheadPolicy::Adaptive`: a read continues a sequential run when it
+    /// starts at most this many sectors past where an earlier read ended.
+    pub sequential_gap: u64,
     /// Keep written data for later read hits.
     pub read_hits_on_write_data: bool,
     /// Write-back: acknowledge writes once buffered, destage later.
@@ -73,6 +78,20 @@ pub struct CacheParams {
     /// The drive starts destaging (below half a buffer of dirty data) only
     /// once no command has come or finished for this long, ns.
     pub destage_idle: Nanos,
+}
+
+/// Which reads hold the mechanism for the minimum read-ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAheadPolicy {
+    /// Every read (a drive's firmware; DiskSim's "Minimum read-ahead").
+    Drive,
+    /// Only a read that continues a sequential run: it starts where an
+    /// earlier read held in a segment ended (or within `sequential_gap`
+    /// sectors past it), as a RAID controller's adaptive read-ahead starts
+    /// reading ahead once the most recent reads were sequential. A random
+    /// read gets no minimum (the drive still reads ahead until the next
+    /// command), and a sequential miss refills its run's own segment.
+    Adaptive,
 }
 
 /// The order in which the write-back buffer is destaged.

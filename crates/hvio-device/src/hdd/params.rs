@@ -2,7 +2,7 @@
 //! 7200 RPM 1 TB SATA disk of ca. 2012 of `shared/design/device-models.md`.
 
 use super::geometry::{Geometry, Hole, Zone};
-use super::model::{CacheParams, DestagePolicy, HddModel, Overheads, Phases, QueuePolicy};
+use super::model::{CacheParams, DestagePolicy, HddModel, Overheads, Phases, QueuePolicy, ReadAheadPolicy};
 use super::seek::SeekCurve;
 use crate::DeviceError;
 use serde::Deserialize;
@@ -68,6 +68,13 @@ pub struct HddParams {
     /// Sectors the drive reads ahead after a read before it serves another
     /// command or destages (DiskSim's "Minimum read-ahead"; default 0).
     pub min_read_ahead_sectors: Option<u64>,
+    /// Which reads `min_read_ahead_sectors` follows: "drive" (default: every
+    /// read) or "adaptive" (only a read continuing a sequential run, as a
+    /// RAID controller's adaptive read-ahead; needs `min_read_ahead_sectors` > 0).
+    pub read_ahead_policy: Option<String>,
+    /// "adaptive": a read continues a sequential run when it starts at most
+    /// this many sectors past where an earlier read ended (default 0: adjacent).
+    pub sequential_gap_sectors: Option<u64>,
     /// Write-back cache: writes complete once buffered (default false).
     pub write_cache: Option<bool>,
     /// Write-back buffer, sectors (default 8192 = 4 MiB).
@@ -246,6 +253,22 @@ impl HddParams {
                 ))
             }
         };
+        let min_read_ahead = self.min_read_ahead_sectors.unwrap_or(0);
+        let read_ahead_policy = ReadAheadPolicy::parse(self.read_ahead_policy.as_deref().unwrap_or("drive"))?;
+        if read_ahead_policy == ReadAheadPolicy::Adaptive && min_read_ahead == 0 {
+            return Err(DeviceError::param(
+                "min_read_ahead_sectors",
+                min_read_ahead,
+                "must be positive with read_ahead_policy = \"adaptive\" (the read-ahead a sequential read starts)",
+            ));
+        }
+        if let (ReadAheadPolicy::Drive, Some(gap)) = (read_ahead_policy, self.sequential_gap_sectors) {
+            return Err(DeviceError::param(
+                "sequential_gap_sectors",
+                gap,
+                "applies only with read_ahead_policy = \"adaptive\"",
+            ));
+        }
         let destage = DestagePolicy::parse(self.destage.as_deref().unwrap_or("sptf"))?;
         let destage_chunk = self.destage_chunk_sectors.unwrap_or(1024);
         if destage_chunk == 0 {
@@ -266,7 +289,9 @@ impl HddParams {
                 segments,
                 segment_sectors,
                 read_ahead: self.read_ahead_sectors.unwrap_or(4096),
-                min_read_ahead: self.min_read_ahead_sectors.unwrap_or(0),
+                min_read_ahead,
+                read_ahead_policy,
+                sequential_gap: self.sequential_gap_sectors.unwrap_or(0),
                 read_hits_on_write_data: true,
                 write_back: self.write_cache.unwrap_or(false),
                 write_buffer_sectors: self.write_buffer_sectors.unwrap_or(8192),
@@ -279,6 +304,21 @@ impl HddParams {
             policy,
             max_queue_wait: ms("max_queue_wait_ms", self.max_queue_wait_ms, 500.0)?.round() as u64,
         })
+    }
+}
+
+impl ReadAheadPolicy {
+    /// The policy a config names: "drive" or "adaptive".
+    pub fn parse(name: &str) -> Result<ReadAheadPolicy, DeviceError> {
+        match name {
+            "drive" => Ok(ReadAheadPolicy::Drive),
+            "adaptive" => Ok(ReadAheadPolicy::Adaptive),
+            other => Err(DeviceError::param(
+                "read_ahead_policy",
+                other,
+                "expected \"drive\" or \"adaptive\"",
+            )),
+        }
     }
 }
 
