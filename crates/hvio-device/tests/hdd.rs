@@ -210,6 +210,32 @@ fn adaptive_read_ahead_follows_sequential_runs_only() {
 }
 
 #[test]
+fn adaptive_read_ahead_keeps_up_with_a_long_interleaved_run() {
+    // A run of 16-sector reads over three segments' worth (3 × 4096
+    // sectors), each followed by a far random read that stops the drive's
+    // own read-ahead. A run's refill treats its segment as a ring buffer:
+    // every miss brings at least the 128-sector minimum, so at most one run
+    // read in eight misses, past the segment's first 2 MiB too.
+    let mut rng = Rng(5);
+    let mut reads = Vec::new();
+    for k in 0..768u64 {
+        reads.push((100_000_000 + 16 * k, 16));
+        reads.push((200_000_000 + (rng.next() % 100_000_000) * 8, 8));
+    }
+    let (c, _) = read_chain(adaptive(128, None), &reads);
+    let misses = |from: usize| c.iter().step_by(2).skip(from).filter(|c| !c.service.cache_hit).count();
+    assert!(misses(0) <= 768 / 8 + 2, "{} of 768 run reads missed", misses(0));
+    assert!(
+        misses(512) <= 256 / 8 + 1,
+        "{} of the last 256 run reads missed",
+        misses(512)
+    );
+    let (c, _) = read_chain(HddParams::default(), &reads);
+    let drive = c.iter().step_by(2).filter(|c| !c.service.cache_hit).count();
+    assert!(drive > 700, "without the policy nearly every run read misses ({drive})");
+}
+
+#[test]
 fn adaptive_read_ahead_sequential_gap() {
     // The run's second read starts 32 sectors past where the first ended.
     let reads = [

@@ -384,7 +384,7 @@ impl Hdd {
                     self.head = acc.end;
                     self.head_lbn = b;
                     // A run's next read refills the run's own segment.
-                    if let Some(i) = self.fill_segment(seg.or(run), a, b, t_end) {
+                    if let Some(i) = self.fill_segment(seg.or(run), a, b, t_end, run.is_some()) {
                         self.read_ended(i, b, run);
                     }
                 }
@@ -537,8 +537,10 @@ impl Hdd {
     }
 
     /// After a media read of `a..b` ending at `t_end`: hold it in a segment
-    /// (`reuse`, else the victim) and read ahead. Returns the segment.
-    fn fill_segment(&mut self, reuse: Option<usize>, a: u64, b: u64, t_end: f64) -> Option<usize> {
+    /// (`reuse`, else the victim) and read ahead. `run`: the read continues
+    /// a sequential run, whose segment is a ring buffer (its oldest blocks
+    /// make room for the read-ahead). Returns the segment.
+    fn fill_segment(&mut self, reuse: Option<usize>, a: u64, b: u64, t_end: f64, run: bool) -> Option<usize> {
         if self.segs.is_empty() {
             return None;
         }
@@ -546,10 +548,13 @@ impl Hdd {
         let i = reuse.unwrap_or_else(|| self.victim());
         // A reused segment keeps its blocks when they reach `a` (a partial
         // hit, or a run's next read right after them); else it starts over.
-        let start = if reuse.is_some() && self.segs[i].end >= a {
-            self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
-        } else {
+        let start = if reuse.is_none() || self.segs[i].end < a {
             a
+        } else if run {
+            let room = (b + c.read_ahead).saturating_sub(c.segment_sectors).min(a);
+            self.segs[i].start.max(room)
+        } else {
+            self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
         };
         let limit = (b + c.read_ahead)
             .min(start + c.segment_sectors)
