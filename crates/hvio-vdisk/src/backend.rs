@@ -373,6 +373,10 @@ impl Poller for Uring {
         !self.ring.completion().is_empty() || self.ring.submission().taskrun()
     }
 
+    fn serves_connections(&self) -> bool {
+        self.conns.iter().any(Option::is_some)
+    }
+
     fn waker(&self) -> Arc<Waker> {
         self.waker.clone()
     }

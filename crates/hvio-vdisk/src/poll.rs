@@ -16,8 +16,11 @@
 //! - otherwise the event came a little late: grow the window (0 → 4 µs,
 //!   then times `grow`, capped at `max`).
 //!
-//! An idle server therefore stops polling after its first long wait and
-//! sleeps at no CPU cost; a busy one spins only as long as its events come.
+//! An idle server therefore sleeps at no CPU cost (a wait with nothing to
+//! come spins one window, then sleeps); a busy one spins only as long as its
+//! events come. The engine polls only while its ring serves NBD connections
+//! (`Poller::serves_connections`): on the FUSE path the spin would take the
+//! CPU of the threads that produce the requests.
 
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -72,6 +75,8 @@ pub struct AdaptivePoll {
     hits: u64,
     spin_ns: u64,
     sleeps: u64,
+    /// The current wait may spin (see `spin`'s `worth_it`).
+    adapting: bool,
 }
 
 impl AdaptivePoll {
@@ -84,6 +89,7 @@ impl AdaptivePoll {
             hits: 0,
             spin_ns: 0,
             sleeps: 0,
+            adapting: false,
         }
     }
 
@@ -93,14 +99,22 @@ impl AdaptivePoll {
     }
 
     /// Spin for at most the current window (and never past `deadline`) until
-    /// `ready` says there is work; whether it did. `start` is when the wait began.
-    pub fn spin(&mut self, start: Instant, deadline: Option<Instant>, mut ready: impl FnMut() -> bool) -> bool {
+    /// `ready` says there is work; whether it did. `start` is when the wait
+    /// began; `worth_it` false: no spin, and this wait leaves the window as it is.
+    pub fn spin(
+        &mut self,
+        start: Instant,
+        deadline: Option<Instant>,
+        worth_it: bool,
+        mut ready: impl FnMut() -> bool,
+    ) -> bool {
         self.waits += 1;
+        self.adapting = worth_it;
         let mut until = start + self.window();
         if let Some(d) = deadline {
             until = until.min(d);
         }
-        if self.window_ns == 0 || until <= start {
+        if !worth_it || self.window_ns == 0 || until <= start {
             return false;
         }
         self.polls += 1;
@@ -123,7 +137,9 @@ impl AdaptivePoll {
     /// The wait that began at `start` slept in the kernel until now.
     pub fn slept(&mut self, start: Instant) {
         self.sleeps += 1;
-        self.adjust(start.elapsed().as_nanos() as u64);
+        if self.adapting {
+            self.adjust(start.elapsed().as_nanos() as u64);
+        }
     }
 
     /// Adapt the window to a wait whose event came `block_ns` after it began.
@@ -219,7 +235,7 @@ mod tests {
         }
         assert_eq!(p.window(), Duration::ZERO);
         let mut called = false;
-        assert!(!p.spin(Instant::now(), None, || {
+        assert!(!p.spin(Instant::now(), None, true, || {
             called = true;
             true
         }));
@@ -236,17 +252,22 @@ mod tests {
         }
         assert_eq!(p.window().as_micros(), 200);
         let mut n = 0;
-        assert!(p.spin(Instant::now(), None, || {
+        assert!(p.spin(Instant::now(), None, true, || {
             n += 1;
             n == 3
         }));
         let t = Instant::now();
-        assert!(!p.spin(t, None, || false));
+        assert!(!p.spin(t, None, true, || false));
         assert!(t.elapsed() >= Duration::from_micros(200));
         let t = Instant::now();
-        assert!(!p.spin(t, Some(t), || true), "a deadline already due: no spin");
+        assert!(!p.spin(t, Some(t), true, || true), "a deadline already due: no spin");
+        // Not worth it: no spin, and the long wait that follows keeps the window.
+        let t = Instant::now() - Duration::from_millis(5);
+        assert!(!p.spin(t, None, false, || true));
+        p.slept(t);
+        assert_eq!(p.window().as_micros(), 200);
         let s = p.stats();
-        assert_eq!((s.waits, s.polls, s.poll_hits), (3, 2, 1));
+        assert_eq!((s.waits, s.polls, s.poll_hits, s.sleeps), (4, 2, 1, 1));
         assert!(s.poll_s >= 200e-6);
     }
 }

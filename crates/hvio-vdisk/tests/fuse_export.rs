@@ -169,5 +169,13 @@ fn ext4_on_loop(engine: &str, direct: bool) {
     run(Command::new("e2fsck").args(["-fn"]).arg(&dev));
     run(Command::new("losetup").arg("-d").arg(&dev));
     guard.loopdev = None;
+    // The FUSE path never busy-polls (the spin would take its threads' CPU).
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    assert!(d.engine().control(hvio_vdisk::engine::Control::Status(tx)));
+    let p = rx.blocking_recv().unwrap().poll;
+    assert!(
+        (p.waits > 0) == (engine == "io_uring") && p.polls == 0 && p.poll_s == 0.0,
+        "{p:?}"
+    );
     d.stop();
 }
