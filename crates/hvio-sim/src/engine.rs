@@ -136,7 +136,10 @@ struct Area {
     /// Start of each extent in the flattened space.
     prefix: Vec<u64>,
     total: u64,
-    cursor: u64,
+    /// Sequential positions (flattened offsets): `[0]` for reads, `[1]` for
+    /// writes when the job keeps one per direction
+    /// ([`Job::cursor_per_direction`]), else `[0]` for both.
+    cursor: [u64; 2],
 }
 
 impl Area {
@@ -151,7 +154,7 @@ impl Area {
             extents,
             prefix,
             total,
-            cursor: 0,
+            cursor: [0; 2],
         }
     }
     /// Image sector and the sectors left in its extent at flattened offset `off`.
@@ -241,17 +244,20 @@ impl JobState {
         };
         let want = bytes / SECTOR_BYTES;
         let area = &mut self.areas[area];
+        // fio's `f->last_pos[ddir]`: a sequential mixed fio job reads and
+        // writes from positions of its own, each wrapping to the area's start.
+        let dir = usize::from(j.cursor_per_direction() && !read);
         let off = if j.rw.random() {
             let align = (j.min_bs() / SECTOR_BYTES).max(1);
             let slots = (area.total / align).max(1);
             self.rng.gen_range(0..slots) * align
         } else {
-            area.cursor
+            area.cursor[dir]
         };
         let (sector, avail) = area.locate(off.min(area.total - 1));
         let sectors = want.min(avail).max(1);
         if !j.rw.random() {
-            area.cursor = (off + sectors) % area.total;
+            area.cursor[dir] = (off + sectors) % area.total;
         }
         self.issued += 1;
         self.issued_bytes += sectors * SECTOR_BYTES;
@@ -1715,11 +1721,98 @@ mod tests {
         // A sequential thread wraps to its own start, not to the file's (fio's region).
         let area = &mut e.vms[0].jobs[0].areas[3];
         assert_eq!(area.total, (64 << 20) / 512 - 6144);
-        area.cursor = area.total - 8;
+        area.cursor[0] = area.total - 8;
         let (s, _, _) = e.vms[0].jobs[0].draw(3);
         assert_eq!(s - first, (64 << 20) / 512 - 8);
         let (s, _, _) = e.vms[0].jobs[0].draw(3);
         assert_eq!(s - first, 6144);
+    }
+
+    /// Requests as (offset from the job's first sector, sectors).
+    type Runs = Vec<(u64, u64)>;
+
+    /// `n` draws of job 0 for `area`, split by direction: (reads, writes).
+    fn draws_by_direction(e: &mut Engine, area: usize, n: usize) -> (Runs, Runs) {
+        let job = &mut e.vms[0].jobs[0];
+        let first = job.file_first;
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let (s, k, read) = job.draw(area);
+            if read { &mut reads } else { &mut writes }.push((s - first, k));
+        }
+        (reads, writes)
+    }
+
+    /// Every run continues the one before it.
+    fn contiguous(runs: &[(u64, u64)]) -> bool {
+        runs.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0)
+    }
+
+    #[test]
+    fn sequential_mixed_fio_jobs_keep_a_position_per_direction() {
+        // fio's rw=rw: reads follow reads and writes follow writes, both
+        // from the thread's start (per-thread: its own file).
+        let mut e = engine("rw = \"rw\"\nbssplit = \"4k/30:8k/40:16k/30\"\nsize = \"64MiB\"\nnrfiles = 2\nnumjobs = 2");
+        let file = (32 << 20) / 512;
+        for t in 0..2usize {
+            let (reads, writes) = draws_by_direction(&mut e, t, 400);
+            assert!(
+                reads.len() > 150 && writes.len() > 150,
+                "{} reads, {} writes",
+                reads.len(),
+                writes.len()
+            );
+            let start = t as u64 * file;
+            assert_eq!((reads[0].0, writes[0].0), (start, start), "thread {t}");
+            assert!(contiguous(&reads) && contiguous(&writes), "thread {t}");
+        }
+        // same-file with offset_increment: both directions from t × 1 MiB.
+        let mut e = engine(
+            "rw = \"readwrite\"\nbs = \"8k\"\nsize = \"64MiB\"\nnumjobs = 3\nsharing = \"same-file\"\noffset_increment = \"1MiB\"",
+        );
+        for t in 0..3usize {
+            let (reads, writes) = draws_by_direction(&mut e, t, 100);
+            let start = t as u64 * 2048;
+            assert_eq!((reads[0].0, writes[0].0), (start, start), "thread {t}");
+            assert!(contiguous(&reads) && contiguous(&writes), "thread {t}");
+            // 100 draws of 16 sectors: the two together cover 1600 sectors,
+            // each direction only its own share of them.
+            let ends = (reads.last().unwrap(), writes.last().unwrap());
+            assert_eq!(
+                ends.0 .0 + ends.0 .1 + ends.1 .0 + ends.1 .1 - 2 * start,
+                1600,
+                "thread {t}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_direction_wraps_to_the_start_on_its_own() {
+        let mut e = engine("rw = \"rw\"\nbs = \"4k\"\nsize = \"8MiB\"\nsharing = \"same-file\"");
+        let total = e.vms[0].jobs[0].areas[0].total;
+        // Reads one block before the end, writes in the middle.
+        e.vms[0].jobs[0].areas[0].cursor = [total - 8, 4096];
+        let (reads, writes) = draws_by_direction(&mut e, 0, 60);
+        assert_eq!(&reads[..2], &[(total - 8, 8), (0, 8)]);
+        assert!(contiguous(&reads[1..]));
+        assert_eq!(writes[0], (4096, 8));
+        assert!(contiguous(&writes));
+        // A sequential job of one direction and a sysbench-style `shared`
+        // mixed job keep one cursor: every draw continues the last one.
+        for job in [
+            "rw = \"write\"\nbs = \"4k\"\nsize = \"8MiB\"\nsharing = \"same-file\"",
+            "rw = \"rw\"\nbs = \"4k\"\nsize = \"8MiB\"\nnumjobs = 4\nsharing = \"shared\"",
+        ] {
+            let mut e = engine(job);
+            let job0 = &mut e.vms[0].jobs[0];
+            let all: Vec<(u64, u64)> = (0..200)
+                .map(|_| {
+                    let (s, k, _) = job0.draw(0);
+                    (s, k)
+                })
+                .collect();
+            assert!(contiguous(&all), "{job}");
+        }
     }
 
     #[test]

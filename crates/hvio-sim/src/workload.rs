@@ -17,6 +17,10 @@
 //!   blocks from the start, and random threads draw from the whole data set
 //!   (from their start to its end, as fio's region for that clone).
 //!
+//! In the two fio modes a sequential mixed job (`rw = "rw"`) keeps two
+//! positions per thread, one for its reads and one for its writes, as fio
+//! does (see [`Job::cursor_per_direction`]); a `shared` job has one cursor.
+//!
 //! A job stops after `requests` requests (sysbench `--max-requests`), after
 //! `io_size` bytes, after `runtime_s`, or after one pass over `size` — the
 //! first that is set, in that order.
@@ -164,6 +168,15 @@ impl Job {
     /// The smallest block size (random offsets are aligned to it).
     pub fn min_bs(&self) -> u64 {
         self.bssplit.iter().map(|b| b.0).min().unwrap_or(4096)
+    }
+    /// A sequential mixed job keeps a position per direction, as fio does
+    /// (`f->last_pos[ddir]`, `get_next_seq_offset` in fio's `io_u.c`): each
+    /// thread is a sequential reader and a sequential writer, both from its
+    /// start and each wrapping there on its own. `shared` jobs model
+    /// sysbench, whose sequential modes (`seqwr`, `seqrewr`, `seqrd`) are one
+    /// direction with one global position; they keep one cursor.
+    pub fn cursor_per_direction(&self) -> bool {
+        self.rw == Rw::Rw && self.sharing != Sharing::Shared
     }
 }
 
