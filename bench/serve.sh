@@ -43,16 +43,20 @@ FUSE_DIRS=("$W"/fuse-cached "$W"/fuse-direct "$W"/nbdfuse)
 RAMP=2
 # cputicks PID... -> user+system clock ticks the processes used so far
 cputicks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
-# iops "SERVER PIDS" RW [fio args...] -> prints "IOPS CPU-microseconds-per-request"
+# CPU time spent at a nice level above 0 so far (ticks, all CPUs): other
+# helpers' background jobs on this shared machine; the benchmark runs at 0.
+nicetime() { awk '/^cpu /{print $3}' /proc/stat; }
+# iops "SERVER PIDS" RW [fio args...] -> prints "IOPS CPU-microseconds-per-request other-load"
+# (other-load: CPUs busy with niced work during the run, 0 = nobody else, 1 = one CPU taken)
 iops() {
   local pids=$1 rw=$2; shift 2
-  local c0 out
-  c0=$(cputicks $pids)
+  local c0 n0 out
+  c0=$(cputicks $pids); n0=$(nicetime)
   out=$(fio --name=b --rw="$rw" --bs=4k --iodepth=32 --time_based --runtime="$RUNTIME" \
       --ramp_time=$RAMP --output-format=json "$@" 2>/dev/null |
     python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(int(j["read"]["iops"]+j["write"]["iops"]))')
   # CPU over ramp + run, requests estimated at the measured rate over both.
-  python3 -c "import os,sys; i=int(sys.argv[1]); t=int(sys.argv[2]); print(i, round(t*1e6/os.sysconf('SC_CLK_TCK')/max(1,i*($RUNTIME+$RAMP)),1))" "$out" "$(( $(cputicks $pids) - c0 ))"
+  python3 -c "import os,sys; i=int(sys.argv[1]); t=int(sys.argv[2]); hz=os.sysconf('SC_CLK_TCK'); print(i, round(t*1e6/hz/max(1,i*($RUNTIME+$RAMP)),1), round(int(sys.argv[3])/hz/($RUNTIME+$RAMP),2))" "$out" "$(( $(cputicks $pids) - c0 ))" "$(( $(nicetime) - n0 ))"
 }
 
 . bench/hvio-conf.sh
@@ -68,7 +72,8 @@ stop_hvio() { kill -TERM "$HPID"; wait "$HPID" || true; }
 
 declare -A R   # label.rw -> space-separated IOPS of every round
 declare -A C   # label.rw -> space-separated CPU µs per request of every round
-add() { local r; read -r -a r <<<"$2"; R[$1]="${R[$1]:-} ${r[0]}"; C[$1]="${C[$1]:-} ${r[1]}"; }
+declare -A N   # label.rw -> space-separated other load (niced CPUs) of every round
+add() { local r; read -r -a r <<<"$2"; R[$1]="${R[$1]:-} ${r[0]}"; C[$1]="${C[$1]:-} ${r[1]}"; N[$1]="${N[$1]:-} ${r[2]}"; }
 median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" ${R[$1]}; }
 cmedian() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" ${C[$1]}; }
 nbd_pair() { # label uri server-pids
@@ -79,6 +84,7 @@ show() { # label
   printf '  %-22s randread %7.0f IOPS %5.1f µs/req   randwrite %7.0f IOPS %5.1f µs/req\n' "$1" \
     "$(median "$1.read")" "$(cmedian "$1.read")" "$(median "$1.write")" "$(cmedian "$1.write")"
   printf '  %-22s   rounds: read%s; write%s; µs/req read%s; write%s\n' "" "${R[$1.read]}" "${R[$1.write]}" "${C[$1.read]}" "${C[$1.write]}"
+  printf '  %-22s   other load (niced CPUs) read%s; write%s\n' "" "${N[$1.read]}" "${N[$1.write]}"
 }
 # The active scheduler's counters (control API), e.g. Pregather's waits.
 counters() { curl -s --unix-socket "$W/control.sock" http://x/status |
