@@ -1,7 +1,7 @@
 //! HDD model: hand-computed cases and the sanity figures of device-models.md.
 
 use hvio_core::{Completion, Device, Nanos, Op, Request};
-use hvio_device::hdd::{Hdd, HddParams, ReadAheadPolicy};
+use hvio_device::hdd::{Hdd, HddParams, ReadAheadPolicy, MAX_SEGMENTS};
 use hvio_device::{build_device, DeviceConfig};
 
 fn disk(p: HddParams) -> Hdd {
@@ -710,4 +710,56 @@ fn destage_starts_when_the_data_is_there_and_after_the_idle_time() {
         now = run_one(&mut d, Request::new(i, 0, Op::Write, 100_000 + i * 128, 128, now), now).done;
         assert_eq!(d.stats().destages, (i == 31) as u64, "after write {i}");
     }
+}
+
+/// `streams` sequential readers of 8 sectors each, `rounds` times round robin
+/// (stream `j`'s file at `j` × 10^7): the read hits of each stream.
+fn interleaved_readers(segments: usize, streams: u64, rounds: u64) -> Vec<u64> {
+    let p = HddParams {
+        cache_segments: Some(segments),
+        ..adaptive(128, None)
+    };
+    let mut d = disk(p);
+    let mut hits = vec![0; streams as usize];
+    let mut now = 0;
+    for k in 0..rounds {
+        for j in 0..streams {
+            let rq = Request::new(k * streams + j, j as u32, Op::Read, j * 10_000_000 + 8 * k, 8, now);
+            let c = run_one(&mut d, rq, now);
+            now = c.done;
+            hits[j as usize] += c.service.cache_hit as u64;
+        }
+    }
+    hits
+}
+
+#[test]
+fn more_segments_than_64_hold_more_streams() {
+    // 96 interleaved runs: 64 segments thrash (LRU evicts the segment read
+    // next), 128 hold every run, and each run's misses are then the
+    // read-ahead minimum's one in 16 (past the run's first reads). Segments
+    // past the 64th once aliased the first 64 in the bit-mask scans.
+    let rounds = 64;
+    let few: u64 = interleaved_readers(64, 96, rounds).iter().sum();
+    let many = interleaved_readers(128, 96, rounds);
+    assert!(few < 96 * rounds / 10, "64 segments for 96 runs hit {few} times");
+    for (j, &h) in many.iter().enumerate() {
+        assert!(
+            h >= rounds * 15 / 16 - 3,
+            "run {j} hit {h} of {rounds} with 128 segments"
+        );
+    }
+    // Up to 64 streams, 64 and 1024 segments serve them the same.
+    assert_eq!(
+        interleaved_readers(64, 64, 32),
+        interleaved_readers(MAX_SEGMENTS, 64, 32)
+    );
+    let e = HddParams {
+        cache_segments: Some(MAX_SEGMENTS + 1),
+        ..Default::default()
+    }
+    .build()
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("cache_segments") && e.contains("1025"), "{e}");
 }

@@ -332,10 +332,10 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     } else {
         0
     };
-    if segments > 64 {
+    if segments > crate::hdd::MAX_SEGMENTS {
         return Err(kerr(
             k.entry("Number of buffer segments").unwrap(),
-            "hvio models at most 64 segments",
+            format!("hvio models at most {} segments", crate::hdd::MAX_SEGMENTS),
         ));
     }
     let seg_size = k.num("Segment size (in blks)", 1.0)?.max(1.0) as u64;

@@ -182,9 +182,9 @@ impl Hdd {
 
     /// The read segment to refill: an invalid one or the least recently used.
     fn victim(&self) -> usize {
-        // Invalid segments rank first (key 0), then by age; branch free.
-        let key = |(i, s): (usize, &Segment)| ((s.stamp * s.valid as u64) << 6) | i as u64;
-        (self.segs.iter().enumerate().map(key).min().unwrap_or(0) & 63) as usize
+        // Invalid segments rank first (age 0), then by age, then by index.
+        let key = |(i, s): (usize, &Segment)| (s.stamp * s.valid as u64, i);
+        self.segs.iter().enumerate().map(key).min().map_or(0, |(_, i)| i)
     }
 
     fn touch(&mut self, i: usize) {
@@ -194,22 +194,25 @@ impl Hdd {
 
     /// Holds blocks `a..b` in the buffer at time `t` (dirty data counts)?
     fn cached(&self, a: u64, b: u64, t: f64) -> Option<usize> {
-        // Branch-free first pass (random requests rarely match): segments whose
-        // range, counting prefetch still to come, could hold `a..b`.
-        let mut mask = 0u64;
-        for (i, s) in self.segs.iter().enumerate() {
-            let c = (s.valid as u64) & ((a >= s.start) as u64) & ((b <= s.limit) as u64);
-            mask |= c << i;
-        }
-        while mask != 0 {
-            let i = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let end = match &self.prefetch {
-                Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
-                _ => self.segs[i].end,
-            };
-            if b <= end {
-                return Some(i);
+        // Branch-free first pass over 64 segments at a time (random requests
+        // rarely match): segments whose range, counting prefetch still to
+        // come, could hold `a..b`.
+        for (k, chunk) in self.segs.chunks(64).enumerate() {
+            let mut mask = 0u64;
+            for (i, s) in chunk.iter().enumerate() {
+                let c = (s.valid as u64) & ((a >= s.start) as u64) & ((b <= s.limit) as u64);
+                mask |= c << i;
+            }
+            while mask != 0 {
+                let i = 64 * k + mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let end = match &self.prefetch {
+                    Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
+                    _ => self.segs[i].end,
+                };
+                if b <= end {
+                    return Some(i);
+                }
             }
         }
         // Dirty data is a hit too. (A run being destaged is not looked at: the
@@ -358,13 +361,10 @@ impl Hdd {
                     self.stop_prefetch(tf);
                     let oh = self.overhead(Overheads::READ_MISS);
                     // Partial hit: only the part not in the buffer comes off the media.
-                    let mut mask = 0u64;
-                    for (i, s) in self.segs.iter().enumerate() {
-                        let c =
-                            (s.valid as u64) & ((a >= s.start) as u64) & ((a < s.end) as u64) & ((s.end < b) as u64);
-                        mask |= c << i;
-                    }
-                    let seg = (mask != 0).then(|| 63 - mask.leading_zeros() as usize);
+                    let seg = self
+                        .segs
+                        .iter()
+                        .rposition(|s| s.valid && a >= s.start && a < s.end && s.end < b);
                     let from = seg.map_or(a, |i| self.segs[i].end);
                     let acc = self.m.access(self.head, tf + oh, from, b - from, false);
                     let media_start = tf + oh + acc.seek + acc.rotation;

@@ -13,5 +13,5 @@ pub use geometry::{Geometry, GeometryError, Hole, Loc, Zone};
 pub use model::{
     Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadPolicy,
 };
-pub use params::{HddParams, SeekSpec, DEFAULT_CAPACITY};
+pub use params::{HddParams, SeekSpec, DEFAULT_CAPACITY, MAX_SEGMENTS};
 pub use seek::SeekCurve;

@@ -116,6 +116,8 @@ fn non_negative(key: &str, v: f64) -> Result<f64, DeviceError> {
 
 /// The default disk's capacity: 1 TB.
 pub const DEFAULT_CAPACITY: u64 = 1_953_525_168;
+/// Most read cache segments (a scan of the segments runs on every read).
+pub const MAX_SEGMENTS: usize = 1024;
 /// Cylinders the default seek fit was measured over (device-models.md).
 const FIT_CYLINDERS: f64 = 228_700.0;
 
@@ -235,8 +237,12 @@ impl HddParams {
             return Err(DeviceError::param("segment_sectors", 0, "must be positive"));
         }
         let segments = self.cache_segments.unwrap_or(16);
-        if segments > 64 {
-            return Err(DeviceError::param("cache_segments", segments, "at most 64"));
+        if segments > MAX_SEGMENTS {
+            return Err(DeviceError::param(
+                "cache_segments",
+                segments,
+                format!("at most {MAX_SEGMENTS}"),
+            ));
         }
         let queue_depth = self.queue_depth.unwrap_or(1);
         if queue_depth == 0 {
