@@ -763,3 +763,100 @@ fn more_segments_than_64_hold_more_streams() {
     .to_string();
     assert!(e.contains("cache_segments") && e.contains("1025"), "{e}");
 }
+
+/// Stream `j` of `streams` sequential 8-sector readers (file at `j` × 10^7)
+/// reads its `k`-th block; then, after every round, `write(d, k, now)`.
+/// Returns the read hits of each stream.
+fn readers_with_writes(
+    p: HddParams,
+    streams: u64,
+    rounds: u64,
+    mut write: impl FnMut(&mut Hdd, u64, Nanos) -> Nanos,
+) -> (Vec<u64>, Hdd) {
+    let mut d = disk(p);
+    let mut hits = vec![0; streams as usize];
+    let mut now = 0;
+    for k in 0..rounds {
+        for j in 0..streams {
+            let rq = Request::new(
+                2 * (k * streams + j),
+                j as u32,
+                Op::Read,
+                j * 10_000_000 + 8 * k,
+                8,
+                now,
+            );
+            let c = run_one(&mut d, rq, now);
+            now = c.done;
+            hits[j as usize] += c.service.cache_hit as u64;
+        }
+        now = write(&mut d, k, now);
+    }
+    (hits, d)
+}
+
+#[test]
+fn adaptive_written_data_takes_no_streams_segment() {
+    // 64 interleaved runs in 64 segments, and after each round a write
+    // (written through) far from them. Under the adaptive policy the
+    // segments are the controller's stream table: the written data, kept
+    // for read hits, takes no run's segment, so each run misses only once
+    // per read-ahead minimum (16 reads). Taking the least recently used
+    // segment ended the run read next, which then took the next one's.
+    let p = || HddParams {
+        cache_segments: Some(64),
+        ..adaptive(128, None)
+    };
+    let write = |d: &mut Hdd, k: u64, now: Nanos| {
+        run_one(d, Request::new(1, 99, Op::Write, 1_500_000_000 + 64 * k, 8, now), now).done
+    };
+    let rounds = 48;
+    let (hits, d) = readers_with_writes(p(), 64, rounds, write);
+    for (j, &h) in hits.iter().enumerate() {
+        assert!(h >= rounds * 15 / 16 - 3, "run {j} hit {h} of {rounds}");
+    }
+    assert!(d.stats().sequential_reads >= 64 * (rounds - 1));
+    // The written data is still kept when a segment is free.
+    let (_, mut d) = readers_with_writes(p(), 8, 4, write);
+    let now = d.stats().reads * 100_000_000;
+    let c = run_one(&mut d, Request::new(3, 99, Op::Read, 1_500_000_000, 8, now), now);
+    assert!(c.service.cache_hit, "re-reading written data hits");
+}
+
+#[test]
+fn adaptive_buffered_writes_keep_the_read_ahead_past_them() {
+    // One run of 8-sector reads behind a write-back cache; its writer
+    // rewrites the block just past each read, as fio's mixed sequential
+    // read/write threads do (a position per direction, both from the
+    // file's start). The dirty copy serves the rewritten blocks and the
+    // segment keeps the read-ahead past them: the run misses once per
+    // read-ahead minimum (16 reads), goes on through reads of dirty data,
+    // and the drive's policy still forgets what a write overlaps.
+    let p = |policy: &str| HddParams {
+        write_cache: Some(true),
+        read_ahead_policy: Some(policy.into()),
+        min_read_ahead_sectors: Some(128),
+        ..Default::default()
+    };
+    let write = |d: &mut Hdd, k: u64, now: Nanos| {
+        if k.is_multiple_of(2) {
+            run_one(d, Request::new(1, 1, Op::Write, 8 * k + 8, 8, now), now).done
+        } else {
+            now
+        }
+    };
+    let rounds = 400;
+    let (hits, d) = readers_with_writes(p("adaptive"), 1, rounds, write);
+    assert!(hits[0] >= rounds * 15 / 16 - 2, "hit {} of {rounds}", hits[0]);
+    assert_eq!(
+        d.stats().sequential_reads,
+        rounds - 1,
+        "reads of dirty data continue the run"
+    );
+    let (hits, _) = readers_with_writes(p("drive"), 1, rounds, write);
+    assert!(
+        hits[0] < rounds * 3 / 4,
+        "the drive's policy cuts its segment: hit {}",
+        hits[0]
+    );
+}

@@ -187,6 +187,13 @@ impl Hdd {
         self.segs.iter().enumerate().map(key).min().map_or(0, |(_, i)| i)
     }
 
+    /// `victim` among the segments no read has used (`None`: every one holds a stream).
+    fn victim_without_run(&self) -> Option<usize> {
+        let key = |(i, s): (usize, &Segment)| (s.stamp * s.valid as u64, i);
+        let free = |(_, s): &(usize, &Segment)| !s.valid || s.read_end == NO_READ;
+        self.segs.iter().enumerate().filter(free).map(key).min().map(|(_, i)| i)
+    }
+
     fn touch(&mut self, i: usize) {
         self.clock += 1;
         self.segs[i].stamp = self.clock;
@@ -343,6 +350,11 @@ impl Hdd {
                         self.extend_prefetch(i, a, b);
                         self.reanchor(i, b);
                         self.read_ended(i, b, run);
+                    } else if let Some(r) = run {
+                        // Served from dirty data: the run goes on all the same
+                        // (the stream table sees addresses, not where the data was).
+                        self.touch(r);
+                        self.read_ended(r, b, run);
                     }
                     sb[0] = self.overhead(Overheads::READ_HIT) + ph.data_prep + ph.complete[0];
                     sb[3] = n as f64 * xr;
@@ -433,8 +445,17 @@ impl Hdd {
 
     /// Blocks `a..b` were written to the media: keep them for read hits, if the drive does.
     fn keep_written(&mut self, a: u64, b: u64) {
-        if self.m.cache.read_hits_on_write_data && !self.segs.is_empty() {
-            let i = self.victim();
+        if !self.m.cache.read_hits_on_write_data || self.segs.is_empty() {
+            return;
+        }
+        let victim = match self.m.cache.read_ahead_policy {
+            ReadAheadPolicy::Drive => Some(self.victim()),
+            // The segments are the controller's stream table: written data
+            // takes none that a read uses (else, with as many streams as
+            // segments, each destage ends the least recently served stream).
+            ReadAheadPolicy::Adaptive => self.victim_without_run(),
+        };
+        if let Some(i) = victim {
             self.segs[i] = Segment {
                 start: a.max(b.saturating_sub(self.m.cache.segment_sectors)),
                 end: b,
@@ -690,7 +711,12 @@ impl Hdd {
         let n = rq.sectors as u64;
         self.stats.writes += 1;
         self.stats.buffered_writes += 1;
-        self.invalidate(rq.sector, rq.sector + n);
+        // A controller's cache (`ReadAheadPolicy::Adaptive`) takes the write
+        // into the blocks it holds: the dirty copy serves reads of them, and
+        // the segment keeps the rest (the read-ahead past the written blocks).
+        if self.m.cache.read_ahead_policy == ReadAheadPolicy::Drive {
+            self.invalidate(rq.sector, rq.sector + n);
+        }
         let ph = &self.m.phases;
         let oh = self.overhead(Overheads::WRITE_HIT) + ph.data_prep + ph.complete[1];
         let bus = n as f64 * self.m.bus_write_per_sector;
