@@ -131,18 +131,14 @@ struct Slot {
 impl Uring {
     pub fn new(store: Arc<Store>, depth: usize, notify: Sender<Msg>) -> std::io::Result<Uring> {
         let entries = (depth + 2).next_power_of_two().max(64) as u32;
-        // Completions are posted by task work on this thread. COOP_TASKRUN
-        // (Linux 5.19) lets the kernel flag it in the ring instead of
-        // interrupting the thread, which busy-polls on that flag
-        // (`Poller::ready`); older kernels get a plain ring.
-        let ring = match io_uring::IoUring::builder()
-            .setup_coop_taskrun()
-            .setup_taskrun_flag()
-            .build(entries)
-        {
-            Ok(r) => r,
-            Err(_) => io_uring::IoUring::new(entries)?,
-        };
+        // A plain ring: completions are posted by task work the kernel runs
+        // on this thread at once (interrupting a busy-polling spin, which
+        // then sees them in the queue). IORING_SETUP_COOP_TASKRUN, which
+        // defers that work to the thread's next `io_uring_enter`, was tried:
+        // on the FUSE path it tripled the scheduler thread's sleeps per
+        // request (0.20-0.30 against 0.01-0.11) and NBD polling gained
+        // nothing measurable from it (docs/serve.md, *Busy-polling*).
+        let ring = io_uring::IoUring::new(entries)?;
         if !ring.params().is_feature_ext_arg() {
             return Err(std::io::Error::other(
                 "this kernel's io_uring cannot wait with a timeout (IORING_FEAT_EXT_ARG, Linux 5.11): \
@@ -370,7 +366,7 @@ impl Poller for Uring {
                 tracing::error!(error = %e, "io_uring submit failed");
             }
         }
-        !self.ring.completion().is_empty() || self.ring.submission().taskrun()
+        !self.ring.completion().is_empty()
     }
 
     fn serves_connections(&self) -> bool {
