@@ -30,7 +30,6 @@ BENCH_TAG=hvio-flat
 . bench/cleanup.sh
 FUSE_DIRS=("$W"/fuse "$W"/nbdfuse)
 
-wait_for() { for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done; echo "no $1" >&2; return 1; }
 fallocate -l ${SIZE_MB}M "$W/disk-hvio.img"
 fallocate -l ${SIZE_MB}M "$W/disk-peer.img"
 cat > "$W/host.toml" <<EOF
@@ -59,14 +58,6 @@ wait_for "$W/kit.sock"
 mkdir -p "$W/nbdfuse"
 nbdfuse "$W/nbdfuse/disk" --unix "$W/kit.sock" &
 NFPID=$!; PIDS+=("$NFPID")
-fs_setup() { # name file
-  local dev
-  wait_for "$2"
-  dev=$(losetup --direct-io=on --show -f "$2"); LOOPS+=("$dev")
-  mkfs.ext4 -q -F "$dev"
-  mkdir -p "$W/fs-$1"; mount "$dev" "$W/fs-$1"; MOUNTS+=("$W/fs-$1")
-  fio --name=prep --filename="$W/fs-$1/f" --size=512M --rw=write --bs=1M --direct=1 --ioengine=libaio --iodepth=4 >/dev/null 2>&1
-}
 fs_setup hvio "$W/fuse/vm1"
 fs_setup peer "$W/nbdfuse/disk"
 

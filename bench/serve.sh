@@ -157,13 +157,6 @@ done
 fuse_section() {
 echo
 echo "== FUSE path: ext4 on loop(direct-io=on) on the export, fio libaio direct 4 KiB, iodepth 32, median of $ROUNDS =="
-fs_setup() { # name file -> mounts ext4 on a direct-I/O loop device over the file at $W/fs-name
-  local dev
-  dev=$(losetup --direct-io=on --show -f "$2"); LOOPS+=("$dev")
-  mkfs.ext4 -q -F "$dev"
-  mkdir -p "$W/fs-$1"; mount "$dev" "$W/fs-$1"; MOUNTS+=("$W/fs-$1")
-  fio --name=prep --filename="$W/fs-$1/f" --size=512M --rw=write --bs=1M --direct=1 --ioengine=libaio --iodepth=4 >/dev/null 2>&1
-}
 fs_round() { # label name server-pids
   add "$1.read" "$(iops "$3" randread --filename="$W/fs-$2/f" --size=512M --ioengine=libaio --direct=1)"
   add "$1.write" "$(iops "$3" randwrite --filename="$W/fs-$2/f" --size=512M --ioengine=libaio --direct=1)"
@@ -206,9 +199,6 @@ wait_sock "$W/kit.sock"
 mkdir -p "$W/nbdfuse"
 nbdfuse "$W/nbdfuse/disk" --unix "$W/kit.sock" &
 NFPID=$!; PIDS+=("$NFPID")
-for f in "$W/nbdfuse/disk" "$W/fuse-cached/vm1" "$W/fuse-direct/vm1"; do
-  for _ in $(seq 100); do [ -e "$f" ] && break; sleep 0.1; done
-done
 fs_setup kit "$W/nbdfuse/disk"
 fs_setup cached "$W/fuse-cached/vm1"
 fs_setup direct "$W/fuse-direct/vm1"

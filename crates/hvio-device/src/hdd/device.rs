@@ -182,16 +182,25 @@ impl Hdd {
 
     /// The read segment to refill: an invalid one or the least recently used.
     fn victim(&self) -> usize {
-        // Invalid segments rank first (age 0), then by age, then by index.
-        let key = |(i, s): (usize, &Segment)| (s.stamp * s.valid as u64, i);
-        self.segs.iter().enumerate().map(key).min().map_or(0, |(_, i)| i)
+        self.victim_among(|_| true).unwrap_or(0)
     }
 
     /// `victim` among the segments no read has used (`None`: every one holds a stream).
     fn victim_without_run(&self) -> Option<usize> {
+        self.victim_among(|s| !s.valid || s.read_end == NO_READ)
+    }
+
+    /// The segment to refill among those `eligible` says may go: invalid
+    /// ones first (age 0), then by age, then by index.
+    fn victim_among(&self, eligible: impl Fn(&Segment) -> bool) -> Option<usize> {
         let key = |(i, s): (usize, &Segment)| (s.stamp * s.valid as u64, i);
-        let free = |(_, s): &(usize, &Segment)| !s.valid || s.read_end == NO_READ;
-        self.segs.iter().enumerate().filter(free).map(key).min().map(|(_, i)| i)
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| eligible(s))
+            .map(key)
+            .min()
+            .map(|(_, i)| i)
     }
 
     fn touch(&mut self, i: usize) {
