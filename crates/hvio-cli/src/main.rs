@@ -62,8 +62,15 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("hvio: error: {e}");
+        // Errors that name a path wrap an io::Error and print it in their
+        // own message; a cause already said above is not said again.
+        let mut said = e.to_string();
         for cause in e.chain().skip(1) {
-            eprintln!("  caused by: {cause}");
+            let cause = cause.to_string();
+            if !said.contains(&cause) {
+                eprintln!("  caused by: {cause}");
+                said.push_str(&cause);
+            }
         }
         std::process::exit(1);
     }

@@ -104,3 +104,11 @@ fn fio_job_files_print_jobs_and_warnings() {
     assert!(err.contains("j.fio:2: rw:"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_missing_file_is_named_once() {
+    let (ok, _, err) = hvio(&["trace", "stats", "/nonexistent/hvio-x.trace"]);
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/hvio-x.trace"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

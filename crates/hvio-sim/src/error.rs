@@ -7,7 +7,7 @@ use thiserror::Error;
 pub enum SimError {
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("device: {0}")]
     Device(String),
