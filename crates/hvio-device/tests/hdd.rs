@@ -860,3 +860,55 @@ fn adaptive_buffered_writes_keep_the_read_ahead_past_them() {
         hits[0]
     );
 }
+
+/// Runs `d` until request `id` completes; returns its completion time.
+fn run_until_done(d: &mut Hdd, id: u64) -> Nanos {
+    let mut out = Vec::new();
+    loop {
+        let t = d.next_event().expect("pending work has an event");
+        out.clear();
+        d.advance(t, &mut out);
+        if let Some(c) = out.iter().find(|c| c.rq.id == id) {
+            return c.done;
+        }
+    }
+}
+
+#[test]
+fn cscan_destages_by_block_number_not_from_the_head() {
+    // Two runs buffered while a read takes the head to the middle of the
+    // disk, the second run right next to where the read ends: SPTF destages
+    // that one first; a controller's CSCAN goes on by block number from
+    // where its last destage ended (block 0 at first), so the low run first,
+    // then on up to the high one before it wraps to a run written meanwhile
+    // below both.
+    // Still waiting in the buffer (not the run the destage under way writes).
+    let waits = |d: &Hdd, b: u64| d.is_dirty(b, Nanos::MAX);
+    let order = |destage: &str| {
+        let mut d = disk(HddParams {
+            write_cache: Some(true),
+            destage: Some(destage.into()),
+            ..Default::default()
+        });
+        let far = d.info().capacity / 2;
+        let (low, high, lowest) = (1_000_000, far + 4096, 500);
+        d.submit(Request::new(0, 0, Op::Read, far, 8, 0), 0);
+        d.submit(Request::new(1, 0, Op::Write, low, 8, 0), 0);
+        d.submit(Request::new(2, 0, Op::Write, high, 8, 0), 0);
+        let t = run_until_done(&mut d, 0);
+        assert_eq!(d.stats().destages, 1, "{destage}: the idle drive started a destage");
+        let first = (waits(&d, low), waits(&d, high));
+        d.submit(Request::new(3, 0, Op::Write, lowest, 8, t), t);
+        let mut out = Vec::new();
+        while d.stats().destages < 2 {
+            let now = d.next_event().expect("dirty runs left");
+            d.advance(now, &mut out);
+        }
+        (first, waits(&d, high), waits(&d, lowest))
+    };
+    let (sptf_first, ..) = order("sptf");
+    assert_eq!(sptf_first, (true, false), "SPTF: the run next to the head first");
+    let (cscan_first, high_dirty, lowest_dirty) = order("cscan");
+    assert_eq!(cscan_first, (false, true), "CSCAN: the lowest block number first");
+    assert!(!high_dirty && lowest_dirty, "CSCAN: on up the disk before it wraps");
+}

@@ -92,6 +92,8 @@ pub struct Hdd {
     dirty_sectors: u64,
     /// The run the destage in progress (until `mech_free`) writes: still in the buffer.
     destaging: Option<(u64, u64)>,
+    /// Where the last destage ended (`DestagePolicy::Cscan`'s sweep).
+    destaged_to: u64,
     /// When the host last gave the drive a command or the drive last finished one.
     last_host: Nanos,
     /// The segment of the read just served, if it continued a sequential run
@@ -122,6 +124,7 @@ impl Hdd {
             arrivals: VecDeque::new(),
             dirty_sectors: 0,
             destaging: None,
+            destaged_to: 0,
             last_host: 0,
             sequential: None,
             clock: 0,
@@ -637,6 +640,12 @@ impl Hdd {
         let s = if t.saturating_sub(since) >= self.m.cache.destage_max_age {
             self.stats.aged_destages += 1;
             oldest
+        } else if self.m.cache.destage == DestagePolicy::Cscan {
+            // The sweep goes on from where the last destage ended.
+            let next = self.dirty.range(self.destaged_to..).next();
+            next.or_else(|| self.dirty.iter().next())
+                .map(|(&s, _)| s)
+                .unwrap_or(oldest)
         } else {
             // Shortest positioning time from the head among the runs nearest
             // it by block number and the oldest.
@@ -679,6 +688,7 @@ impl Hdd {
         let acc = self.m.access(self.head, t as f64, lbn, n, true);
         self.head = acc.end;
         self.head_lbn = lbn + n;
+        self.destaged_to = lbn + n;
         self.last_write = true;
         self.keep_written(lbn, lbn + n);
         self.mech_free = t + round_ns(acc.seek + acc.rotation + acc.transfer);

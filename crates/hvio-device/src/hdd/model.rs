@@ -68,10 +68,10 @@ pub struct CacheParams {
     pub write_buffer_sectors: u64,
     /// Which dirty extent the drive writes next.
     pub destage: DestagePolicy,
-    /// Age bound of `DestagePolicy::Sptf`: data dirty this long is written
+    /// Age bound of `DestagePolicy::Sptf` and `Cscan`: data dirty this long is written
     /// next, wherever the head is, ns.
     pub destage_max_age: Nanos,
-    /// `DestagePolicy::Sptf` writes at most this many sectors of a run per
+    /// `DestagePolicy::Sptf` and `Cscan` write at most this many sectors of a run per
     /// destage (the rest stays dirty and, being next under the head, usually
     /// follows at once): bounds how long a read waits and frees room as it goes.
     pub destage_chunk: u64,
@@ -103,6 +103,12 @@ pub enum DestagePolicy {
     /// The dirty run (adjacent writes coalesced) with the shortest
     /// positioning time from the head, with an age bound (real drives).
     Sptf,
+    /// The next dirty run by block number from where the last destage ended,
+    /// wrapping to the lowest (CSCAN), with the same age bound and pieces: a
+    /// storage controller's order, which sees block numbers, not the heads
+    /// of the disks behind it (Gill & Modha, "WOW: Wise Ordering for
+    /// Writes", FAST 2005, §2.2 and §3).
+    Cscan,
 }
 
 /// How a drive with a queue depth > 1 orders its queue.

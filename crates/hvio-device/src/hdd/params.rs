@@ -80,13 +80,15 @@ pub struct HddParams {
     /// Write-back buffer, sectors (default 8192 = 4 MiB).
     pub write_buffer_sectors: Option<u64>,
     /// Destage order of the write-back buffer: "sptf" (default: the dirty
-    /// run nearest the head in positioning time) or "fifo" (oldest write first).
+    /// run nearest the head in positioning time), "cscan" (a controller's
+    /// order: the next run by block number from where the last destage
+    /// ended, wrapping) or "fifo" (oldest write first).
     pub destage: Option<String>,
-    /// SPTF destage age bound, ms: data dirty this long is written next (default 5000:
+    /// SPTF and CSCAN destage age bound, ms: data dirty this long is written next (default 5000:
     /// above the time a run waits in a full 4 MiB buffer under random writes, so the
     /// bound prevents starvation without turning a busy buffer into FIFO).
     pub destage_max_age_ms: Option<f64>,
-    /// Most sectors one SPTF destage writes (default 1024 = 512 KiB).
+    /// Most sectors one SPTF or CSCAN destage writes (default 1024 = 512 KiB).
     pub destage_chunk_sectors: Option<u64>,
     /// Idle time before the drive destages while its buffer is less than half full, ms (default 0).
     pub destage_idle_ms: Option<f64>,
@@ -329,12 +331,17 @@ impl ReadAheadPolicy {
 }
 
 impl DestagePolicy {
-    /// The policy a config names: "sptf" or "fifo".
+    /// The policy a config names: "sptf", "cscan" or "fifo".
     pub fn parse(name: &str) -> Result<DestagePolicy, DeviceError> {
         match name {
             "sptf" => Ok(DestagePolicy::Sptf),
+            "cscan" => Ok(DestagePolicy::Cscan),
             "fifo" => Ok(DestagePolicy::Fifo),
-            other => Err(DeviceError::param("destage", other, "expected \"sptf\" or \"fifo\"")),
+            other => Err(DeviceError::param(
+                "destage",
+                other,
+                "expected \"sptf\", \"cscan\" or \"fifo\"",
+            )),
         }
     }
 }

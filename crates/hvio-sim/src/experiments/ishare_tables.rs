@@ -70,18 +70,29 @@ pub(crate) const CONTROLLER_DESTAGE_IDLE_MS: f64 = 100.0;
 /// latencies under CFQ. RAID controllers of the time carried 256 MiB–1 GiB
 /// of battery-backed cache and destage whole stripes; hvio models this as
 /// the drive model's write-back buffer grown from a drive's 4 MiB to 256 MiB
-/// (the low end), destaging in shortest-positioning order with a 60 s age
-/// bound (longer than the cache holds data at the rates measured here, so
-/// the destage is the controller's elevator; the drive model's 500 ms bound
-/// suits a 4 MiB buffer that holds well under a second of writes, and over
-/// 256 MiB it makes the destage oldest-first, i.e. the arrival order of the
-/// two VMs' writes), after `destage_idle_ms` of quiet
-/// ([`CONTROLLER_DESTAGE_IDLE_MS`]).
+/// (the low end), destaging in CSCAN order with a 60 s age bound (longer
+/// than the cache holds data at the rates measured here, so the destage is
+/// the controller's sweep; the drive model's 500 ms bound suits a 4 MiB
+/// buffer that holds well under a second of writes, and over 256 MiB it
+/// makes the destage oldest-first, i.e. the arrival order of the two VMs'
+/// writes), after `destage_idle_ms` of quiet ([`CONTROLLER_DESTAGE_IDLE_MS`]).
+///
+/// CSCAN (`destage = "cscan"`: the next dirty run by block number from
+/// where the last destage ended), not the drive's shortest-positioning
+/// order: a controller sees block numbers, not the position of the heads of
+/// the disks behind it. Gill & Modha (WOW, FAST 2005, §2.2) set storage
+/// controllers apart from disk scheduling because "detailed knowledge of the
+/// disk head and the exact position of various outstanding writes relative
+/// to this head position … cannot be assumed" there, and destage in CSCAN
+/// order (WOW is CSCAN plus a recency bit). Destaging from the head made
+/// each VM's dirty data go in that VM's own time slices, so the buffer
+/// drained the less-served VM's writes within a second and its readers,
+/// trailing their writers, missed (docs/ishare.md, O-SRW).
 ///
 /// Reads: the controller's adaptive read-ahead ([`CONTROLLER_READ_AHEAD`]).
 pub(crate) fn controller_cache(destage_idle_ms: f64) -> String {
     format!(
-        "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage_max_age_ms = 60000\ndestage_idle_ms = {destage_idle_ms}\n{CONTROLLER_READ_AHEAD}"
+        "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage = \"cscan\"\ndestage_max_age_ms = 60000\ndestage_idle_ms = {destage_idle_ms}\n{CONTROLLER_READ_AHEAD}"
     )
 }
 
@@ -291,7 +302,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     Ok(Report {
         tables,
         notes: vec![
-            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER} (slice_idle 8 ms) on a non-rotational virtual disk (Xen blkfront), on the HDD model write-through and behind a controller cache (256 MiB write-back, 60 s destage age bound, destaging after {CONTROLLER_DESTAGE_IDLE_MS} ms of quiet; adaptive read-ahead of 64 KiB per sequential read, 64 segments)", WEIGHTS[0], WEIGHTS[1]),
+            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER} (slice_idle 8 ms) on a non-rotational virtual disk (Xen blkfront), on the HDD model write-through and behind a controller cache (256 MiB write-back destaged in CSCAN order, 60 s age bound, destaging after {CONTROLLER_DESTAGE_IDLE_MS} ms of quiet; adaptive read-ahead of 64 KiB per sequential read, 64 segments)", WEIGHTS[0], WEIGHTS[1]),
             "MB/s = 10^6 bytes/s of the VM's application I/O; the paper's KB/s are divided by 1000".into(),
             "U-* are 32 fio threads on one file (fio's shared filename: each thread its own offset from the file's start); their direct writes take the file's inode lock one at a time, as ext4 in 2.6.32 does (see docs/ishare.md)".into(),
             "iShare underloaded % = share of busy time its disk-state detector saw an active VM without pending requests".into(),
