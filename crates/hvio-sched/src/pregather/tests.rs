@@ -295,6 +295,33 @@ fn wr(id: u64, vm: u32, sector: Sector, at: Nanos) -> Request {
     Request::new(id, vm, Op::Write, sector, 8, at)
 }
 
+/// The head is above a run of contiguous pending writes (a guest's journal
+/// commits at the start of its image) and a far read ahead. Nearest first
+/// (the default) reaches the run at its top; entered there, every further
+/// step is a backward seek. With `back_to_run_start` (choice 16, a probe)
+/// the run is taken from its first request, as the one request a Linux
+/// elevator would have merged it into, and each next step is a zero seek.
+#[test]
+fn a_run_behind_the_head_is_served_from_its_start() {
+    let order = |over: &[(&str, f64)]| {
+        let mut s = sched(&[(0, 1 << 30)], over);
+        s.insert(rd(0, 0, 5_000, 0), 0);
+        assert_eq!(take(&mut s, 0).id, 0);
+        for (i, sector) in [1_000, 1_008, 1_016, 1_024].into_iter().enumerate() {
+            s.insert(wr(1 + i as u64, 0, sector, us(10)).with_sync(true), us(10));
+        }
+        // A lone write just below the run's start: not part of the run.
+        s.insert(wr(5, 0, 900, us(10)).with_sync(true), us(10));
+        s.insert(rd(6, 0, 900_000, us(10)), us(10));
+        (0..6).map(|i| take(&mut s, us(20 + i)).sector).collect::<Vec<_>>()
+    };
+    assert_eq!(order(&[]), vec![1_024, 1_016, 1_008, 1_000, 900, 900_000]);
+    assert_eq!(
+        order(&[("back_to_run_start", 1.0)]),
+        vec![1_000, 1_008, 1_016, 1_024, 900, 900_000]
+    );
+}
+
 /// The served VM has an async write right at the head and a sync read far
 /// away; `mode` is `async_service`.
 fn first_after_write_and_read(mode: f64) -> Vec<u64> {
