@@ -156,10 +156,11 @@
 //!     it into (hvio's host merges only on the blktap path). It raises the
 //!     four-VM zero-seek share from 39.8 % to 48.6 % (CFQ: 45.4 %) but makes
 //!     no run faster: on a drive without write cache, with one request at a
-//!     time, a zero-distance write waits a whole revolution, and a backward
-//!     step of two requests a revolution less their transfer. It loses
-//!     page-cache Table 3 rows (12 of 14 to 5) and is not the default
-//!     (measured in docs/pregather.md).
+//!     time, a zero-distance write waits nearly a whole revolution (the
+//!     command overhead lets its sector pass), and a backward step of two
+//!     requests a revolution less their transfer. It loses page-cache
+//!     Table 3 rows (12 of 14 to 5) and is not the default (measured in
+//!     docs/pregather.md).
 
 pub mod spla;
 pub mod timeslice;
