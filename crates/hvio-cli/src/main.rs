@@ -46,8 +46,23 @@ enum Command {
     ValidateDisk(validate_disk::ValidateDiskArgs),
 }
 
+/// Let a closed stdout end the process quietly, as `hvio sim … | head`
+/// expects, instead of a panic in `println!`. Rust ignores SIGPIPE so that
+/// a socket write returns EPIPE; `hvio serve` writes to sockets and keeps
+/// that, every other subcommand only writes to stdout and files.
+fn die_quietly_on_closed_stdout() {
+    // SAFETY: called once at start, before any thread exists; SIG_DFL is a
+    // valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        die_quietly_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Sim(a) => sim::sim(a),
         Command::Compare(a) => sim::compare(a),
