@@ -912,3 +912,116 @@ fn cscan_destages_by_block_number_not_from_the_head() {
     assert_eq!(cscan_first, (false, true), "CSCAN: the lowest block number first");
     assert!(!high_dirty && lowest_dirty, "CSCAN: on up the disk before it wraps");
 }
+
+/// `n` contiguous writes of `sectors` from block 1000 on a write-cache-off
+/// drive of `depth`, the host keeping the drive's queue full (a new command
+/// as soon as one completes); returns the completions.
+fn queued_contiguous_writes(depth: usize, sectors: u32, n: usize) -> Vec<Completion> {
+    let mut d = disk(HddParams {
+        queue_depth: Some(depth),
+        ..Default::default()
+    });
+    let (mut out, mut now, mut next) = (Vec::new(), 0, 0u64);
+    while out.len() < n {
+        while d.can_accept() && (next as usize) < n {
+            let lbn = 1000 + sectors as u64 * next;
+            d.submit(Request::new(next, 0, Op::Write, lbn, sectors, now), now);
+            next += 1;
+        }
+        now = d.next_event().expect("queued writes have an event");
+        d.advance(now, &mut out);
+    }
+    out
+}
+
+/// From the first completion to the last, ns.
+fn span(v: &[Completion]) -> f64 {
+    v.last().unwrap().done as f64 - v[0].done as f64
+}
+
+#[test]
+fn ncq_contiguous_writes_stream_without_losing_a_revolution() {
+    // NCQ: a command queued behind the one the mechanism serves was taken in
+    // (command overhead, its data moved to the buffer) while that one was
+    // written, so the next contiguous write starts on the very next sector.
+    // 64 KiB writes (0.4 ms on the media) at depth 2, and 4 KiB writes
+    // (25 µs) at depth 8: enough queued to cover the 0.15 ms overhead.
+    for (depth, sectors) in [(2, 128), (8, 8)] {
+        let deep = queued_contiguous_writes(depth, sectors, 40);
+        for c in &deep[1..] {
+            assert_eq!(c.service.seek, 0, "{c:?}");
+            assert!(
+                c.service.rotation < 1_000,
+                "depth {depth}: queued write {} lost a turn: {:?}",
+                c.rq.id,
+                c.service
+            );
+            assert_eq!(c.service.overhead, 0, "{c:?}");
+            assert_eq!(c.done - c.start, c.service.total());
+        }
+        // 39 writes back to back: their media time, a few revolutions at most.
+        let media = 39.0 * sectors as f64 * rev() / 2673.0;
+        let fast = span(&deep);
+        eprintln!("39 queued contiguous writes of {sectors} sectors at depth {depth}: {fast:.0} ns");
+        assert!(
+            fast < media + 2.0 * rev(),
+            "depth {depth} took {fast} ns, media {media}"
+        );
+    }
+    // At depth 1 the next command arrives only when the last completes: its
+    // overhead lets the next sector pass, and it waits nearly a revolution.
+    let one = queued_contiguous_writes(1, 128, 40);
+    for c in &one[1..] {
+        let expect = rev() - 150_000.0;
+        assert!(
+            (c.service.rotation as f64 - expect).abs() <= 2.0,
+            "depth 1 write {}: {:?}",
+            c.rq.id,
+            c.service
+        );
+        assert_eq!(c.service.overhead, 150_000);
+    }
+    assert!(span(&one) > 39.0 * rev(), "depth 1 took {} ns", span(&one));
+    // 4 KiB writes at depth 2: a command submitted as the write before it
+    // starts is only 25 µs early, so the rest of its overhead lets the sector
+    // pass; it waits a turn, during which the next one is taken in and
+    // follows at once. Every other write loses a revolution.
+    let shallow = queued_contiguous_writes(2, 8, 40);
+    let late: Vec<_> = shallow[2..].iter().filter(|c| c.service.rotation > 8_000_000).collect();
+    assert_eq!(late.len(), 19, "{:?}", shallow[2]);
+    for c in late {
+        // Taken in 25 µs (the write before it) early: that much less overhead.
+        assert!((120_000..130_000).contains(&c.service.overhead), "{c:?}");
+    }
+}
+
+#[test]
+fn ncq_overhead_overlaps_only_the_time_a_command_was_queued() {
+    // Two far reads reaching an idle depth-4 drive together: the first pays
+    // its whole overhead; the second was taken in while the first was
+    // served (well over 0.15 ms), so none of its overhead is left.
+    let mut d = disk(HddParams {
+        queue_depth: Some(4),
+        ..Default::default()
+    });
+    let t = 1_000_000;
+    d.submit(Request::new(1, 0, Op::Read, 5_000_000, 8, t), t);
+    d.submit(Request::new(2, 0, Op::Read, 9_000_000, 8, t), t);
+    let mut out = Vec::new();
+    while out.len() < 2 {
+        let now = d.next_event().unwrap();
+        d.advance(now, &mut out);
+    }
+    out.sort_by_key(|c| c.start);
+    let (a, b) = (out[0], out[1]);
+    assert_eq!((a.start, a.service.overhead), (t, 150_000), "{a:?}");
+    assert_eq!(b.start, a.done);
+    assert_eq!(b.service.overhead, 0, "{b:?}");
+    // A command reaching a drive whose mechanism is idle pays it all.
+    let t2 = b.done + 20_000_000;
+    let c = run_one(&mut d, Request::new(3, 0, Op::Read, 700_000, 8, t2), t2);
+    assert_eq!((c.start, c.service.overhead), (t2, 150_000), "{c:?}");
+    for c in [a, b, c] {
+        assert_eq!(c.done - c.start, c.service.total());
+    }
+}

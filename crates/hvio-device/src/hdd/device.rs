@@ -76,8 +76,9 @@ pub struct Hdd {
     last_write: bool,
     mech_free: Nanos,
     pending: VecDeque<Request>,
-    /// Where each pending request starts (located once, at submission).
-    pending_at: VecDeque<Loc>,
+    /// Where each pending request starts (located once, at submission; only
+    /// a reordering queue needs it) and when it was submitted to the drive.
+    pending_at: VecDeque<(Loc, Nanos)>,
     done: DoneQueue,
     in_flight: usize,
     segs: Vec<Segment>,
@@ -337,9 +338,25 @@ impl Hdd {
         self.m.overheads.0[kind][self.last_write as usize]
     }
 
-    /// Starts `rq` on the mechanism at `t`; returns its completion.
-    fn serve(&mut self, rq: Request, t: Nanos) -> Completion {
+    /// NCQ: how long before `t` the drive had the command submitted at
+    /// `sub`. A drive with a queue depth > 1 takes queued commands in (the
+    /// command overhead, and for a write its data into the buffer) while the
+    /// mechanism serves earlier ones, so that much of a command's overhead is
+    /// off the mechanism's path: a contiguous write queued early enough
+    /// starts on the next sector instead of a revolution later. 0 at depth 1,
+    /// where a command reaches the drive only once the last one completed.
+    fn taken_in(&self, sub: Nanos, t: f64) -> f64 {
+        if self.m.queue_depth <= 1 {
+            return 0.0;
+        }
+        (t - sub as f64).max(0.0)
+    }
+
+    /// Starts `rq`, submitted at `sub`, on the mechanism at `t`; returns its completion.
+    fn serve(&mut self, rq: Request, sub: Nanos, t: Nanos) -> Completion {
         let tf = t as f64;
+        // The part of the command overhead already done (NCQ), ns.
+        let lead = self.taken_in(sub, tf);
         let n = (rq.sectors as u64).max(1);
         let (a, b) = (rq.sector, rq.sector + n);
         let mut sb = [0.0f64; 4]; // overhead, seek, rotation, transfer
@@ -368,7 +385,8 @@ impl Hdd {
                         self.touch(r);
                         self.read_ended(r, b, run);
                     }
-                    sb[0] = self.overhead(Overheads::READ_HIT) + ph.data_prep + ph.complete[0];
+                    let oh = self.overhead(Overheads::READ_HIT);
+                    sb[0] = (oh - lead).max(0.0) + ph.data_prep + ph.complete[0];
                     sb[3] = n as f64 * xr;
                 } else if let Some(p) = self.stream_target(a) {
                     // The read-ahead under way will bring the data.
@@ -377,13 +395,15 @@ impl Hdd {
                     self.extend_prefetch(p.seg, a, b);
                     let t_b = self.reanchor(p.seg, b);
                     self.read_ended(p.seg, b, run);
-                    let oh = self.overhead(Overheads::READ_HIT) + ph.data_prep;
+                    let oh = self.overhead(Overheads::READ_HIT);
+                    let oh = (oh - lead).max(0.0) + ph.data_prep;
                     let bus_end = (tf + oh + n as f64 * xr).max(t_b + xr);
                     sb[0] = oh + ph.complete[0];
                     sb[3] = bus_end - tf - oh;
                 } else {
                     self.stop_prefetch(tf);
                     let oh = self.overhead(Overheads::READ_MISS);
+                    let oh = (oh - lead).max(0.0);
                     // Partial hit: only the part not in the buffer comes off the media.
                     let seg = self
                         .segs
@@ -421,10 +441,12 @@ impl Hdd {
                 self.clean(a, b);
                 let oh = self.overhead(Overheads::WRITE_MISS);
                 let mech = ph.write_mech_delay.unwrap_or(oh);
+                // Under NCQ a queued write's data may be in before the mechanism is free.
+                let mech = (mech - lead).max(0.0);
                 let mut acc = self.m.access(self.head, tf + mech, a, n, true);
                 let mut media_start = tf + mech + acc.seek + acc.rotation;
                 let xw = self.m.bus_write_per_sector;
-                let bus_start = tf + ph.write_data_delay.unwrap_or(oh + ph.data_prep);
+                let bus_start = tf - lead + ph.write_data_delay.unwrap_or(oh + ph.data_prep);
                 let bus_end = bus_start + n as f64 * xw;
                 // The media can only write what has arrived: when the host
                 // interface is slower than the media, the write starts late
@@ -774,7 +796,7 @@ impl Hdd {
         }
         let tf = t as f64;
         let mut best = (f64::INFINITY, first);
-        for (i, (r, &at)) in self.pending.iter().zip(&self.pending_at).enumerate() {
+        for (i, (r, &(at, _))) in self.pending.iter().zip(&self.pending_at).enumerate() {
             if r.arrival > t {
                 continue;
             }
@@ -813,8 +835,8 @@ impl Hdd {
                     continue;
                 }
                 self.pending.remove(i);
-                self.pending_at.remove(i);
-                let c = self.serve(rq, t);
+                let (_, sub) = self.pending_at.remove(i).expect("pending_at parallels pending");
+                let c = self.serve(rq, sub, t);
                 self.mech_free = c.done;
                 if rq.op == Op::Read {
                     let b = rq.sector + rq.sectors as u64;
@@ -917,7 +939,7 @@ impl Device for Hdd {
             } else {
                 Loc::default()
             };
-            self.pending_at.push_back(at);
+            self.pending_at.push_back((at, now));
         }
         self.run_mech(now);
     }
