@@ -161,6 +161,18 @@
 //!     requests a revolution less their transfer. It loses page-cache
 //!     Table 3 rows (12 of 14 to 5) and is not the default (measured in
 //!     docs/pregather.md).
+//! 17. **A device queue deeper than one** (NCQ): the paper does not say
+//!     how Pregather feeds one. Pregather is built into 2.6.18's CFQ, whose
+//!     `cfq_select_queue` keeps the active queue while it has requests in
+//!     the driver and dispatches nothing else meanwhile, and whose
+//!     `cfq_completed_request` idles on the completion of the active queue's
+//!     last one. hvio does the same: the served VM's slice does not end while
+//!     its dispatched requests are in the device, and Algorithm 1 runs when
+//!     the last of them completes, whatever other VMs still have there
+//!     (before, it ran only when the device had nothing in flight, which on
+//!     a deep queue kept under load is never, and the slice passed to the
+//!     next VM as soon as the served one had nothing queued). At depth 1
+//!     nothing changes: the device takes a request only when idle.
 
 pub mod spla;
 pub mod timeslice;
@@ -533,6 +545,8 @@ struct Vm {
     nav: VNavigator,
     loc: Locality,
     slices: Vec<SliceRecord>,
+    /// Requests dispatched from this queue and not completed.
+    in_flight: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -679,6 +693,7 @@ impl Pregather {
             queue: VmQueue::default(),
             nav: VNavigator::new(nav),
             loc: Locality::new(w, si, from_completion),
+            in_flight: 0,
             slices: Vec::new(),
         })
     }
@@ -761,7 +776,9 @@ impl Pregather {
     }
 
     fn take(&mut self, vm: StreamId, key: SortKey, now: Nanos, why: Why) -> Dispatch {
-        let rq = self.vms.get_mut(&vm).expect("known VM").queue.remove(key);
+        let v = self.vms.get_mut(&vm).expect("known VM");
+        let rq = v.queue.remove(key);
+        v.in_flight += 1;
         self.queued -= 1;
         self.in_flight += 1;
         self.stats.dispatches += 1;
@@ -896,9 +913,17 @@ impl Scheduler for Pregather {
             return Dispatch::Empty;
         }
         // The served VM's turn is over once it has nothing pending and no
-        // coarse timer waits for its next request.
+        // coarse timer waits for its next request. While its dispatched
+        // requests are still in the device (a queue depth > 1), the slice
+        // waits for them: Algorithm 1 runs when the last completes (2.6.18
+        // CFQ's `cfq_select_queue` keeps an active queue with requests in
+        // the driver and dispatches nothing meanwhile; choice 17).
         if let Some(a) = self.active {
-            if self.vms[&a.vm].queue.is_empty() && !matches!(self.timer, Some(Timer::Coarse { .. })) {
+            let v = &self.vms[&a.vm];
+            if v.queue.is_empty() && !matches!(self.timer, Some(Timer::Coarse { .. })) {
+                if v.in_flight > 0 && a.vm != ASYNC_QUEUE {
+                    return Dispatch::Empty;
+                }
                 self.end_slice(now);
             }
         }
@@ -957,21 +982,24 @@ impl Scheduler for Pregather {
 
     fn completed(&mut self, rq: &Request, now: Nanos) {
         self.in_flight = self.in_flight.saturating_sub(1);
+        let q = self.queue_of(rq);
+        if let Some(v) = self.vms.get_mut(&q) {
+            v.in_flight = v.in_flight.saturating_sub(1);
+        }
         if rq.sectors > 0 {
             if let Some(v) = self.vms.get_mut(&rq.stream) {
                 v.nav.completed(rq.sector, now);
                 v.loc.completed(now);
             }
         }
-        if self.in_flight > 0 {
-            return;
-        }
-        if rq.sectors > 0 {
+        if self.in_flight == 0 && rq.sectors > 0 {
             self.head = rq.end();
         }
         let Some(a) = self.active else { return };
-        // CFQ never idles on its async queue (`cfq_arm_slice_timer`).
-        if self.queue_of(rq) != a.vm || a.vm == ASYNC_QUEUE {
+        // CFQ never idles on its async queue (`cfq_arm_slice_timer`). With a
+        // queue depth > 1, Algorithm 1 waits for the served VM's last
+        // request in the device, whatever other VMs still have there (choice 17).
+        if q != a.vm || a.vm == ASYNC_QUEUE || self.vms[&a.vm].in_flight > 0 {
             return;
         }
         // Algorithm 1.

@@ -124,6 +124,37 @@ fn coarse_timer_holds_the_disk_for_the_served_vm() {
 }
 
 #[test]
+fn a_deep_device_queue_keeps_the_slice_until_the_vms_requests_complete() {
+    // Choice 17: the device takes several requests (NCQ). VM 0 has two in
+    // the device and nothing queued; VM 1's request waits, as 2.6.18 CFQ
+    // keeps an active queue with requests in the driver. Algorithm 1 runs
+    // when VM 0's last one completes.
+    let mut c = ctx(&[(0, 1_000_000), (100_000_000, 1_000_000)]);
+    c.device.queue_depth = 4;
+    let mut s = sched_on(&c, &[("zone_sectors", 1000.0)]);
+    warm_up(&mut s);
+    s.insert(rd(2, 0, 16, us(2100)), us(2100));
+    assert_eq!(take(&mut s, us(2100)).id, 2);
+    s.insert(rd(5, 1, 100_000_000, us(2200)), us(2200));
+    assert_eq!(
+        s.dispatch(us(2200)),
+        Dispatch::Empty,
+        "VM 0's slice holds while its requests are in the device"
+    );
+    s.completed(&rd(1, 0, 8, ms(1)), ms(3));
+    assert_eq!(
+        counter(&s, "timers_coarse"),
+        0.0,
+        "VM 0 still has a request in the device"
+    );
+    assert_eq!(s.dispatch(ms(3)), Dispatch::Empty);
+    s.completed(&rd(2, 0, 16, us(2100)), us(3200));
+    assert_eq!(counter(&s, "timers_coarse"), 1.0);
+    assert!(matches!(s.dispatch(us(3200)), Dispatch::WaitUntil(_)));
+    assert_eq!(counter(&s, "slices"), 1.0);
+}
+
+#[test]
 fn a_cheap_seek_is_taken_instead_of_waiting() {
     // VM 1's request is 1000 sectors (1 µs) away: cheaper than AvgT.
     let mut s = sched(&[(0, 1_000), (1_000, 1_000)], &[("zone_sectors", 100.0)]);

@@ -111,6 +111,10 @@ fn registered<'a>(wanted: &[&'a str]) -> (Vec<&'a str>, Option<String>) {
 ///   4.0.1's blktap2 with tapdisk's AIO driver on a 2.6.18 dom0
 ///   (`[host.blktap]` with its defaults: tapdisk's `io_merge`, the dom0
 ///   elevator's back merges, sync reads and async writes at the host).
+/// - `PageCacheNcq`: `PageCache` on the same drive with command queueing
+///   (`queue_depth = 32`, SPTF; libata's NCQ on an AHCI host takes up to 31
+///   tags), write cache still off: queued contiguous writes stream, random
+///   ones are reordered by the drive. A probe of the paper's SATA host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Guest {
     Direct,
@@ -118,18 +122,26 @@ pub(super) enum Guest {
     Stream,
     PageCacheWriteCache,
     PageCacheBlktap,
+    PageCacheNcq,
 }
 
 impl Guest {
     /// The guest models (the write cache matters only where applications write).
-    pub(super) const ALL: [Guest; 4] = [Guest::Direct, Guest::PageCache, Guest::Stream, Guest::PageCacheBlktap];
+    pub(super) const ALL: [Guest; 5] = [
+        Guest::Direct,
+        Guest::PageCache,
+        Guest::Stream,
+        Guest::PageCacheBlktap,
+        Guest::PageCacheNcq,
+    ];
     /// The guest models and page-cache guests on a drive with its write cache on.
-    pub(super) const WITH_WRITE_CACHE: [Guest; 5] = [
+    pub(super) const WITH_WRITE_CACHE: [Guest; 6] = [
         Guest::Direct,
         Guest::PageCache,
         Guest::Stream,
         Guest::PageCacheWriteCache,
         Guest::PageCacheBlktap,
+        Guest::PageCacheNcq,
     ];
 
     pub(super) fn label(self) -> &'static str {
@@ -141,6 +153,7 @@ impl Guest {
             Guest::Stream => "one-stream guests (each sequential application one 44 KiB stream, one request in flight)",
             Guest::PageCacheWriteCache => "page-cache guests, drive write cache on",
             Guest::PageCacheBlktap => "page-cache guests through blktap2/tapdisk AIO (io_merge, dom0 elevator merges)",
+            Guest::PageCacheNcq => "page-cache guests, drive with NCQ (queue depth 32, SPTF), write cache off",
         }
     }
 
@@ -151,6 +164,7 @@ impl Guest {
             Guest::Stream => "one-stream",
             Guest::PageCacheWriteCache => "page-cache+wc",
             Guest::PageCacheBlktap => "page-cache+blktap",
+            Guest::PageCacheNcq => "page-cache+ncq",
         }
     }
 
@@ -163,13 +177,17 @@ impl Guest {
             cfg.disk.insert("model".into(), "hdd".into());
             cfg.disk.insert("write_cache".into(), true.into());
         }
+        if self == Guest::PageCacheNcq {
+            cfg.disk.insert("model".into(), "hdd".into());
+            cfg.disk.insert("queue_depth".into(), 32.into());
+        }
         if self == Guest::PageCacheBlktap {
             cfg.host.blktap = Some(crate::config::BlktapConfig::default());
         }
         let n: u64 = if quick { 1000 } else { 10_000 };
         let page_cache = matches!(
             self,
-            Guest::PageCache | Guest::PageCacheWriteCache | Guest::PageCacheBlktap
+            Guest::PageCache | Guest::PageCacheWriteCache | Guest::PageCacheBlktap | Guest::PageCacheNcq
         );
         for vm in &mut cfg.vms {
             // CentOS 5's ext3 mounts with barrier=0: fsync sends no flush.
@@ -183,7 +201,7 @@ impl Guest {
                 let sequential = matches!(job.preset.as_deref(), Some("SR-M" | "SR-S" | "SW-M" | "SW-S"));
                 match self {
                     Guest::Direct => {}
-                    Guest::PageCache | Guest::PageCacheWriteCache | Guest::PageCacheBlktap => {
+                    Guest::PageCache | Guest::PageCacheWriteCache | Guest::PageCacheBlktap | Guest::PageCacheNcq => {
                         job.direct = Some(false);
                         job.fsync = Some(100);
                     }
