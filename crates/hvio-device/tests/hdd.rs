@@ -1025,3 +1025,34 @@ fn ncq_overhead_overlaps_only_the_time_a_command_was_queued() {
         assert_eq!(c.done - c.start, c.service.total());
     }
 }
+
+#[test]
+fn sptf_counts_the_read_ahead_under_way() {
+    // After a read of 0..88 the drive reads ahead. The next read (88..176)
+    // comes from the read-ahead; while it does, reads of 352 and 176 queue.
+    // The read-ahead reaches 176 first, so SPTF takes 176 next. (Costed from
+    // the head where the first read left it, 176 had just passed and looked
+    // a revolution away, so 352 went first, and the segment, sliding past
+    // it, dropped 176..352: a revolution more for 176.)
+    let mut d = disk(HddParams {
+        queue_depth: Some(32),
+        ..Default::default()
+    });
+    let first = run_one(&mut d, Request::new(0, 0, Op::Read, 0, 88, 0), 0);
+    let t = first.done;
+    d.submit(Request::new(1, 0, Op::Read, 88, 88, t), t);
+    d.submit(Request::new(2, 0, Op::Read, 352, 88, t), t);
+    d.submit(Request::new(3, 0, Op::Read, 176, 88, t), t);
+    let mut out = Vec::new();
+    while out.len() < 3 {
+        let now = d.next_event().unwrap();
+        d.advance(now, &mut out);
+    }
+    out.sort_by_key(|c| c.start);
+    assert_eq!(out.iter().map(|c| c.rq.id).collect::<Vec<_>>(), [1, 3, 2], "{out:?}");
+    // All come from the read-ahead: no seek, no rotation.
+    for c in &out {
+        assert_eq!((c.service.seek, c.service.rotation), (0, 0), "{c:?}");
+    }
+    assert!(out[2].done - t < 2_000_000, "{:?}", out[2]);
+}

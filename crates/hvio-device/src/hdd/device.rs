@@ -795,6 +795,14 @@ impl Hdd {
             return Some(first);
         }
         let tf = t as f64;
+        // The head is where the read-ahead under way has got to by `t`.
+        let head = match &self.prefetch {
+            Some(p) => match self.prefetch_progress(p, tf) {
+                (lbn, loc) if lbn > p.lbn0 => loc,
+                _ => self.head,
+            },
+            None => self.head,
+        };
         let mut best = (f64::INFINITY, first);
         for (i, (r, &(at, _))) in self.pending.iter().zip(&self.pending_at).enumerate() {
             if r.arrival > t {
@@ -808,8 +816,16 @@ impl Hdd {
                 || (r.op == Op::Read && self.cached(r.sector, r.sector + n, tf).is_some())
             {
                 0.0
+            } else if let Some(p) = self.stream_target(r.sector).filter(|_| r.op == Op::Read) {
+                // The read-ahead under way brings it: the time until it reaches it.
+                if r.sector <= p.lbn0 {
+                    0.0
+                } else {
+                    let ((t_a, _), _) = self.m.stream(p.t0, p.loc0, p.lbn0, r.sector, false, f64::INFINITY);
+                    (t_a - tf).max(0.0)
+                }
             } else {
-                self.m.positioning(self.head, tf, at, r.op == Op::Write)
+                self.m.positioning(head, tf, at, r.op == Op::Write)
             };
             if cost < best.0 {
                 best = (cost, i);
