@@ -53,7 +53,7 @@ pub const OVERHEAD: Experiment = Experiment {
 };
 
 /// The disk of every run, as the reports name it.
-const DISK: &str = "hvio's HDD model (7200 RPM, 1 TB: seek curve, rotation, zones, read-ahead cache; write cache off unless the guest model says \"write cache on\")";
+const DISK: &str = "hvio's HDD model (7200 RPM, 1 TB: seek curve, rotation, zones, read-ahead cache; write cache off unless the guest model says \"write cache on\"; one command at a time unless it says \"NCQ\")";
 
 /// The paper's disk: hvio's 7200 RPM 1 TB HDD model with its defaults.
 fn disk() -> Result<Box<dyn hvio_core::Device>> {
