@@ -1,5 +1,7 @@
-//! The anticipatory scheduler (AS) of Linux 2.6.32 (`block/as-iosched.c`,
-//! `Documentation/block/as-iosched.txt`).
+//! The anticipatory scheduler (AS) of Linux 2.6.18 (`block/as-iosched.c`,
+//! `Documentation/block/as-iosched.txt`), the kernel of paper 000's CentOS 5
+//! host. Where 2.6.32 differs (a write batch's first request and clock), hvio
+//! follows 2.6.18; docs/schedulers.md lists the differences.
 //!
 //! Deadline-like structure: per direction (sync, async) a sector-sorted tree
 //! and a FIFO with expiry times; requests go out in batches of one direction
@@ -24,18 +26,17 @@
 //! through `Scheduler::back_merge` (the simulator's opt-in blktap path),
 //! streams never exit (a VM or guest thread lives for the whole
 //! run, so the exit-probability rules never fire, though their estimates are
-//! kept), the next request is chosen at dispatch time from the last
-//! position, and time is in ns rather than jiffies (HZ = 1000 equivalents).
+//! kept), and time is in ns rather than jiffies (HZ = 1000 equivalents).
 
-use super::util::{elevator_next, key, wake_at, SortedFifo, ThinkTime};
+use super::util::{key, wake_at, SortKey, SortedFifo, ThinkTime};
 use super::SchedulerSpec;
 use hvio_core::{ms, Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "anticipatory",
     summary:
-        "Linux 2.6.32 anticipatory scheduler: read/write batches, FIFO expiry, anticipation of a stream's next read",
+        "Linux 2.6.18 anticipatory scheduler: read/write batches, FIFO expiry, anticipation of a stream's next read",
     params: PARAMS,
     stream_attrs: &[],
     build,
@@ -139,6 +140,14 @@ pub struct Anticipatory {
     antic_expire: Nanos,
 
     queues: [SortedFifo; 2],
+    /// `next_arq`: the cached next request of each direction in elevator
+    /// order, kept as 2.6.18 keeps it (set from the dispatched request's
+    /// neighbours, then compared with each new arrival).
+    next: [Option<SortKey>; 2],
+    /// Requests moved to the dispatch queue outside `as_dispatch_request`
+    /// (the alias of a new request at the same sector); the driver takes
+    /// them first.
+    dispatch_list: VecDeque<Request>,
     last_sector: [Sector; 2],
     streams: HashMap<StreamId, StreamCtx>,
     exit_prob: u64,
@@ -175,6 +184,8 @@ impl Anticipatory {
             batch_expire,
             antic_expire: p.nanos("antic_expire"),
             queues: [SortedFifo::new(), SortedFifo::new()],
+            next: [None, None],
+            dispatch_list: VecDeque::new(),
             last_sector: [0, 0],
             streams: HashMap::new(),
             exit_prob: 0,
@@ -406,15 +417,20 @@ impl Anticipatory {
         now > self.current_batch_expires || (self.batch_dir == ASYNC && self.current_write_count == 0)
     }
 
+    /// `ad->next_arq[dir]`.
     fn next_rq(&self, dir: usize) -> Option<Request> {
-        elevator_next(
-            &self.queues[dir],
-            self.last_sector[dir],
-            MAXBACK,
-            BACK_PENALTY,
-            |_, _| None,
-        )
-        .copied()
+        self.next[dir].and_then(|k| self.queues[dir].get(k)).copied()
+    }
+
+    /// `as_find_next_arq`: the next request after `rq` (still queued) in
+    /// elevator order: its successor in sector order, or, past the highest,
+    /// the lowest; against its predecessor.
+    fn find_next(&self, rq: &Request) -> Option<SortKey> {
+        let dir = rq.sync as usize;
+        let q = &self.queues[dir];
+        let prev = q.before(key(rq));
+        let next = q.after(key(rq)).or_else(|| q.first().filter(|f| f.id != rq.id));
+        choose_req(self.last_sector[dir], next, prev).map(key)
     }
 
     fn fifo_head(&self, dir: usize) -> Request {
@@ -434,6 +450,7 @@ impl Anticipatory {
             self.current_write_count = self.current_write_count.saturating_sub(1);
         }
         self.ioc_finished = false;
+        self.next[dir] = self.find_next(&rq);
         self.queues[dir].remove(key(&rq)).expect("dispatching a queued request");
         let ctx = self.streams.entry(rq.stream).or_default();
         ctx.nr_queued = ctx.nr_queued.saturating_sub(1);
@@ -491,8 +508,10 @@ impl Anticipatory {
                 self.batch_dir = ASYNC;
                 self.current_write_count = self.write_batch_count;
                 self.write_batch_idled = false;
-                self.last_check_fifo[ASYNC] = now;
-                pick = Some(self.fifo_head(ASYNC));
+                // 2.6.18 starts a write batch in elevator order and leaves
+                // the write FIFO's check clock alone (2.6.32: the FIFO head,
+                // clock reset).
+                pick = Some(self.next_rq(ASYNC).unwrap_or_else(|| self.fifo_head(ASYNC)));
             }
             self.stats.batches[self.batch_dir] += 1;
         }
@@ -516,6 +535,61 @@ impl Anticipatory {
     }
 }
 
+/// Whether `rq` goes into the sort tree as a file-system request with data
+/// (flushes are ordered by the block layer, outside the elevator).
+fn sorted(rq: &Request) -> bool {
+    matches!(rq.op, hvio_core::Op::Read | hvio_core::Op::Write) && rq.sectors > 0
+}
+
+/// `as_choose_req`: of two requests of one direction, the one the one-way
+/// elevator from `last` prefers. Ahead of `last` costs its distance; behind
+/// by at most `MAXBACK` costs twice its distance; further behind "wraps" and
+/// loses to any non-wrapping request (two wrapping ones: the lower sector).
+/// Equal costs go to the higher sector.
+fn choose_req<'a>(last: Sector, r1: Option<&'a Request>, r2: Option<&'a Request>) -> Option<&'a Request> {
+    let (r1, r2) = match (r1, r2) {
+        (None, r) | (r, None) => return r,
+        (Some(a), Some(b)) if a.id == b.id && a.sector == b.sector => return Some(b),
+        (Some(a), Some(b)) => (a, b),
+    };
+    // None = behind the head by more than MAXBACK (wraps).
+    let cost = |s: Sector| {
+        if s >= last {
+            Some(s - last)
+        } else if s + MAXBACK >= last {
+            Some((last - s) * BACK_PENALTY)
+        } else {
+            None
+        }
+    };
+    let (s1, s2) = (r1.sector, r2.sector);
+    Some(match (cost(s1), cost(s2)) {
+        (Some(_), None) => r1,
+        (None, Some(_)) => r2,
+        (None, None) => {
+            if s1 <= s2 {
+                r1
+            } else {
+                r2
+            }
+        }
+        (Some(d1), Some(d2)) if d1 != d2 => {
+            if d1 < d2 {
+                r1
+            } else {
+                r2
+            }
+        }
+        _ => {
+            if s1 >= s2 {
+                r1
+            } else {
+                r2
+            }
+        }
+    })
+}
+
 impl Scheduler for Anticipatory {
     fn name(&self) -> &'static str {
         "anticipatory"
@@ -527,7 +601,22 @@ impl Scheduler for Anticipatory {
         self.update_iohist(rq.stream, &rq, now);
         self.streams.entry(rq.stream).or_default().nr_queued += 1;
         let dir = rq.sync as usize;
+        // `as_add_arq_rb`: a queued request at the same sector (an alias)
+        // goes to the dispatch queue at once.
+        if sorted(&rq) {
+            while let Some(alias) = self.queues[dir]
+                .at_or_after((rq.sector, 0))
+                .filter(|a| a.sector == rq.sector && sorted(a))
+                .copied()
+            {
+                let alias = self.move_to_dispatch(alias);
+                self.dispatch_list.push_back(alias);
+            }
+        }
         self.queues[dir].insert(rq, now + self.fifo_expire[dir]);
+        // `as_update_arq`: keep the next-request cache up to date.
+        let cached = self.next_rq(dir);
+        self.next[dir] = choose_req(self.last_sector[dir], Some(&rq), cached.as_ref()).map(key);
         if matches!(self.antic, Antic::WaitReq | Antic::WaitNext) && self.can_break_anticipation(Some(&rq), now) {
             self.antic_stop();
         }
@@ -541,6 +630,9 @@ impl Scheduler for Anticipatory {
 
     fn dispatch(&mut self, now: Nanos) -> Dispatch {
         self.run_timers(now);
+        if let Some(rq) = self.dispatch_list.pop_front() {
+            return Dispatch::Request(rq);
+        }
         if !self.has_work() {
             return Dispatch::Empty;
         }
@@ -562,7 +654,9 @@ impl Scheduler for Anticipatory {
             ctx.last_end_request = now;
         }
         if self.changed_batch && self.nr_dispatched == 1 {
-            self.current_batch_expires = now + self.batch_expire[self.batch_dir];
+            // 2.6.18 does not restart the batch clock here (2.6.32 does):
+            // a write batch that waited for reads to drain keeps the old
+            // expiry.
             self.changed_batch = false;
             if self.batch_dir == SYNC {
                 self.new_batch = true;
@@ -585,11 +679,11 @@ impl Scheduler for Anticipatory {
     }
 
     fn has_work(&self) -> bool {
-        !self.queues[SYNC].is_empty() || !self.queues[ASYNC].is_empty()
+        !self.queues[SYNC].is_empty() || !self.queues[ASYNC].is_empty() || !self.dispatch_list.is_empty()
     }
 
     fn queued(&self) -> usize {
-        self.queues[SYNC].len() + self.queues[ASYNC].len()
+        self.queues[SYNC].len() + self.queues[ASYNC].len() + self.dispatch_list.len()
     }
 
     fn counters(&self) -> Vec<(String, f64)> {
@@ -719,6 +813,72 @@ mod tests {
         s.completed(&a, ms(2));
         s.insert(read(1, 1, 50_000_000, ms(2)), ms(2));
         assert_eq!(take(s.as_mut(), ms(2)).id, 1);
+    }
+
+    fn write(id: u64, sector: Sector) -> Request {
+        Request::new(id, 0, Op::Write, sector, 16, 0).with_sync(false)
+    }
+
+    /// 2.6.18 starts a write batch with the elevator's next write
+    /// (`next_arq[REQ_ASYNC]`, from where the last write ended: sector 0
+    /// here), not with the write FIFO's head as 2.6.32 does.
+    #[test]
+    fn a_write_batch_starts_in_elevator_order() {
+        let mut s = sched();
+        s.insert(write(0, 5_000_000), 0);
+        s.insert(write(1, 1_000), 0);
+        assert_eq!(take(s.as_mut(), 0).id, 1);
+        assert_eq!(take(s.as_mut(), 0).id, 0);
+    }
+
+    /// A read batch expires while a read is in flight: the switch to writes
+    /// waits for it (changed_batch). When it completes, 2.6.18 clears
+    /// changed_batch without restarting the batch clock, so the write batch
+    /// is already expired and the waiting read goes first (2.6.32 sets a
+    /// fresh write_batch_expire here and would send the write).
+    #[test]
+    fn a_drained_batch_change_keeps_the_old_clock() {
+        let mut s = sched();
+        let r0 = read(0, 0, 1_000_000, 0);
+        s.insert(r0, 0);
+        assert_eq!(take(s.as_mut(), 0).id, 0);
+        s.insert(write(1, 2_000_000), ms(600));
+        s.insert(read(2, 0, 3_000_000, ms(600)), ms(600));
+        assert!(matches!(s.dispatch(ms(600)), Dispatch::WaitUntil(_)));
+        s.completed(&r0, ms(610));
+        assert_eq!(take(s.as_mut(), ms(610)).id, 2);
+    }
+
+    /// `as_add_arq_rb`: a new request at the sector of a queued one (an
+    /// alias) sends the queued one to the dispatch queue at once, ahead of
+    /// the elevator's choice (the read at 3,000,000, forward of the head).
+    #[test]
+    fn an_alias_goes_out_at_once() {
+        let mut s = sched();
+        let r0 = read(0, 0, 2_000_000, 0);
+        s.insert(r0, 0);
+        assert_eq!(take(s.as_mut(), 0).id, 0);
+        s.completed(&r0, ms(5));
+        s.insert(read(1, 0, 1_000, ms(5)), ms(5));
+        s.insert(read(2, 0, 3_000_000, ms(5)), ms(5));
+        s.insert(read(3, 0, 1_000, ms(5)), ms(5));
+        let order: Vec<u64> = (0..3).map(|_| take(s.as_mut(), ms(5)).id).collect();
+        assert_eq!(order, vec![1, 3, 2]);
+    }
+
+    /// `as_find_next_arq`: after a request, the next one is chosen between
+    /// its successor in sector order and its predecessor. A request starting
+    /// inside the dispatched one (1,016 within 1,000..1,064) is its
+    /// successor and goes next, though one at 1,070 lies just ahead of
+    /// where the dispatched request ended.
+    #[test]
+    fn the_next_request_is_the_dispatched_ones_neighbour() {
+        let mut s = sched();
+        s.insert(Request::new(0, 0, Op::Read, 1_000, 64, 0), 0);
+        s.insert(read(1, 0, 1_016, 0), 0);
+        s.insert(read(2, 0, 1_070, 0), 0);
+        let order: Vec<u64> = (0..3).map(|_| take(s.as_mut(), 0).id).collect();
+        assert_eq!(order, vec![0, 1, 2]);
     }
 
     /// Writes get batches between reads, and the write batch count tunes
