@@ -422,15 +422,17 @@ impl Anticipatory {
         self.next[dir].and_then(|k| self.queues[dir].get(k)).copied()
     }
 
-    /// `as_find_next_arq`: the next request after `rq` (still queued) in
-    /// elevator order: its successor in sector order, or, past the highest,
-    /// the lowest; against its predecessor.
-    fn find_next(&self, rq: &Request) -> Option<SortKey> {
+    /// Take `rq` out of its sort tree and, as `as_find_next_arq` does, set
+    /// the next request in elevator order: its successor in sector order
+    /// (past the highest, the lowest), against its predecessor. The removal
+    /// finds the successor; one more search finds the predecessor.
+    fn remove_and_find_next(&mut self, rq: &Request) {
         let dir = rq.sync as usize;
-        let q = &self.queues[dir];
-        let prev = q.before(key(rq));
-        let next = q.after(key(rq)).or_else(|| q.first().filter(|f| f.id != rq.id));
-        choose_req(self.last_sector[dir], next, prev).map(key)
+        let q = &mut self.queues[dir];
+        let (_, next) = q.remove_next(key(rq)).expect("dispatching a queued request");
+        let prev = q.before(key(rq)).map(key);
+        let next = next.or_else(|| q.first().map(key));
+        self.next[dir] = choose_req(self.last_sector[dir], next, prev);
     }
 
     fn fifo_head(&self, dir: usize) -> Request {
@@ -450,8 +452,7 @@ impl Anticipatory {
             self.current_write_count = self.current_write_count.saturating_sub(1);
         }
         self.ioc_finished = false;
-        self.next[dir] = self.find_next(&rq);
-        self.queues[dir].remove(key(&rq)).expect("dispatching a queued request");
+        self.remove_and_find_next(&rq);
         let ctx = self.streams.entry(rq.stream).or_default();
         ctx.nr_queued = ctx.nr_queued.saturating_sub(1);
         self.nr_dispatched += 1;
@@ -541,15 +542,16 @@ fn sorted(rq: &Request) -> bool {
     matches!(rq.op, hvio_core::Op::Read | hvio_core::Op::Write) && rq.sectors > 0
 }
 
-/// `as_choose_req`: of two requests of one direction, the one the one-way
+/// `as_choose_req`: of two requests of one direction (by sort key: sector
+/// and id, all it looks at), the one the one-way
 /// elevator from `last` prefers. Ahead of `last` costs its distance; behind
 /// by at most `MAXBACK` costs twice its distance; further behind "wraps" and
 /// loses to any non-wrapping request (two wrapping ones: the lower sector).
 /// Equal costs go to the higher sector.
-fn choose_req<'a>(last: Sector, r1: Option<&'a Request>, r2: Option<&'a Request>) -> Option<&'a Request> {
+fn choose_req(last: Sector, r1: Option<SortKey>, r2: Option<SortKey>) -> Option<SortKey> {
     let (r1, r2) = match (r1, r2) {
         (None, r) | (r, None) => return r,
-        (Some(a), Some(b)) if a.id == b.id && a.sector == b.sector => return Some(b),
+        (Some(a), Some(b)) if a == b => return Some(b),
         (Some(a), Some(b)) => (a, b),
     };
     // None = behind the head by more than MAXBACK (wraps).
@@ -562,7 +564,7 @@ fn choose_req<'a>(last: Sector, r1: Option<&'a Request>, r2: Option<&'a Request>
             None
         }
     };
-    let (s1, s2) = (r1.sector, r2.sector);
+    let (s1, s2) = (r1.0, r2.0);
     Some(match (cost(s1), cost(s2)) {
         (Some(_), None) => r1,
         (None, Some(_)) => r2,
@@ -615,8 +617,7 @@ impl Scheduler for Anticipatory {
         }
         self.queues[dir].insert(rq, now + self.fifo_expire[dir]);
         // `as_update_arq`: keep the next-request cache up to date.
-        let cached = self.next_rq(dir);
-        self.next[dir] = choose_req(self.last_sector[dir], Some(&rq), cached.as_ref()).map(key);
+        self.next[dir] = choose_req(self.last_sector[dir], Some(key(&rq)), self.next[dir]);
         if matches!(self.antic, Antic::WaitReq | Antic::WaitNext) && self.can_break_anticipation(Some(&rq), now) {
             self.antic_stop();
         }
