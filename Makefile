@@ -31,13 +31,13 @@ test-python: python
 lint: venv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests scripts bench
+	$(VENV)/bin/ruff format --check python tests scripts bench
 
 fmt: venv
 	$(CARGO) fmt --all
-	$(VENV)/bin/ruff format python tests
-	$(VENV)/bin/ruff check --fix python tests
+	$(VENV)/bin/ruff format python tests scripts bench
+	$(VENV)/bin/ruff check --fix python tests scripts bench
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml

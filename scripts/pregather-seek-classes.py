@@ -51,10 +51,13 @@ def load(path):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) not in (2, 3) or sys.argv[1] in ("-h", "--help"):
         sys.exit(__doc__)
-    recs = load(sys.argv[1])
-    window = float(sys.argv[2]) * 1e6 if len(sys.argv) == 3 else 20e6
+    try:
+        recs = load(sys.argv[1])
+        window = float(sys.argv[2]) * 1e6 if len(sys.argv) == 3 else 20e6
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"pregather-seek-classes: {sys.argv[1]}: {e}")
     ends = collections.defaultdict(list)
     starts = collections.defaultdict(list)
     for i, r in enumerate(recs):
@@ -81,7 +84,11 @@ def main():
             c["reversed"] += 1
             reversed_kinds[(r["vm"], r["kind"])] += 1
             continue
-        later = [recs[j]["arrival"] for j in starts[(p["vm"], head)] if j > i and recs[j]["arrival"] >= p["arrival"]]
+        later = [
+            recs[j]["arrival"]
+            for j in starts[(p["vm"], head)]
+            if j > i and recs[j]["arrival"] >= p["arrival"]
+        ]
         if later and min(later) <= r["dispatch"] + window:
             c["continuation <= window"] += 1
         elif later:
@@ -95,7 +102,9 @@ def main():
         print(vm + " | " + " | ".join(str(by_vm[vm][k]) for k in cols))
     print("all | " + " | ".join(str(total[k]) for k in cols))
     n = max(total["dispatches"], 1)
-    print(f"zero-seek share {100 * total['zero'] / n:.2f} %; reversed {100 * total['reversed'] / n:.2f} points")
+    print(
+        f"zero-seek share {100 * total['zero'] / n:.2f} %; reversed {100 * total['reversed'] / n:.2f} points"
+    )
     print("reversed by VM and kind:", dict(sorted(reversed_kinds.items())))
     keys = sorted(set(zero_queued) | set(zero_idled))
     print("zero-distance dispatches: (queued at the previous completion, arrived after it)")
