@@ -1056,3 +1056,178 @@ fn sptf_counts_the_read_ahead_under_way() {
     }
     assert!(out[2].done - t < 2_000_000, "{:?}", out[2]);
 }
+
+/// A write-back disk with `keep_destaged` set as given, a 1024-sector
+/// buffer and no idle delay (destages start as soon as the disk is idle),
+/// after `runs` writes of `sectors` each, one at a time, at block 10^6 × (i + 1),
+/// all destaged: the disk and the time.
+fn written_and_destaged(keep: bool, runs: u64, sectors: u32) -> (Hdd, Nanos) {
+    let mut d = disk(HddParams {
+        write_cache: Some(true),
+        write_buffer_sectors: Some(1024),
+        keep_destaged: Some(keep),
+        ..Default::default()
+    });
+    let mut now = 0;
+    for i in 0..runs {
+        let rq = Request::new(i, 0, Op::Write, 1_000_000 * (i + 1), sectors, now);
+        now = run_one(&mut d, rq, now).done;
+    }
+    let now = drain(&mut d).max(now);
+    assert_eq!(d.dirty_sectors(), 0, "keep {keep}: everything destaged");
+    assert_eq!(d.stats().destaged_sectors, runs * sectors as u64);
+    (d, now)
+}
+
+/// Runs `d` until nothing is left to do (every write destaged) and a
+/// second more; returns that time.
+fn drain(d: &mut Hdd) -> Nanos {
+    let (mut out, mut now) = (Vec::new(), 0);
+    while let Some(t) = d.next_event() {
+        now = t;
+        d.advance(t, &mut out);
+    }
+    now += 1_000_000_000;
+    d.advance(now, &mut out);
+    now
+}
+
+#[test]
+fn keep_destaged_reads_of_just_destaged_data_hit() {
+    // 20 far-apart 8-sector writes, destaged while the host is quiet, then a
+    // re-read of the first. The drive keeps each destaged run in a read
+    // segment, so with 16 segments the first run's was taken by the 17th
+    // and the re-read goes to the media; a controller's cache still holds
+    // the run (clean) and serves it.
+    let reread = |keep: bool| {
+        let (mut d, now) = written_and_destaged(keep, 20, 8);
+        let c = run_one(&mut d, Request::new(99, 0, Op::Read, 1_000_000, 8, now), now);
+        (c.service.cache_hit, d.clean_sectors(), d.stats().clean_hits)
+    };
+    assert_eq!(reread(false), (false, 0, 0), "off: a destaged run leaves the buffer");
+    assert_eq!(
+        reread(true),
+        (true, 160, 1),
+        "on: it stays, clean, and the read hits it"
+    );
+}
+
+#[test]
+fn keep_destaged_evicts_clean_data_before_a_write_waits() {
+    // Half the buffer is written and destaged (clean), then a burst of
+    // three quarters of a buffer's worth of writes at one instant: clean data makes room
+    // (least recently used first: the re-read extent outlives the rest),
+    // no write waits that would not wait without it, dirty data is never
+    // dropped (every written block is destaged or still dirty) and the
+    // buffer never holds more than its size.
+    let burst = |keep: bool| {
+        let (mut d, mut now) = written_and_destaged(keep, 4, 128);
+        if keep {
+            assert_eq!(d.clean_sectors(), 512);
+        }
+        // Re-read the oldest extent: it becomes the most recently used.
+        now = run_one(&mut d, Request::new(9, 0, Op::Read, 1_000_000, 8, now), now).done;
+        let before = d.stats();
+        let mut out = Vec::new();
+        for i in 0..6u64 {
+            d.submit(Request::new(10 + i, 0, Op::Write, 50_000_000 + 1000 * i, 128, now), now);
+            assert!(
+                d.buffered_sectors(now) <= 1024,
+                "after write {i}: {}",
+                d.buffered_sectors(now)
+            );
+        }
+        while out.len() < 6 {
+            let t = d.next_event().expect("writes pending");
+            d.advance(t, &mut out);
+            assert!(d.buffered_sectors(t) <= 1024);
+        }
+        let s = d.stats();
+        let written = 4 * 128 + 6 * 128;
+        let destaged_after = drain(&mut d);
+        assert!(destaged_after > 0);
+        assert_eq!(
+            d.stats().destaged_sectors,
+            written,
+            "keep {keep}: every dirty block destaged"
+        );
+        (
+            s.buffer_waits - before.buffer_waits,
+            s.clean_evicted_sectors,
+            d.clean_sectors(),
+            d,
+        )
+    };
+    let (waits_off, _, _, _) = burst(false);
+    let (waits_on, evicted, _, mut d) = burst(true);
+    assert_eq!(waits_on, waits_off, "clean data never makes a write wait");
+    assert_eq!(evicted, 256, "clean data was evicted for the burst, just enough");
+    // The re-read extent (most recently used) survived the burst's evictions.
+    let now = drain(&mut d);
+    let c = run_one(&mut d, Request::new(50, 0, Op::Read, 1_000_000, 8, now), now);
+    assert!(
+        c.service.cache_hit,
+        "the recently read extent was kept, the others evicted"
+    );
+    let c = run_one(&mut d, Request::new(51, 0, Op::Read, 2_000_000, 8, c.done), c.done);
+    assert!(!c.service.cache_hit, "the least recently used extent was evicted");
+}
+
+#[test]
+fn keep_destaged_never_exceeds_the_buffer() {
+    // Random 8–64-sector writes and reads over a small region (rewrites of
+    // clean and of dirty blocks, reads of both) at random times: the
+    // buffer's memory never holds more than its size, clean data is evicted
+    // and read, and a flush still empties the dirty part.
+    let (mut d, start) = written_and_destaged(true, 0, 8);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut out, mut now) = (Vec::new(), start);
+    for id in 0..4000u64 {
+        let lbn = 1_000_000 + (rng.next() % 4096) * 8;
+        let n = 8 * (1 + rng.next() % 8) as u32;
+        let op = if rng.next().is_multiple_of(3) {
+            Op::Read
+        } else {
+            Op::Write
+        };
+        while !d.can_accept() {
+            let t = d.next_event().expect("a request in flight");
+            d.advance(t, &mut out);
+            now = now.max(t);
+            assert!(d.buffered_sectors(now) <= 1024);
+        }
+        d.submit(Request::new(id, 0, op, lbn, n, now), now);
+        assert!(
+            d.buffered_sectors(now) <= 1024,
+            "request {id}: {}",
+            d.buffered_sectors(now)
+        );
+        now += rng.next() % 2_000_000;
+        d.advance(now, &mut out);
+        assert!(
+            d.buffered_sectors(now) <= 1024,
+            "request {id}: {}",
+            d.buffered_sectors(now)
+        );
+    }
+    let s = d.stats();
+    assert!(s.clean_evicted_sectors > 0 && s.clean_hits > 0, "{s:?}");
+    run_until_done_flush(&mut d, now);
+    assert_eq!(d.dirty_sectors(), 0);
+    assert!(d.clean_sectors() > 0 && d.clean_sectors() <= 1024);
+}
+
+/// Flushes `d` at `now` and runs it until the flush completes.
+fn run_until_done_flush(d: &mut Hdd, now: Nanos) {
+    d.submit(Request::new(u64::MAX, 0, Op::Flush, 0, 0, now), now);
+    run_until_done(d, u64::MAX);
+}
+
+#[test]
+fn keep_destaged_needs_the_write_cache() {
+    let bad: DeviceConfig = toml::from_str("model = \"hdd\"\nkeep_destaged = true\n").unwrap();
+    let e = build_device(&bad, std::path::Path::new(".")).err().unwrap();
+    assert!(e.to_string().contains("keep_destaged"), "{e}");
+    let ok: DeviceConfig = toml::from_str("model = \"hdd\"\nwrite_cache = true\nkeep_destaged = true\n").unwrap();
+    assert!(build_device(&ok, std::path::Path::new(".")).is_ok());
+}

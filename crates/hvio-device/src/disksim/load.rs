@@ -429,6 +429,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             destage_max_age: 500_000_000,
             destage_chunk: 1024,
             destage_idle: 0,
+            keep_destaged: false,
         },
         queue_depth: depth,
         policy,

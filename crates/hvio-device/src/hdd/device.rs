@@ -43,6 +43,14 @@ struct Dirty {
     since: Nanos,
 }
 
+/// Destaged blocks kept in the write-back buffer (`CacheParams::keep_destaged`),
+/// keyed by first block: `n` clean blocks, last used at `stamp`.
+#[derive(Debug, Clone, Copy)]
+struct Clean {
+    n: u64,
+    stamp: u64,
+}
+
 /// SPTF destage examines this many dirty runs on each side of the head (by
 /// block number), plus the oldest.
 const DESTAGE_CANDIDATES: usize = 8;
@@ -65,6 +73,11 @@ pub struct HddStats {
     pub aged_destages: u64,
     /// Reads that continued a sequential run (`ReadAheadPolicy::Adaptive` only).
     pub sequential_reads: u64,
+    /// Reads served (at least in part) from destaged data kept clean in the
+    /// write-back buffer (`keep_destaged` only).
+    pub clean_hits: u64,
+    /// Clean sectors evicted to make room for writes (`keep_destaged` only).
+    pub clean_evicted_sectors: u64,
 }
 
 /// A simulated hard disk (see `docs/hdd-model.md`).
@@ -95,6 +108,14 @@ pub struct Hdd {
     destaging: Option<(u64, u64)>,
     /// Where the last destage ended (`DestagePolicy::Cscan`'s sweep).
     destaged_to: u64,
+    /// `keep_destaged`: destaged blocks still in the buffer, by first block
+    /// (disjoint; never overlapping dirty blocks once their destage ended).
+    clean: BTreeMap<u64, Clean>,
+    /// The same extents by last use: (stamp, first block).
+    clean_lru: BTreeSet<(u64, u64)>,
+    /// Blocks in `clean`.
+    clean_sectors: u64,
+    clean_clock: u64,
     /// When the host last gave the drive a command or the drive last finished one.
     last_host: Nanos,
     /// The segment of the read just served, if it continued a sequential run
@@ -126,6 +147,10 @@ impl Hdd {
             dirty_sectors: 0,
             destaging: None,
             destaged_to: 0,
+            clean: BTreeMap::new(),
+            clean_lru: BTreeSet::new(),
+            clean_sectors: 0,
+            clean_clock: 0,
             last_host: 0,
             sequential: None,
             clock: 0,
@@ -146,6 +171,19 @@ impl Hdd {
     /// Blocks dirty in the write-back buffer (not counting a run being destaged).
     pub fn dirty_sectors(&self) -> u64 {
         self.dirty_sectors
+    }
+
+    /// Destaged blocks kept clean in the write-back buffer (`keep_destaged`).
+    pub fn clean_sectors(&self) -> u64 {
+        self.clean_sectors
+    }
+
+    /// Blocks the write-back buffer's memory holds at `now`: dirty, being
+    /// destaged and (`keep_destaged`) clean; never above `write_buffer_sectors`
+    /// (a block rewritten while its destage is under way counts twice, as
+    /// `fits` counts it).
+    pub fn buffered_sectors(&self, now: Nanos) -> u64 {
+        self.dirty_sectors + self.busy(now) + self.clean_sectors
     }
 
     /// Dirty runs in the write-back buffer (coalesced: disjoint, never adjacent).
@@ -237,8 +275,108 @@ impl Hdd {
         }
         // Dirty data is a hit too. (A run being destaged is not looked at: the
         // mechanism serves nothing before the destage ends, and then the
-        // run's blocks sit in a read segment, see `keep_written`.)
+        // run's blocks sit in a read segment, see `keep_written`, or with
+        // `keep_destaged` in the buffer as clean data.)
+        if self.m.cache.keep_destaged {
+            return self.buffer_covers(a, b).then_some(usize::MAX);
+        }
         self.dirty_holds(a, b).then_some(usize::MAX)
+    }
+
+    /// `keep_destaged`: every block of `a..b` is in the write-back buffer,
+    /// dirty or clean?
+    fn buffer_covers(&self, a: u64, b: u64) -> bool {
+        let mut at = a;
+        while at < b {
+            let d = self.dirty.range(..=at).next_back().map(|(&s, d)| s + d.n);
+            let c = self.clean.range(..=at).next_back().map(|(&s, c)| s + c.n);
+            match d.into_iter().chain(c).filter(|&e| e > at).max() {
+                Some(e) => at = e,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Any block of `a..b` is held clean (`keep_destaged`)?
+    fn clean_overlaps(&self, a: u64, b: u64) -> bool {
+        matches!(self.clean.range(..b).next_back(), Some((&s, c)) if s + c.n > a)
+    }
+
+    fn take_clean(&mut self, s: u64) -> Clean {
+        let c = self.clean.remove(&s).expect("a clean extent starts there");
+        self.clean_lru.remove(&(c.stamp, s));
+        self.clean_sectors -= c.n;
+        c
+    }
+
+    fn put_clean(&mut self, s: u64, n: u64, stamp: u64) {
+        self.clean.insert(s, Clean { n, stamp });
+        self.clean_lru.insert((stamp, s));
+        self.clean_sectors += n;
+    }
+
+    /// Marks the clean extents overlapping `a..b` most recently used (a read hit them).
+    fn touch_clean(&mut self, a: u64, b: u64) {
+        let hit: Vec<u64> = self
+            .clean
+            .range(..b)
+            .rev()
+            .take_while(|(&s, c)| s + c.n > a)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in hit {
+            let c = self.take_clean(s);
+            self.clean_clock += 1;
+            self.put_clean(s, c.n, self.clean_clock);
+        }
+    }
+
+    /// Forgets the clean copies of blocks `a..b` (rewritten, written through or discarded).
+    fn drop_clean(&mut self, a: u64, b: u64) {
+        while let Some((&s, &c)) = self.clean.range(..b).next_back() {
+            if s + c.n <= a {
+                break;
+            }
+            self.take_clean(s);
+            if s < a {
+                self.put_clean(s, a - s, c.stamp);
+            }
+            if s + c.n > b {
+                self.put_clean(b, s + c.n - b, c.stamp);
+            }
+        }
+    }
+
+    /// `keep_destaged`: blocks `a..b` were destaged; they stay in the buffer
+    /// as clean data, except those written again meanwhile (dirty again).
+    fn keep_clean(&mut self, a: u64, b: u64) {
+        self.drop_clean(a, b);
+        self.clean_clock += 1;
+        let stamp = self.clean_clock;
+        let mut at = a;
+        while at < b {
+            if let Some((&s, d)) = self.dirty.range(..=at).next_back() {
+                if s + d.n > at {
+                    at = (s + d.n).min(b);
+                    continue;
+                }
+            }
+            let next = self.dirty.range(at..b).next().map_or(b, |(&s, _)| s);
+            self.put_clean(at, next - at, stamp);
+            at = next;
+        }
+    }
+
+    /// `keep_destaged`: evicts clean data, least recently used first, until
+    /// the buffer's memory holds no more than its size at `t`.
+    fn evict_clean(&mut self, t: Nanos) {
+        let cap = self.m.cache.write_buffer_sectors;
+        while self.buffered_sectors(t) > cap {
+            let Some(&(_, s)) = self.clean_lru.first() else { break };
+            let c = self.take_clean(s);
+            self.stats.clean_evicted_sectors += c.n;
+        }
     }
 
     /// All of blocks `a..b` are dirty in the write-back buffer?
@@ -379,11 +517,17 @@ impl Hdd {
                         self.extend_prefetch(i, a, b);
                         self.reanchor(i, b);
                         self.read_ended(i, b, run);
-                    } else if let Some(r) = run {
-                        // Served from dirty data: the run goes on all the same
-                        // (the stream table sees addresses, not where the data was).
-                        self.touch(r);
-                        self.read_ended(r, b, run);
+                    } else {
+                        if self.m.cache.keep_destaged && self.clean_overlaps(a, b) {
+                            self.stats.clean_hits += 1;
+                            self.touch_clean(a, b);
+                        }
+                        if let Some(r) = run {
+                            // Served from the write-back buffer: the run goes on all the same
+                            // (the stream table sees addresses, not where the data was).
+                            self.touch(r);
+                            self.read_ended(r, b, run);
+                        }
                     }
                     let oh = self.overhead(Overheads::READ_HIT);
                     sb[0] = (oh - lead).max(0.0) + ph.data_prep + ph.complete[0];
@@ -439,6 +583,7 @@ impl Hdd {
                 self.invalidate(a, b);
                 // Written through: the buffer's copy of these blocks is clean.
                 self.clean(a, b);
+                self.drop_clean(a, b);
                 let oh = self.overhead(Overheads::WRITE_MISS);
                 let mech = ph.write_mech_delay.unwrap_or(oh);
                 // Under NCQ a queued write's data may be in before the mechanism is free.
@@ -469,6 +614,7 @@ impl Hdd {
                 if rq.op == Op::Discard {
                     self.invalidate(a, b);
                     self.clean(a, b);
+                    self.drop_clean(a, b);
                 }
                 sb[0] = self.overhead(Overheads::WRITE_HIT);
             }
@@ -712,7 +858,10 @@ impl Hdd {
         self.head_lbn = lbn + n;
         self.destaged_to = lbn + n;
         self.last_write = true;
-        self.keep_written(lbn, lbn + n);
+        if !self.m.cache.keep_destaged {
+            // (With `keep_destaged` the run stays in the buffer once written: `run_mech`.)
+            self.keep_written(lbn, lbn + n);
+        }
         self.mech_free = t + round_ns(acc.seek + acc.rotation + acc.transfer);
         self.destaging = Some((lbn, n));
     }
@@ -738,13 +887,18 @@ impl Hdd {
         rq.op == Op::Write && c.write_back && !rq.fua && rq.sectors > 0 && rq.sectors as u64 <= c.write_buffer_sectors
     }
 
-    /// Room for `n` more dirty blocks at `t` (the run being destaged still takes room)?
-    fn fits(&self, n: u64, t: Nanos) -> bool {
-        let busy = match self.destaging {
+    /// Blocks of the destage under way at `t` (still in the buffer).
+    fn busy(&self, t: Nanos) -> u64 {
+        match self.destaging {
             Some((_, k)) if self.mech_free > t => k,
             _ => 0,
-        };
-        self.dirty_sectors + busy + n <= self.m.cache.write_buffer_sectors
+        }
+    }
+
+    /// Room for `n` more dirty blocks at `t` (the run being destaged still
+    /// takes room; clean data, with `keep_destaged`, makes room by eviction)?
+    fn fits(&self, n: u64, t: Nanos) -> bool {
+        self.dirty_sectors + self.busy(t) + n <= self.m.cache.write_buffer_sectors
     }
 
     /// Takes `rq` into the write-back buffer at `t`: acknowledged once its data is in.
@@ -761,7 +915,14 @@ impl Hdd {
         let ph = &self.m.phases;
         let oh = self.overhead(Overheads::WRITE_HIT) + ph.data_prep + ph.complete[1];
         let bus = n as f64 * self.m.bus_write_per_sector;
-        self.add_dirty(rq.sector, rq.sector + n, t);
+        if self.m.cache.keep_destaged {
+            // The written blocks are dirty now; clean data makes room.
+            self.drop_clean(rq.sector, rq.sector + n);
+            self.add_dirty(rq.sector, rq.sector + n, t);
+            self.evict_clean(t);
+        } else {
+            self.add_dirty(rq.sector, rq.sector + n, t);
+        }
         self.last_write = true;
         let c = completion(rq, t, [oh, 0.0, 0.0, bus], true);
         self.push_done(c);
@@ -839,7 +1000,11 @@ impl Hdd {
         while self.mech_free <= now {
             let t = self.mech_free;
             // Whatever the mechanism did has finished by `t`.
-            self.destaging = None;
+            if let Some((s, n)) = self.destaging.take() {
+                if self.m.cache.keep_destaged {
+                    self.keep_clean(s, s + n);
+                }
+            }
             if self.m.cache.write_back && !self.pending.is_empty() {
                 self.admit_waiting(t);
             }

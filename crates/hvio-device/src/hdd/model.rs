@@ -78,6 +78,13 @@ pub struct CacheParams {
     /// The drive starts destaging (below half a buffer of dirty data) only
     /// once no command has come or finished for this long, ns.
     pub destage_idle: Nanos,
+    /// Destaged data stays in the write-back buffer's memory as clean
+    /// extents that reads hit, evicted least recently used when writes need
+    /// the room (the buffer's size bounds dirty and clean data together;
+    /// dirty data is only ever destaged): a storage controller's cache is one
+    /// memory, and a written line stays valid once flushed (DiskSim 4.0's
+    /// `disksim_cachemem.c`). Off: a destaged run leaves the buffer.
+    pub keep_destaged: bool,
 }
 
 /// Which reads hold the mechanism for the minimum read-ahead.

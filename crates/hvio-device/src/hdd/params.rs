@@ -92,6 +92,10 @@ pub struct HddParams {
     pub destage_chunk_sectors: Option<u64>,
     /// Idle time before the drive destages while its buffer is less than half full, ms (default 0).
     pub destage_idle_ms: Option<f64>,
+    /// Write-back: destaged data stays in the buffer as clean data that reads
+    /// hit, evicted least recently used when writes need the room (a
+    /// controller cache; default false: a destaged run leaves the buffer).
+    pub keep_destaged: Option<bool>,
     /// Commands the drive accepts at once (default 1; NCQ drives 32).
     pub queue_depth: Option<usize>,
     /// How a drive with queue_depth > 1 orders them: "sptf" (default) or "fcfs".
@@ -278,6 +282,13 @@ impl HddParams {
             ));
         }
         let destage = DestagePolicy::parse(self.destage.as_deref().unwrap_or("sptf"))?;
+        if self.keep_destaged == Some(true) && self.write_cache != Some(true) {
+            return Err(DeviceError::param(
+                "keep_destaged",
+                true,
+                "applies only with write_cache = true (it keeps destaged data in the write-back buffer)",
+            ));
+        }
         let destage_chunk = self.destage_chunk_sectors.unwrap_or(1024);
         if destage_chunk == 0 {
             return Err(DeviceError::param("destage_chunk_sectors", 0, "must be positive"));
@@ -307,6 +318,7 @@ impl HddParams {
                 destage_max_age: ms("destage_max_age_ms", self.destage_max_age_ms, 5000.0)?.round() as u64,
                 destage_chunk,
                 destage_idle: ms("destage_idle_ms", self.destage_idle_ms, 0.0)?.round() as u64,
+                keep_destaged: self.keep_destaged.unwrap_or(false),
             },
             queue_depth,
             policy,

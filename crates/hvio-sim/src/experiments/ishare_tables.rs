@@ -89,10 +89,18 @@ pub(crate) const CONTROLLER_DESTAGE_IDLE_MS: f64 = 100.0;
 /// drained the less-served VM's writes within a second and its readers,
 /// trailing their writers, missed (docs/ishare.md, O-SRW).
 ///
+/// Destaged data stays in the cache (`keep_destaged = true`): a
+/// controller's cache is one memory, and a written line, once flushed to
+/// disk, stays valid and readable until LRU replacement reuses it (DiskSim
+/// 4.0's controller cache, `disksim_cachemem.c`: a flush clears only the
+/// line's dirty bit; replacement unmaps clean lines least recently used
+/// first and flushes dirty ones instead). The 256 MiB bounds dirty and clean
+/// data together (docs/hdd-model.md, "Destaged data kept clean").
+///
 /// Reads: the controller's adaptive read-ahead ([`CONTROLLER_READ_AHEAD`]).
 pub(crate) fn controller_cache(destage_idle_ms: f64) -> String {
     format!(
-        "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage = \"cscan\"\ndestage_max_age_ms = 60000\ndestage_idle_ms = {destage_idle_ms}\n{CONTROLLER_READ_AHEAD}"
+        "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage = \"cscan\"\ndestage_max_age_ms = 60000\ndestage_idle_ms = {destage_idle_ms}\nkeep_destaged = true\n{CONTROLLER_READ_AHEAD}"
     )
 }
 
