@@ -310,7 +310,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     Ok(Report {
         tables,
         notes: vec![
-            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER} (slice_idle 8 ms) on a non-rotational virtual disk (Xen blkfront), on the HDD model write-through and behind a controller cache (256 MiB write-back destaged in CSCAN order, 60 s age bound, destaging after {CONTROLLER_DESTAGE_IDLE_MS} ms of quiet; adaptive read-ahead of 64 KiB per sequential read, 64 segments)", WEIGHTS[0], WEIGHTS[1]),
+            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER} (slice_idle 8 ms) on a non-rotational virtual disk (Xen blkfront), on the HDD model write-through and behind a controller cache (256 MiB write-back destaged in CSCAN order, 60 s age bound, destaging after {CONTROLLER_DESTAGE_IDLE_MS} ms of quiet, destaged data kept clean until LRU eviction; adaptive read-ahead of 64 KiB per sequential read, 64 segments)", WEIGHTS[0], WEIGHTS[1]),
             "MB/s = 10^6 bytes/s of the VM's application I/O; the paper's KB/s are divided by 1000".into(),
             "U-* are 32 fio threads on one file (fio's shared filename: each thread its own offset from the file's start); their direct writes take the file's inode lock one at a time, as ext4 in 2.6.32 does (see docs/ishare.md)".into(),
             "iShare underloaded % = share of busy time its disk-state detector saw an active VM without pending requests".into(),
