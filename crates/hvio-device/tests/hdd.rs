@@ -11,13 +11,19 @@ fn disk(p: HddParams) -> Hdd {
 /// Submits `rq` at `now` and runs the device until it completes.
 fn run_one(d: &mut dyn Device, rq: Request, now: Nanos) -> Completion {
     d.submit(rq, now);
+    let out = completions(d, 1);
+    assert_eq!(out.len(), 1);
+    out[0]
+}
+
+/// Runs the device until at least `n` requests have completed; returns them.
+fn completions(d: &mut dyn Device, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
-    while out.is_empty() {
+    while out.len() < n {
         let t = d.next_event().expect("pending work has an event");
         d.advance(t, &mut out);
     }
-    assert_eq!(out.len(), 1);
-    out[0]
+    out
 }
 
 struct Rng(u64);
@@ -1007,11 +1013,7 @@ fn ncq_overhead_overlaps_only_the_time_a_command_was_queued() {
     let t = 1_000_000;
     d.submit(Request::new(1, 0, Op::Read, 5_000_000, 8, t), t);
     d.submit(Request::new(2, 0, Op::Read, 9_000_000, 8, t), t);
-    let mut out = Vec::new();
-    while out.len() < 2 {
-        let now = d.next_event().unwrap();
-        d.advance(now, &mut out);
-    }
+    let mut out = completions(&mut d, 2);
     out.sort_by_key(|c| c.start);
     let (a, b) = (out[0], out[1]);
     assert_eq!((a.start, a.service.overhead), (t, 150_000), "{a:?}");
@@ -1043,11 +1045,7 @@ fn sptf_counts_the_read_ahead_under_way() {
     d.submit(Request::new(1, 0, Op::Read, 88, 88, t), t);
     d.submit(Request::new(2, 0, Op::Read, 352, 88, t), t);
     d.submit(Request::new(3, 0, Op::Read, 176, 88, t), t);
-    let mut out = Vec::new();
-    while out.len() < 3 {
-        let now = d.next_event().unwrap();
-        d.advance(now, &mut out);
-    }
+    let mut out = completions(&mut d, 3);
     out.sort_by_key(|c| c.start);
     assert_eq!(out.iter().map(|c| c.rq.id).collect::<Vec<_>>(), [1, 3, 2], "{out:?}");
     // All come from the read-ahead: no seek, no rotation.

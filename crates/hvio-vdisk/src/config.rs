@@ -166,6 +166,15 @@ fn default_poll_shrink() -> u64 {
     2
 }
 
+/// `Ok` when `ok`, else the error naming `[store]`'s `key` and its `value`.
+fn store_range(key: &str, value: impl ToString, ok: bool, reason: &str) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid("[store]", key, value, reason))
+    }
+}
+
 impl StoreConfig {
     /// The engine's busy-polling settings.
     pub fn poll(&self) -> crate::poll::PollConfig {
@@ -358,46 +367,37 @@ impl Config {
                 "no [[vm]] configured: at least one disk is needed".into(),
             ));
         }
-        if self.store.threads == 0 || self.store.threads > 256 {
-            return Err(ConfigError::invalid(
-                "[store]",
-                "threads",
-                self.store.threads,
-                "must be between 1 and 256",
-            ));
-        }
-        if self.store.depth == 0 || self.store.depth > 4096 {
-            return Err(ConfigError::invalid(
-                "[store]",
-                "depth",
-                self.store.depth,
-                "must be between 1 and 4096",
-            ));
-        }
-        if self.store.poll_max_us > 10_000 {
-            return Err(ConfigError::invalid(
-                "[store]",
-                "poll_max_us",
-                self.store.poll_max_us,
-                "must be between 0 (off) and 10000",
-            ));
-        }
-        if !(2..=64).contains(&self.store.poll_grow) {
-            return Err(ConfigError::invalid(
-                "[store]",
-                "poll_grow",
-                self.store.poll_grow,
-                "must be between 2 and 64",
-            ));
-        }
-        if self.store.poll_shrink == 1 || self.store.poll_shrink > 64 {
-            return Err(ConfigError::invalid(
-                "[store]",
-                "poll_shrink",
-                self.store.poll_shrink,
-                "must be 0 (stop polling after a long wait) or between 2 and 64",
-            ));
-        }
+        let st = &self.store;
+        store_range(
+            "threads",
+            st.threads,
+            (1..=256).contains(&st.threads),
+            "must be between 1 and 256",
+        )?;
+        store_range(
+            "depth",
+            st.depth,
+            (1..=4096).contains(&st.depth),
+            "must be between 1 and 4096",
+        )?;
+        store_range(
+            "poll_max_us",
+            st.poll_max_us,
+            st.poll_max_us <= 10_000,
+            "must be between 0 (off) and 10000",
+        )?;
+        store_range(
+            "poll_grow",
+            st.poll_grow,
+            (2..=64).contains(&st.poll_grow),
+            "must be between 2 and 64",
+        )?;
+        store_range(
+            "poll_shrink",
+            st.poll_shrink,
+            st.poll_shrink == 0 || (2..=64).contains(&st.poll_shrink),
+            "must be 0 (stop polling after a long wait) or between 2 and 64",
+        )?;
         if self.store.kind == StoreKind::File && self.store.device.is_some() {
             return Err(ConfigError::invalid(
                 "[store]",

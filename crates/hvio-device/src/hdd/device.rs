@@ -915,14 +915,11 @@ impl Hdd {
         let ph = &self.m.phases;
         let oh = self.overhead(Overheads::WRITE_HIT) + ph.data_prep + ph.complete[1];
         let bus = n as f64 * self.m.bus_write_per_sector;
-        if self.m.cache.keep_destaged {
-            // The written blocks are dirty now; clean data makes room.
-            self.drop_clean(rq.sector, rq.sector + n);
-            self.add_dirty(rq.sector, rq.sector + n, t);
-            self.evict_clean(t);
-        } else {
-            self.add_dirty(rq.sector, rq.sector + n, t);
-        }
+        // The written blocks are dirty now; clean data (`keep_destaged`, else
+        // there is none) makes room.
+        self.drop_clean(rq.sector, rq.sector + n);
+        self.add_dirty(rq.sector, rq.sector + n, t);
+        self.evict_clean(t);
         self.last_write = true;
         let c = completion(rq, t, [oh, 0.0, 0.0, bus], true);
         self.push_done(c);
