@@ -154,7 +154,9 @@
 //!     `back_to_run_start = 1` (a probe) takes such a run from its first
 //!     request instead, as the one request a Linux elevator would have merged
 //!     it into (hvio's host merges only on the blktap path). It raises the
-//!     four-VM zero-seek share from 39.8 % to 48.6 % (CFQ: 45.4 %) but makes
+//!     four-VM share of dispatches starting where the previous one ended
+//!     from 39.8 % to 48.6 % (CFQ: 45.4 %; blktrace's btt already counts a
+//!     run served downwards as zero seeks, 47.4 % by default) but makes
 //!     no run faster: on a drive without write cache, with one request at a
 //!     time, a zero-distance write waits nearly a whole revolution (the
 //!     command overhead lets its sector pass), and a backward step of two
