@@ -51,6 +51,15 @@ def test_dict_config_and_overrides_are_deterministic():
     assert r.jobs["writes"].iloc[0] == 50
 
 
+def test_bad_config_error_names_the_file_and_line(tmp_path):
+    path = tmp_path / "w.toml"
+    path.write_text('[[vm]]\nname = "a"\nweight = 0\n')
+    with pytest.raises(hvio.HvioError, match=r"w\.toml:3: vm \"a\": invalid value 0 for `weight`"):
+        hvio.simulate(path)
+    with pytest.raises(hvio.HvioError, match=r"^<string>: .*`vm`"):
+        hvio.simulate("seed = 1\n")
+
+
 def test_bad_config_raises_with_key():
     with pytest.raises(hvio.HvioError, match="imagesize"):
         hvio.simulate('[[vm]]\nname = "a"\nimagesize = 3\n')

@@ -17,11 +17,19 @@ fn err(e: impl std::fmt::Display) -> PyErr {
     HvioError::new_err(e.to_string())
 }
 
+/// A config from TOML text, or JSON when `origin` ends in `.json`. Errors
+/// start with `origin`; a TOML file the Python side turned into JSON (to
+/// apply overrides) is named `FILE.toml.json` and reported as `FILE.toml`.
 fn parse(text: &str, origin: &str) -> PyResult<hvio_sim::Config> {
-    if origin.ends_with(".json") {
-        hvio_sim::Config::from_json_str(text, origin).map_err(err)
-    } else {
-        hvio_sim::Config::from_toml_str(text, origin).map_err(err)
+    match origin.strip_suffix(".json") {
+        Some(stem) => {
+            let mut cfg = hvio_sim::Config::from_json_str(text, origin).map_err(err)?;
+            if stem.ends_with(".toml") {
+                cfg.origin = stem.to_string();
+            }
+            Ok(cfg)
+        }
+        None => hvio_sim::Config::from_toml_str(text, origin).map_err(err),
     }
 }
 
@@ -68,7 +76,8 @@ fn replay(
     skip_bad: bool,
 ) -> PyResult<String> {
     use hvio_sim::replay::{parse_map, replay_trace, ReplayMode, TraceReplay};
-    let mut cfg = parse(text, origin)?;
+    // No config text: no file to name in errors.
+    let mut cfg = parse(text, if text.trim().is_empty() { "" } else { origin })?;
     if let Some(s) = scheduler {
         if s != cfg.host.scheduler {
             cfg.host.params.clear();

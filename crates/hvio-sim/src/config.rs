@@ -14,6 +14,7 @@ use hvio_core::{ParamValues, SECTOR_BYTES};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The whole simulation config.
 #[derive(Clone, Debug, Deserialize)]
@@ -36,6 +37,40 @@ pub struct Config {
     /// Directory relative paths in the config are resolved against (not serialised).
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// Where the config came from (its file name): the prefix of its errors.
+    #[serde(skip)]
+    pub origin: String,
+    /// The TOML text it was read from, to find the line of a key at fault.
+    #[serde(skip)]
+    pub source_text: Option<Arc<str>>,
+}
+
+/// Upper bounds on the numbers a config gives. The simulator allocates per
+/// VM, job, thread, file, ring slot, time-series bucket and outstanding
+/// request, and keeps time in integer nanoseconds, so every count and
+/// duration is bounded well below what would exhaust memory or overflow.
+pub mod limits {
+    /// `[[vm]]` tables in one config.
+    pub const MAX_VMS: usize = 1024;
+    /// `[[vm.job]]` tables in one VM.
+    pub const MAX_JOBS_PER_VM: usize = 1024;
+    /// A job's `numjobs`, and the sum of `numjobs` over a VM's jobs.
+    pub const MAX_THREADS_PER_VM: u64 = 65_536;
+    /// A job's `nrfiles`.
+    pub const MAX_NRFILES: u32 = 1 << 20;
+    /// A job's `iodepth`.
+    pub const MAX_IODEPTH: u32 = 65_536;
+    /// Σ `numjobs` × `iodepth` over every job of the config: requests that
+    /// may be outstanding at once (the engine's request table holds 2^20).
+    pub const MAX_OUTSTANDING: u64 = 1 << 19;
+    /// A VM's `virtio_depth` (the virtio spec's largest queue: 32768).
+    pub const MAX_VIRTIO_DEPTH: u32 = 32_768;
+    /// A VM's `fragments`.
+    pub const MAX_FRAGMENTS: u32 = 65_536;
+    /// `max_time_s` and every other duration in seconds (about 11.6 days).
+    pub const MAX_SECONDS: f64 = 1e6;
+    /// Time-series buckets: `max_time_s` / `[output] interval_s` × VMs.
+    pub const MAX_SERIES_BUCKETS: f64 = 1e7;
 }
 
 fn default_seed() -> u64 {
@@ -299,6 +334,8 @@ impl Config {
             message: e.to_string(),
         })?;
         cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
+        cfg.origin = origin.to_string();
+        cfg.source_text = Some(text.into());
         Ok(cfg)
     }
 
@@ -309,6 +346,7 @@ impl Config {
             message: e.to_string(),
         })?;
         cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
+        cfg.origin = origin.to_string();
         Ok(cfg)
     }
 
@@ -322,13 +360,36 @@ impl Config {
 
     /// Check the values and lay out the images on a disk of `capacity` sectors.
     pub fn layout(&self, capacity: u64) -> Result<Vec<VmLayout>> {
-        if !(self.max_time_s.is_finite() && self.max_time_s > 0.0) {
+        use limits::*;
+        if !(self.max_time_s.is_finite() && self.max_time_s > 0.0 && self.max_time_s <= MAX_SECONDS) {
             return Err(SimError::invalid(
                 "config",
                 "max_time_s",
                 self.max_time_s,
-                "must be positive",
+                format!("must be positive and at most {MAX_SECONDS} seconds"),
             ));
+        }
+        if let Some(interval) = self.output.interval_s {
+            if !(interval.is_finite() && interval >= 1e-6) {
+                return Err(SimError::invalid(
+                    "output",
+                    "interval_s",
+                    interval,
+                    "must be at least 1e-6 (one microsecond)",
+                ));
+            }
+            let buckets = self.max_time_s / interval * self.vms.len().max(1) as f64;
+            if buckets > MAX_SERIES_BUCKETS {
+                return Err(SimError::invalid(
+                    "output",
+                    "interval_s",
+                    interval,
+                    format!(
+                        "max_time_s / interval_s × {} VMs would be {buckets:.3e} time-series buckets, more than {MAX_SERIES_BUCKETS:e}",
+                        self.vms.len()
+                    ),
+                ));
+            }
         }
         if let Some(b) = &self.host.blktap {
             if !(8..=32768).contains(&b.max_sectors_kb) {
@@ -343,49 +404,24 @@ impl Config {
         if self.vms.is_empty() {
             return Err(SimError::invalid("config", "vm", "[]", "at least one [[vm]] is needed"));
         }
+        if self.vms.len() > MAX_VMS {
+            return Err(SimError::invalid(
+                "config",
+                "vm",
+                format!("({} tables)", self.vms.len()),
+                format!("at most {MAX_VMS} [[vm]] tables"),
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         let mut next = self.host.first_image_offset.sectors();
-        let mut out = Vec::new();
-        for (i, vm) in self.vms.iter().enumerate() {
+        let mut out: Vec<VmLayout> = Vec::new();
+        let mut outstanding = 0u64;
+        for vm in &self.vms {
             let ctx = format!("vm \"{}\"", vm.name);
             if !names.insert(vm.name.clone()) {
                 return Err(SimError::invalid(&ctx, "name", &vm.name, "duplicate VM name"));
             }
-            if vm.image_size.0 == 0 || vm.image_size.0 % SECTOR_BYTES != 0 {
-                return Err(SimError::invalid(
-                    &ctx,
-                    "image_size",
-                    vm.image_size.0,
-                    "must be a positive multiple of 512 bytes",
-                ));
-            }
-            if vm.fragments == 0 || vm.image_size.sectors() % vm.fragments as u64 != 0 {
-                return Err(SimError::invalid(
-                    &ctx,
-                    "fragments",
-                    vm.fragments,
-                    "must be ≥ 1 and divide the image into whole sectors",
-                ));
-            }
-            if vm.weight == 0 || vm.weight > 10_000 {
-                return Err(SimError::invalid(
-                    &ctx,
-                    "weight",
-                    vm.weight,
-                    "must be between 1 and 10000",
-                ));
-            }
-            if vm.virtio_depth == 0 {
-                return Err(SimError::invalid(&ctx, "virtio_depth", 0, "must be at least 1"));
-            }
-            if !(vm.journal_commit_s.is_finite() && vm.journal_commit_s >= 0.0) {
-                return Err(SimError::invalid(
-                    &ctx,
-                    "journal_commit_s",
-                    vm.journal_commit_s,
-                    "must be ≥ 0",
-                ));
-            }
+            vm.check(&ctx)?;
             let start = match vm.offset {
                 Some(o) if o.0 % SECTOR_BYTES != 0 => {
                     return Err(SimError::invalid(
@@ -400,18 +436,22 @@ impl Config {
             };
             let per = vm.image_size.sectors() / vm.fragments as u64;
             let gap = vm.fragment_gap.sectors();
-            let extents: Vec<(u64, u64)> = (0..vm.fragments as u64)
-                .map(|f| (start + f * (per + gap), per))
-                .collect();
-            let end = extents.last().map(|e| e.0 + e.1).unwrap_or(start);
-            if end > capacity {
+            // The last extent's end, in u128: offsets and gaps may be any u64.
+            let end = start as u128 + (vm.fragments as u128 - 1) * (per as u128 + gap as u128) + per as u128;
+            if end > capacity as u128 {
                 return Err(SimError::invalid(
                     &ctx,
                     "image_size",
                     vm.image_size.0,
-                    format!("the image ends at sector {end}, past the end of the disk ({capacity} sectors)"),
+                    format!(
+                        "the image (from sector {start}) ends at sector {end}, past the end of the disk ({capacity} sectors)"
+                    ),
                 ));
             }
+            let end = end as u64;
+            let extents: Vec<(u64, u64)> = (0..vm.fragments as u64)
+                .map(|f| (start + f * (per + gap), per))
+                .collect();
             for prev in &out {
                 let (ps, pl) = VmLayout::span(prev);
                 if start < ps + pl && ps < end {
@@ -423,12 +463,34 @@ impl Config {
                     ));
                 }
             }
-            next = end + self.host.image_gap.sectors();
+            next = end.saturating_add(self.host.image_gap.sectors());
             let mut jobs = Vec::new();
             let mut used = vm.journal_size.0;
+            let mut threads = 0u64;
             for (j, jc) in vm.jobs.iter().enumerate() {
-                let job = jc.resolve(&format!("{ctx} job {j}"))?;
-                used += job.size;
+                let jctx = format!("{ctx} job {j}");
+                let job = jc.resolve(&jctx)?;
+                used = used.saturating_add(job.size);
+                threads += job.numjobs as u64;
+                if threads > MAX_THREADS_PER_VM {
+                    return Err(SimError::invalid(
+                        &jctx,
+                        "numjobs",
+                        job.numjobs,
+                        format!("the VM's jobs would have {threads} threads in all, more than {MAX_THREADS_PER_VM}"),
+                    ));
+                }
+                outstanding += job.numjobs as u64 * job.iodepth as u64;
+                if outstanding > MAX_OUTSTANDING {
+                    return Err(SimError::invalid(
+                        &jctx,
+                        "iodepth",
+                        job.iodepth,
+                        format!(
+                            "numjobs × iodepth over every job of the config comes to {outstanding} requests in flight, more than {MAX_OUTSTANDING}"
+                        ),
+                    ));
+                }
                 jobs.push(job);
             }
             if jobs.iter().any(|j| !j.direct) {
@@ -450,7 +512,6 @@ impl Config {
                     format!("the journal and the jobs' files need {used} bytes, more than the image holds"),
                 ));
             }
-            let _ = i;
             out.push(VmLayout {
                 name: vm.name.clone(),
                 extents,
@@ -459,5 +520,187 @@ impl Config {
             });
         }
         Ok(out)
+    }
+
+    /// `e` with the config's origin (file name) before it and, when the
+    /// error names a key this config's TOML text holds, that key's line.
+    /// Errors that already name the origin, and configs without one, pass.
+    pub fn locate(&self, e: SimError) -> SimError {
+        if self.origin.is_empty() || matches!(e, SimError::Parse { .. } | SimError::In { .. }) {
+            return e;
+        }
+        SimError::In {
+            origin: self.origin.clone(),
+            line: self.line_of(&e),
+            source: Box::new(e),
+        }
+    }
+
+    /// The line of the key (or table) an error is about, if it can be found.
+    fn line_of(&self, e: &SimError) -> Option<usize> {
+        let text = self.source_text.as_deref()?;
+        let path = self.error_path(e)?;
+        let doc = toml_edit::ImDocument::parse(text).ok()?;
+        let mut table: &dyn toml_edit::TableLike = doc.as_table();
+        let mut array: Option<&toml_edit::ArrayOfTables> = None;
+        let mut span = None;
+        for seg in &path {
+            match (seg, array.take()) {
+                (Seg::Index(i), Some(a)) => {
+                    let Some(t) = a.get(*i) else { break };
+                    span = t.span().or(span);
+                    table = t;
+                }
+                (Seg::Key(k), None) => {
+                    let Some(item) = table.get(k) else { break };
+                    span = table.key(k).and_then(|k| k.span()).or_else(|| item.span()).or(span);
+                    if let Some(a) = item.as_array_of_tables() {
+                        array = Some(a);
+                    } else if let Some(t) = item.as_table_like() {
+                        table = t;
+                    } else {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let at = span?.start.min(text.len());
+        Some(text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1)
+    }
+
+    /// Where in the config an error points: a path of keys and indices.
+    fn error_path(&self, e: &SimError) -> Option<Vec<Seg>> {
+        use hvio_core::ConfigError as C;
+        match e {
+            SimError::Config(C::InvalidValue { context, key, .. } | C::UnknownKey { context, key, .. }) => {
+                let mut path = self.context_path(context, key)?;
+                path.extend(key.split('.').map(|k| Seg::Key(k.to_string())));
+                Some(path)
+            }
+            SimError::Config(C::UnknownName { what, .. }) if what == "scheduler" => {
+                Some(vec![Seg::Key("host".into()), Seg::Key("scheduler".into())])
+            }
+            SimError::Device(_) => Some(vec![Seg::Key("disk".into())]),
+            _ => None,
+        }
+    }
+
+    /// The table an error's context names (`vm "a" job 2`, `scheduler cfq`, `host.blktap`).
+    fn context_path(&self, context: &str, key: &str) -> Option<Vec<Seg>> {
+        if let Some(rest) = context.strip_prefix("vm \"") {
+            let (name, rest) = rest.split_once('"')?;
+            let mut at = self
+                .vms
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.name == name)
+                .map(|(i, _)| i);
+            // A duplicate name is reported at its second use.
+            let i = if key == "name" { at.nth(1) } else { at.next() }?;
+            let mut path = vec![Seg::Key("vm".into()), Seg::Index(i)];
+            let rest = rest.trim();
+            if let Some(j) = rest.strip_prefix("job ") {
+                path.extend([Seg::Key("job".into()), Seg::Index(j.trim().parse().ok()?)]);
+            } else if rest.starts_with("guest_params") {
+                path.push(Seg::Key("guest_params".into()));
+            }
+            return Some(path);
+        }
+        if context.starts_with("scheduler ") {
+            return Some(vec![Seg::Key("host".into()), Seg::Key("params".into())]);
+        }
+        if context == "config" {
+            return Some(Vec::new());
+        }
+        let table = context.trim_start_matches('[').trim_end_matches(']');
+        let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+        table
+            .split('.')
+            .all(ok)
+            .then(|| table.split('.').map(|k| Seg::Key(k.to_string())).collect())
+    }
+}
+
+/// A step of a path into the config's TOML document.
+#[derive(Debug, Clone, PartialEq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+impl VmConfig {
+    /// Check the VM's own values (not its jobs); `ctx` names it in errors.
+    fn check(&self, ctx: &str) -> Result<()> {
+        use limits::*;
+        if self.image_size.0 == 0 || !self.image_size.0.is_multiple_of(SECTOR_BYTES) {
+            return Err(SimError::invalid(
+                ctx,
+                "image_size",
+                self.image_size.0,
+                "must be a positive multiple of 512 bytes",
+            ));
+        }
+        if self.fragments == 0
+            || self.fragments > MAX_FRAGMENTS
+            || !self.image_size.sectors().is_multiple_of(self.fragments as u64)
+        {
+            return Err(SimError::invalid(
+                ctx,
+                "fragments",
+                self.fragments,
+                format!("must be 1..={MAX_FRAGMENTS} and divide the image into whole sectors"),
+            ));
+        }
+        if self.weight == 0 || self.weight > 10_000 {
+            return Err(SimError::invalid(
+                ctx,
+                "weight",
+                self.weight,
+                "must be between 1 and 10000",
+            ));
+        }
+        if !(1..=MAX_VIRTIO_DEPTH).contains(&self.virtio_depth) {
+            return Err(SimError::invalid(
+                ctx,
+                "virtio_depth",
+                self.virtio_depth,
+                format!("must be 1..={MAX_VIRTIO_DEPTH}"),
+            ));
+        }
+        if !(self.journal_commit_s.is_finite() && self.journal_commit_s >= 0.0 && self.journal_commit_s <= MAX_SECONDS)
+        {
+            return Err(SimError::invalid(
+                ctx,
+                "journal_commit_s",
+                self.journal_commit_s,
+                format!("must be 0..={MAX_SECONDS} seconds"),
+            ));
+        }
+        if self.virt_latency_us as f64 > MAX_SECONDS * 1e6 {
+            return Err(SimError::invalid(
+                ctx,
+                "virt_latency_us",
+                self.virt_latency_us,
+                format!("must be at most {MAX_SECONDS} seconds"),
+            ));
+        }
+        if self.jobs.len() > MAX_JOBS_PER_VM {
+            return Err(SimError::invalid(
+                ctx,
+                "job",
+                format!("({} tables)", self.jobs.len()),
+                format!("at most {MAX_JOBS_PER_VM} [[vm.job]] tables per VM"),
+            ));
+        }
+        if let Some((k, v)) = self.attrs.iter().find(|(_, v)| !v.is_finite()) {
+            return Err(SimError::invalid(
+                ctx,
+                &format!("attrs.{k}"),
+                v,
+                "must be a finite number",
+            ));
+        }
+        Ok(())
     }
 }

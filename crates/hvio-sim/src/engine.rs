@@ -460,6 +460,28 @@ pub(crate) fn build_host_scheduler(
     )?)
 }
 
+/// A guest scheduler's error, placed in its VM: a bad `guest_params` key
+/// or value, or an unknown `guest_scheduler`.
+fn guest_scheduler_error(vm: &str, scheduler: &str, e: ConfigError) -> SimError {
+    let context = format!("vm \"{vm}\" guest_params (scheduler {scheduler})");
+    SimError::Config(match e {
+        ConfigError::InvalidValue { key, value, reason, .. } => ConfigError::InvalidValue {
+            context,
+            key,
+            value,
+            reason,
+        },
+        ConfigError::UnknownKey { key, known, .. } => ConfigError::UnknownKey { context, key, known },
+        ConfigError::UnknownName { what, name, known } => ConfigError::invalid(
+            format!("vm \"{vm}\""),
+            "guest_scheduler",
+            format!("\"{name}\""),
+            format!("unknown {what} (known: {known})"),
+        ),
+        ConfigError::Other(m) => ConfigError::Other(format!("vm \"{vm}\" guest_scheduler {scheduler}: {m}")),
+    })
+}
+
 impl Engine {
     /// Build a run of `cfg` on `device`.
     pub fn new(cfg: &Config, device: Box<dyn Device>) -> Result<Engine> {
@@ -576,7 +598,7 @@ impl Engine {
                     device: guest_info,
                 },
             )
-            .map_err(|e| SimError::Other(format!("vm \"{}\" guest_scheduler: {e}", vc.name)))?;
+            .map_err(|e| guest_scheduler_error(&vc.name, &vc.guest_scheduler, e))?;
             vms.push(Vm {
                 layout,
                 sched,
@@ -609,14 +631,7 @@ impl Engine {
         }
         let image_sectors = vms.iter().map(|v| v.layout.image_sectors).max().unwrap_or(0);
         let interval_s = cfg.output.interval_s.unwrap_or(1.0);
-        if !(interval_s.is_finite() && interval_s > 0.0) {
-            return Err(SimError::invalid(
-                "output",
-                "interval_s",
-                interval_s,
-                "must be positive",
-            ));
-        }
+        // Checked by `Config::layout`.
         let records = match &cfg.output.records {
             Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p))?),
             None => None,

@@ -19,6 +19,15 @@ pub enum SimError {
     },
     #[error("{0}")]
     Other(String),
+    /// An error in a config: the config's file name (and the line of the
+    /// key at fault, when it is known) before the error.
+    #[error("{origin}{}: {source}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    In {
+        origin: String,
+        line: Option<usize>,
+        #[source]
+        source: Box<SimError>,
+    },
 }
 
 impl SimError {

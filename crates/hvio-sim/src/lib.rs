@@ -28,12 +28,14 @@ pub use workload::{InodeLock, JobConfig, Rw, Sharing};
 /// Paper 000's four-VM mixed-application scenario (its Table 1), the default of `make run`.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../experiments/paper000-four-vms.toml");
 
-/// Run `cfg` on the device its `[disk]` section describes.
+/// Run `cfg` on the device its `[disk]` section describes. Errors in the
+/// config name its origin (file name) and, when known, the line.
 pub fn run(cfg: &Config) -> Result<SimResult> {
-    run_with_device(cfg, testing::device_from_table(&cfg.disk, &cfg.base_dir)?)
+    let device = testing::device_from_table(&cfg.disk, &cfg.base_dir).map_err(|e| cfg.locate(e))?;
+    run_with_device(cfg, device)
 }
 
 /// Run `cfg` on a given device (tests, custom models).
 pub fn run_with_device(cfg: &Config, device: Box<dyn hvio_core::Device>) -> Result<SimResult> {
-    engine::Engine::new(cfg, device)?.run()
+    engine::Engine::new(cfg, device).map_err(|e| cfg.locate(e))?.run()
 }

@@ -1,5 +1,9 @@
 //! Optional per-request records, streamed to CSV as they complete (never
-//! held in memory): one line per host-level request.
+//! held in memory): one line per host-level request. They go to a
+//! temporary file beside the target, renamed over it when the run ends
+//! well: a failed run leaves no half-written records (and the previous
+//! file, if any, as it was). A target that is not a regular file
+//! (`/dev/null`, a FIFO) is written in place.
 
 use crate::error::{Result, SimError};
 use hvio_core::Completion;
@@ -12,6 +16,9 @@ pub const HEADER: &str =
 
 pub struct RecordWriter {
     path: PathBuf,
+    /// The temporary file being written, renamed to `path` by `finish`
+    /// (None: writing `path` in place).
+    tmp: Option<PathBuf>,
     out: BufWriter<File>,
     error: Option<std::io::Error>,
 }
@@ -22,13 +29,27 @@ impl RecordWriter {
             path: path.display().to_string(),
             source,
         };
-        let mut out = BufWriter::with_capacity(1 << 16, File::create(path).map_err(io)?);
-        writeln!(out, "{HEADER}").map_err(io)?;
-        Ok(RecordWriter {
+        let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+        let tmp = (!special).then(|| {
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(".tmp~");
+            path.with_file_name(name)
+        });
+        let file = match &tmp {
+            Some(t) => File::create(t).map_err(|source| SimError::Io {
+                path: t.display().to_string(),
+                source,
+            })?,
+            None => std::fs::OpenOptions::new().write(true).open(path).map_err(io)?,
+        };
+        let mut w = RecordWriter {
             path: path.to_path_buf(),
-            out,
+            tmp,
+            out: BufWriter::with_capacity(1 << 16, file),
             error: None,
-        })
+        };
+        writeln!(w.out, "{HEADER}").map_err(io)?;
+        Ok(w)
     }
 
     /// Append one record; the first I/O error is kept and reported by `finish`.
@@ -64,6 +85,45 @@ impl RecordWriter {
         if let Some(e) = self.error.take() {
             return Err(io(e));
         }
-        self.out.flush().map_err(io)
+        self.out.flush().map_err(io)?;
+        if let Some(tmp) = self.tmp.take() {
+            std::fs::rename(&tmp, &self.path).map_err(|source| {
+                let _ = std::fs::remove_file(&tmp);
+                io(source)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RecordWriter {
+    /// A run that did not finish leaves no temporary file behind.
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unfinished_run_leaves_the_previous_records_and_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("hvio-records-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.csv");
+        std::fs::write(&path, "previous run\n").unwrap();
+        let w = RecordWriter::create(&path).unwrap();
+        drop(w); // the run failed before `finish`
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "previous run\n");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "a temporary file was left");
+
+        let w = RecordWriter::create(&path).unwrap();
+        w.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n"));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

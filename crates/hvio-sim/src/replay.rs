@@ -200,7 +200,7 @@ where
 {
     replay_with_device(
         cfg,
-        crate::testing::device_from_table(&cfg.disk, &cfg.base_dir)?,
+        crate::testing::device_from_table(&cfg.disk, &cfg.base_dir).map_err(|e| cfg.locate(e))?,
         trace,
         mode,
     )
@@ -229,18 +229,11 @@ where
     for v in &mut jobless.vms {
         v.jobs.clear();
     }
-    let layouts = jobless.layout(info.capacity)?;
-    let host = crate::engine::build_host_scheduler(cfg, &layouts, &info)?;
+    let layouts = jobless.layout(info.capacity).map_err(|e| cfg.locate(e))?;
+    let host = crate::engine::build_host_scheduler(cfg, &layouts, &info).map_err(|e| cfg.locate(e))?;
     let image_sectors = layouts.iter().map(|l| l.image_sectors).max().unwrap_or(0);
     let interval_s = cfg.output.interval_s.unwrap_or(1.0);
-    if !(interval_s.is_finite() && interval_s > 0.0) {
-        return Err(SimError::invalid(
-            "output",
-            "interval_s",
-            interval_s,
-            "must be positive",
-        ));
-    }
+    // Checked by `Config::layout`.
     let vms: Vec<VmState> = layouts
         .into_iter()
         .zip(&cfg.vms)

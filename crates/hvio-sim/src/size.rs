@@ -34,9 +34,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "t" | "tb" | "ti" | "tib" => 1 << 40,
         other => return Err(format!("`{text}`: unknown size unit `{other}` (use k, m, g, t)")),
     };
+    let too_big = || format!("`{text}` is too large (at most 2^64 - 1 bytes)");
+    if !num.contains('.') {
+        // Whole numbers exactly, without a detour through f64.
+        let n: u64 = num.parse().map_err(|_| too_big())?;
+        return n.checked_mul(mult).ok_or_else(too_big);
+    }
     let v = n * mult as f64;
     if v.fract() != 0.0 {
         return Err(format!("`{text}` is not a whole number of bytes"));
+    }
+    // 2^64 is the first f64 past u64::MAX.
+    if v >= 18_446_744_073_709_551_616.0 {
+        return Err(too_big());
     }
     Ok(v as u64)
 }
@@ -58,11 +68,11 @@ impl<'de> Deserialize<'de> for Size {
                     .map_err(|_| E::custom(format!("size {v} is negative")))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Size, E> {
-                if v >= 0.0 && v.fract() == 0.0 {
+                if v >= 0.0 && v.fract() == 0.0 && v < 18_446_744_073_709_551_616.0 {
                     Ok(Size(v as u64))
                 } else {
                     Err(E::custom(format!(
-                        "size {v} is not a whole, non-negative number of bytes"
+                        "size {v} is not a whole number of bytes from 0 to 2^64 - 1"
                     )))
                 }
             }
@@ -93,5 +103,17 @@ mod tests {
         assert!(parse_size("4q").is_err());
         assert!(parse_size("k").is_err());
         assert!(parse_size("-4k").is_err());
+        // Past u64: an error, not a silent 2^64 - 1; whole numbers exactly.
+        assert_eq!(parse_size("16777215TiB").unwrap(), 16_777_215 << 40);
+        assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
+        assert_eq!(parse_size("9007199254740993").unwrap(), 9_007_199_254_740_993);
+        for big in [
+            "16777216TiB",
+            "18446744073709551616",
+            "99999999999999999999",
+            "16777216.0t",
+        ] {
+            assert!(parse_size(big).unwrap_err().contains("too large"), "{big}");
+        }
     }
 }

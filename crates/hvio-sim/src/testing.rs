@@ -124,5 +124,8 @@ pub fn device_from_table(t: &toml::Table, base_dir: &std::path::Path) -> Result<
             .try_into()
             .map_err(|e: toml::de::Error| SimError::Device(format!("[disk]: {}", e.message())))?
     };
-    hvio_device::build_device(&cfg, base_dir).map_err(|e| SimError::Device(format!("[disk]: {e}")))
+    hvio_device::build_device(&cfg, base_dir).map_err(|e| match e {
+        hvio_device::DeviceError::Param { key, value, reason } => SimError::invalid("disk", &key, value, reason),
+        e => SimError::Device(format!("[disk]: {e}")),
+    })
 }

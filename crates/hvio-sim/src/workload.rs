@@ -189,11 +189,19 @@ pub fn parse_bssplit(text: &str) -> std::result::Result<Vec<(u64, u32)>, String>
             .split_once('/')
             .ok_or_else(|| format!("`{part}` is not `size/percent`"))?;
         let bs = parse_size(bs)?;
-        let pct: u32 = pct.trim().parse().map_err(|_| format!("`{pct}` is not a percentage"))?;
+        let pct: u32 = pct
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p| *p <= 100)
+            .ok_or_else(|| format!("`{pct}` is not a percentage (0 to 100)"))?;
         if bs == 0 || bs % 512 != 0 {
             return Err(format!("block size {bs} is not a positive multiple of 512"));
         }
         cum += pct;
+        if cum > 100 {
+            return Err(format!("`{text}`: percentages add up to more than 100"));
+        }
         out.push((bs, cum));
     }
     if out.is_empty() || cum != 100 {
@@ -337,9 +345,14 @@ impl JobConfig {
         let nrfiles = pick!(nrfiles).unwrap_or(1);
         let numjobs = pick!(numjobs).unwrap_or(1);
         let iodepth = pick!(iodepth).unwrap_or(1);
-        for (k, v) in [("nrfiles", nrfiles), ("numjobs", numjobs), ("iodepth", iodepth)] {
-            if v == 0 {
-                return Err(SimError::invalid(context, k, 0, "must be at least 1"));
+        use crate::config::limits::{MAX_IODEPTH, MAX_NRFILES, MAX_SECONDS, MAX_THREADS_PER_VM};
+        for (k, v, max) in [
+            ("nrfiles", nrfiles, MAX_NRFILES),
+            ("numjobs", numjobs, MAX_THREADS_PER_VM as u32),
+            ("iodepth", iodepth, MAX_IODEPTH),
+        ] {
+            if !(1..=max).contains(&v) {
+                return Err(SimError::invalid(context, k, v, format!("must be 1..={max}")));
             }
         }
         let max_bs = bssplit.iter().map(|b| b.0).max().unwrap_or(4096);
@@ -357,11 +370,11 @@ impl JobConfig {
         }
         let secs = |key: &str, v: Option<f64>| -> Result<Option<u64>> {
             match v {
-                Some(x) if !(x.is_finite() && x >= 0.0) => Err(SimError::invalid(
+                Some(x) if !(x.is_finite() && (0.0..=MAX_SECONDS).contains(&x)) => Err(SimError::invalid(
                     context,
                     key,
                     x,
-                    "must be a non-negative number of seconds",
+                    format!("must be 0..={MAX_SECONDS} seconds"),
                 )),
                 Some(x) => Ok(Some((x * 1e9).round() as u64)),
                 None => Ok(None),
@@ -440,6 +453,15 @@ impl JobConfig {
                 ));
             }
         }
+        let thinktime_us = pick!(thinktime_us).unwrap_or(0);
+        if thinktime_us as f64 > MAX_SECONDS * 1e6 {
+            return Err(SimError::invalid(
+                context,
+                "thinktime_us",
+                thinktime_us,
+                format!("must be at most {MAX_SECONDS} seconds"),
+            ));
+        }
         let inode_lock = pick!(inode_lock);
         if inode_lock.is_some() && !direct {
             return Err(SimError::invalid(
@@ -465,7 +487,7 @@ impl JobConfig {
             nrfiles,
             numjobs,
             iodepth,
-            thinktime_ns: pick!(thinktime_us).unwrap_or(0) * 1000,
+            thinktime_ns: thinktime_us * 1000,
             fsync: pick!(fsync).unwrap_or(0),
             read_pct: rw.read_pct(rwmixread),
             requests,

@@ -1,0 +1,169 @@
+//! Bad input: every error names the config file (and the line of the key
+//! when it can), the key and the value; huge counts are refused before
+//! anything is allocated for them; huge sizes and durations give errors,
+//! not arithmetic overflow (these tests run with debug overflow checks).
+
+use hvio_sim::{run, Config};
+
+/// The error of running `text` as the config `name`.
+fn error_of(text: &str, name: &str) -> String {
+    let cfg = Config::from_toml_str(text, name).unwrap_or_else(|e| panic!("{name} does not parse: {e}"));
+    match run(&cfg) {
+        Ok(_) => panic!("{name} ran"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_has(err: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(err.contains(p), "`{p}` missing from: {err}");
+    }
+}
+
+/// One VM on the simple test disk with `vm` keys and one job with `job` keys.
+/// (The job's `size` is 16 MiB unless `job` sets it.)
+fn one_vm(vm: &str, job: &str) -> String {
+    let size = if job.starts_with("size =") {
+        ""
+    } else {
+        "size = \"16MiB\""
+    };
+    format!(
+        "[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n{vm}\n[[vm.job]]\nrw = \"randread\"\n{size}\nrequests = 10\n{job}\n"
+    )
+}
+
+#[test]
+fn errors_start_with_the_file_and_the_line_of_the_key() {
+    let e = error_of("seed = 1\n\n[[vm]]\nname = \"a\"\nweight = 0\n", "w.toml");
+    assert!(e.starts_with("w.toml:5: vm \"a\": invalid value 0 for `weight`"), "{e}");
+    let e = error_of("seed = 1\n", "w.toml");
+    assert!(e.starts_with("w.toml: "), "{e}");
+    assert_has(&e, &["`vm`", "at least one [[vm]]"]);
+
+    // A job's key: the line of that key in that job of that VM.
+    let text = "[[vm]]\nname = \"a\"\n[[vm]]\nname = \"b\"\nimage_size = \"1GiB\"\n[[vm.job]]\nrw = \"read\"\n[[vm.job]]\nrw = \"read\"\nsize = 0\n";
+    let e = error_of(text, "dir/jobs.toml");
+    assert!(
+        e.starts_with("dir/jobs.toml:10: vm \"b\" job 1: invalid value 0 for `size`"),
+        "{e}"
+    );
+
+    // Host and guest scheduler parameters, an unknown guest scheduler, the disk.
+    let text = "[host]\nscheduler = \"cfq\"\n[host.params]\nslice_idle = -5\n[[vm]]\nname = \"a\"\n";
+    assert_has(&error_of(text, "h.toml"), &["h.toml:4: ", "slice_idle", "-5"]);
+    let text = one_vm("guest_scheduler = \"cfq\"\n[vm.guest_params]\nquantum = 0", "");
+    assert_has(
+        &error_of(&text, "g.toml"),
+        &["g.toml:8: ", "vm \"a\" guest_params (scheduler cfq)", "`quantum`"],
+    );
+    let text = one_vm("guest_scheduler = \"nope\"", "");
+    assert_has(
+        &error_of(&text, "g.toml"),
+        &["g.toml:6: ", "`guest_scheduler`", "\"nope\""],
+    );
+    let text = "[disk]\nmodel = \"hdd\"\nrpm = 0\n[[vm]]\nname = \"a\"\n";
+    assert_has(&error_of(text, "d.toml"), &["d.toml:3: ", "`rpm`", "invalid value 0"]);
+    // A duplicate VM name: at its second use.
+    let text = "[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm]]\nname = \"a\"\n";
+    assert_has(&error_of(text, "n.toml"), &["n.toml:5: ", "duplicate VM name"]);
+    // `hvio compare` and the Python API go through the same run.
+    let cfg = Config::from_toml_str("[[vm]]\nname = \"a\"\nweight = 0\n", "c.toml").unwrap();
+    let e = hvio_sim::compare::compare(&cfg, &["noop"]).unwrap_err().to_string();
+    assert!(e.starts_with("c.toml:3: "), "{e}");
+    let cfg = Config::from_json_str(r#"{"vm": [{"name": "a", "weight": 0}]}"#, "<dict>.json").unwrap();
+    assert!(run(&cfg).unwrap_err().to_string().starts_with("<dict>.json: vm \"a\""));
+}
+
+#[test]
+fn huge_counts_are_refused_before_anything_is_allocated_for_them() {
+    // numjobs = 4e9 used to abort: "memory allocation of 288000000000 bytes failed".
+    for (job, key, value) in [
+        ("numjobs = 4000000000", "numjobs", "4000000000"),
+        ("nrfiles = 4000000000", "nrfiles", "4000000000"),
+        ("iodepth = 4000000000", "iodepth", "4000000000"),
+        ("numjobs = 65536\niodepth = 16", "iodepth", "16"),
+        ("bssplit = \"4k/4294967295:8k/1\"", "bssplit", "4294967295"),
+    ] {
+        let e = error_of(&one_vm("", job), "big.toml");
+        assert_has(&e, &["big.toml:", "vm \"a\" job 0", &format!("`{key}`"), value]);
+    }
+    for (vm, key) in [
+        ("virtio_depth = 4000000000", "virtio_depth"),
+        ("fragments = 2147483648\nimage_size = \"1TiB\"", "fragments"),
+    ] {
+        let text = format!("[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"a\"\n{vm}\n");
+        assert_has(
+            &error_of(&text, "big.toml"),
+            &["big.toml:", "vm \"a\"", &format!("`{key}`")],
+        );
+    }
+    let mut many = String::from("[disk]\nmodel = \"simple\"\n");
+    for i in 0..1025 {
+        many.push_str(&format!(
+            "[[vm]]\nname = \"v{i}\"\nimage_size = \"1MiB\"\njournal_size = 0\n"
+        ));
+    }
+    assert_has(
+        &error_of(&many, "many.toml"),
+        &["many.toml", "`vm`", "1025", "at most 1024"],
+    );
+    // Σ numjobs over a VM's jobs.
+    let jobs = "numjobs = 40000\n[[vm.job]]\nrw = \"read\"\nsize = \"16MiB\"\nnumjobs = 40000";
+    assert_has(
+        &error_of(&one_vm("", jobs), "t.toml"),
+        &["vm \"a\" job 1", "`numjobs`", "80000 threads"],
+    );
+}
+
+#[test]
+fn huge_sizes_and_durations_are_errors_not_overflows() {
+    // TOML integers stop at 2^63 - 1: a size string reaches u64's end.
+    let huge = "\"16777215TiB\"";
+    for (vm, job, key) in [
+        (format!("journal_size = {huge}"), String::new(), "image_size"),
+        (String::new(), format!("size = {huge}"), "image_size"),
+        (
+            String::new(),
+            "thinktime_us = 9223372036854775807".into(),
+            "thinktime_us",
+        ),
+        (
+            "virt_latency_us = 9223372036854775807".into(),
+            String::new(),
+            "virt_latency_us",
+        ),
+        (format!("offset = {huge}"), String::new(), "image_size"),
+        (
+            "offset = \"16777215TiB\"\nfragments = 2\nfragment_gap = \"16777215TiB\"".into(),
+            String::new(),
+            "image_size",
+        ),
+        (String::new(), "start_s = 1e300".into(), "start_s"),
+        (String::new(), "runtime_s = 1e300".into(), "runtime_s"),
+        ("journal_commit_s = 1e300".into(), String::new(), "journal_commit_s"),
+    ] {
+        let e = error_of(&one_vm(&vm, &job), "h.toml");
+        assert_has(&e, &["h.toml", "vm \"a\"", &format!("`{key}`")]);
+    }
+    for (top, key) in [
+        ("max_time_s = 1e300", "max_time_s"),
+        ("[output]\ninterval_s = 1e-12", "interval_s"),
+        ("max_time_s = 1e-9\n[output]\ninterval_s = 1e-12", "interval_s"),
+        ("[host]\nfirst_image_offset = \"16777215TiB\"", "image_size"),
+    ] {
+        let e = error_of(&format!("{top}\n{}", one_vm("", "")), "t.toml");
+        assert_has(&e, &["t.toml", &format!("`{key}`")]);
+    }
+    // A gap past the end of u64 between two images: the second one is refused.
+    let text = format!(
+        "[disk]\nmodel = \"simple\"\n[host]\nimage_gap = {huge}\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm]]\nname = \"b\"\nimage_size = \"1GiB\"\n"
+    );
+    assert_has(
+        &error_of(&text, "g.toml"),
+        &["g.toml:10: vm \"b\"", "past the end of the disk"],
+    );
+    // A size string past u64 is a parse error naming it, not a silent 2^64 - 1.
+    let e = Config::from_toml_str("[[vm]]\nname = \"a\"\nimage_size = \"16777216TiB\"\n", "s.toml").unwrap_err();
+    assert_has(&e.to_string(), &["s.toml", "16777216TiB", "too large"]);
+}
