@@ -230,14 +230,52 @@ fn io_err(file: &Path, source: std::io::Error) -> FioError {
     }
 }
 
-/// Reads a file's lines, expanding `include`s (at most 16 deep).
-fn load(path: &Path, depth: u32, out: &mut Vec<Line>) -> Result<(), FioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| io_err(path, e))?;
-    load_text(&text, path, depth, out)
+/// The largest job file (or included file) read: job files are small, and
+/// `include /dev/zero` must end.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+/// The most `include`s one job file may expand (a file included twice by a
+/// file included twice ... is exponential without a loop).
+pub const MAX_INCLUDES: u32 = 1024;
+
+/// Reads a job file as text: at most [`MAX_FILE_BYTES`], UTF-8 (the error names
+/// the first line that is not), a leading byte-order mark dropped.
+fn read_text(path: &Path) -> Result<String, FioError> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_err(path, e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(FioError::Io {
+            file: name,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("larger than {} MiB: not a job file", MAX_FILE_BYTES >> 20),
+            ),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let ok = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        FioError::Bad {
+            file: name,
+            line: ok.iter().filter(|&&c| c == b'\n').count() as u32 + 1,
+            option: "text".into(),
+            message: format!("byte {} is not UTF-8", ok.len()),
+        }
+    })
 }
 
-fn load_text(text: &str, path: &Path, depth: u32, out: &mut Vec<Line>) -> Result<(), FioError> {
+/// Reads a file's lines, expanding `include`s (at most 16 deep, [`MAX_INCLUDES`] in all).
+fn load(path: &Path, depth: u32, includes: &mut u32, out: &mut Vec<Line>) -> Result<(), FioError> {
+    let text = read_text(path)?;
+    load_text(&text, path, depth, includes, out)
+}
+
+fn load_text(text: &str, path: &Path, depth: u32, includes: &mut u32, out: &mut Vec<Line>) -> Result<(), FioError> {
     let name = path.display().to_string();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         let no = i as u32 + 1;
         let t = raw.trim();
@@ -252,6 +290,10 @@ fn load_text(text: &str, path: &Path, depth: u32, out: &mut Vec<Line>) -> Result
             if depth >= 16 {
                 return Err(bad("includes nested more than 16 deep (a loop?)".into()));
             }
+            *includes += 1;
+            if *includes > MAX_INCLUDES {
+                return Err(bad(format!("more than {MAX_INCLUDES} includes in all")));
+            }
             let p = Path::new(inc);
             let p = if p.is_absolute() {
                 p.to_path_buf()
@@ -259,7 +301,7 @@ fn load_text(text: &str, path: &Path, depth: u32, out: &mut Vec<Line>) -> Result
                 path.parent().unwrap_or(Path::new(".")).join(p)
             };
             let before = out.len();
-            load(&p, depth + 1, out).map_err(|e| match e {
+            load(&p, depth + 1, includes, out).map_err(|e| match e {
                 FioError::Io { source, .. } => bad(format!("cannot read {}: {source}", p.display())),
                 other => other,
             })?;
@@ -464,15 +506,16 @@ fn parse_split(s: &str, kb_base: u32) -> Result<Vec<(u64, u32)>, String> {
         }
         entries.push((b, p));
     }
-    let given: u32 = entries.iter().filter_map(|e| e.1).sum();
-    let missing = entries.iter().filter(|e| e.1.is_none()).count() as u32;
+    // Each is at most 100: in u64 the sum cannot overflow.
+    let given: u64 = entries.iter().filter_map(|e| e.1).map(u64::from).sum();
+    let missing = entries.iter().filter(|e| e.1.is_none()).count() as u64;
     if given > 100 && missing > 1 {
         return Err(format!("{s:?}: percentages add up to more than 100"));
     }
     let rest = if missing == 1 && entries.len() == 1 {
         100
     } else {
-        100u32.saturating_sub(given) / missing.max(1)
+        (100u64.saturating_sub(given) / missing.max(1)) as u32
     };
     Ok(entries.into_iter().map(|(b, p)| (b, p.unwrap_or(rest))).collect())
 }
@@ -495,6 +538,9 @@ fn parse_distribution(s: &str) -> Result<RandomDistribution, String> {
         "random" => Ok(RandomDistribution::Random),
         "zipf" => {
             let t = num(1.1)?;
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!("zipf theta {t} must be a positive number"));
+            }
             if t == 1.0 {
                 return Err("zipf theta must be different from 1.0".into());
             }
@@ -612,14 +658,14 @@ fn pct(s: &str) -> Result<u32, String> {
 /// Parses a job file from disk.
 pub fn parse_job_file(path: impl AsRef<Path>) -> Result<FioJobFile, FioError> {
     let mut lines = Vec::new();
-    load(path.as_ref(), 0, &mut lines)?;
+    load(path.as_ref(), 0, &mut 0, &mut lines)?;
     resolve(lines)
 }
 
 /// Parses job-file text; `origin` names it in messages and anchors relative `include`s.
 pub fn parse_job_str(text: &str, origin: &str) -> Result<FioJobFile, FioError> {
     let mut lines = Vec::new();
-    load_text(text, &PathBuf::from(origin), 0, &mut lines)?;
+    load_text(text, &PathBuf::from(origin), 0, &mut 0, &mut lines)?;
     resolve(lines)
 }
 

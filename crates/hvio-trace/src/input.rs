@@ -19,6 +19,8 @@ pub struct Input {
     /// Bytes consumed so far (of the decompressed stream).
     pub consumed: u64,
     pub path: String,
+    /// Whether the bytes are decompressed gzip (for error messages).
+    gzip: bool,
 }
 
 /// Result of asking for an exact number of bytes.
@@ -39,6 +41,7 @@ impl Input {
             eof: false,
             consumed: 0,
             path: path.into(),
+            gzip: false,
         }
     }
 
@@ -58,7 +61,9 @@ impl Input {
             let pending = inp.buf[inp.start..inp.end].to_vec();
             let chained = io::Cursor::new(pending).chain(rest);
             let gz = flate2::read::MultiGzDecoder::new(chained);
-            return Ok(Input::new(name, Box::new(gz)));
+            let mut inp = Input::new(name, Box::new(gz));
+            inp.gzip = true;
+            return Ok(inp);
         }
         Ok(inp)
     }
@@ -92,7 +97,16 @@ impl Input {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // Say where: the byte offset (of the decompressed stream for gzip).
+                    let at = self.consumed + (self.end - self.start) as u64;
+                    let what = if self.gzip {
+                        "gzip data after decompressed byte"
+                    } else {
+                        "byte"
+                    };
+                    return Err(io::Error::new(e.kind(), format!("reading {what} {at}: {e}")));
+                }
             }
         }
     }
@@ -125,11 +139,14 @@ impl Input {
             }
             scanned = self.end - self.start;
             if scanned > MAX_LINE {
+                let found = crate::error::snippet(&self.buf[self.start..self.start + 64]);
+                // Consume the whole line, so that skipping it moves on.
+                self.skip_line()?;
                 return Err(TraceError::Malformed {
                     path: self.path.clone(),
                     loc: crate::error::Loc::File,
                     expected: format!("text lines shorter than {MAX_LINE} bytes"),
-                    found: crate::error::snippet(&self.buf[self.start..self.start + 64]),
+                    found,
                 });
             }
             let n = self.fill().map_err(|e| TraceError::io(&self.path, e))?;
@@ -144,6 +161,22 @@ impl Input {
                 let line = &self.buf[s..e];
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 return Ok(Some(line));
+            }
+        }
+    }
+
+    /// Consumes everything up to and including the next newline (or to the end).
+    fn skip_line(&mut self) -> Result<(), TraceError> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+                self.consumed += (i + 1) as u64;
+                self.start += i + 1;
+                return Ok(());
+            }
+            self.consumed += (self.end - self.start) as u64;
+            self.start = self.end;
+            if self.fill().map_err(|e| TraceError::io(&self.path, e))? == 0 {
+                return Ok(());
             }
         }
     }

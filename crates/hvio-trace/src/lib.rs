@@ -6,11 +6,13 @@
 //! - [`fio`]: fio job files as workloads ([`fio::FioJob`]).
 //! - [`write`]: records out as blkparse text or fio iolog v3.
 //! - [`stats`]: trace statistics.
+//! - [`mutate`]: mutation operators for the robustness tests of every reader.
 
 pub mod error;
 pub mod fio;
 pub mod formats;
 pub mod input;
+pub mod mutate;
 pub mod parse;
 pub mod reader;
 pub mod record;

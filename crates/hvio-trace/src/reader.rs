@@ -238,7 +238,25 @@ impl<F: LineFormat> Source for TextSource<F> {
     fn next(&mut self, devs: &mut Devices) -> Result<Option<(TraceRecord, Loc)>, TraceError> {
         let TextSource { input, path, line, fmt } = self;
         loop {
-            let Some(l) = input.next_line()? else {
+            let next = input.next_line().map_err(|e| match e {
+                // A line too long to hold: name it.
+                TraceError::Malformed {
+                    path,
+                    loc: Loc::File,
+                    expected,
+                    found,
+                } => TraceError::Malformed {
+                    path,
+                    loc: Loc::Line(*line + 1),
+                    expected,
+                    found,
+                },
+                e => e,
+            });
+            if next.is_err() {
+                *line += 1;
+            }
+            let Some(l) = next? else {
                 return Ok(None);
             };
             *line += 1;
@@ -370,6 +388,26 @@ impl Iterator for TraceReader {
             match self.src.next(&mut self.devices) {
                 Ok(None) => return None,
                 Ok(Some((r, loc))) => {
+                    if r.sector
+                        .checked_add(r.sectors as u64)
+                        .is_none_or(|e| e > crate::record::MAX_SECTOR_END)
+                    {
+                        let e = TraceError::Malformed {
+                            path: self.path.clone(),
+                            loc,
+                            expected: format!(
+                                "a request that ends within 2^64 bytes (sector + count <= {})",
+                                crate::record::MAX_SECTOR_END
+                            ),
+                            found: format!("sector {} + {}", r.sector, r.sectors),
+                        };
+                        if self.skip_bad {
+                            self.skipped += 1;
+                            continue;
+                        }
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
                     if !self.allow_unsorted {
                         if let Some(prev) = self.last_time {
                             if r.time < prev {

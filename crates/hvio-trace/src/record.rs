@@ -3,6 +3,10 @@
 use hvio_core::{Nanos, Op};
 use serde::{Deserialize, Serialize};
 
+/// The largest request end (sector + count) a reader yields: every byte of a
+/// request has a 64-bit byte offset (writers print byte offsets).
+pub const MAX_SECTOR_END: u64 = u64::MAX / hvio_core::SECTOR_BYTES;
+
 /// Request flags carried by some formats (blktrace's RWBS, vSCSI commands).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RecFlags(pub u8);

@@ -187,19 +187,19 @@ impl StatsBuilder {
         match r.op {
             Op::Read => {
                 s.reads += 1;
-                s.read_bytes += bytes;
+                s.read_bytes = s.read_bytes.saturating_add(bytes);
                 dev.reads += 1;
             }
             Op::Write => {
                 s.writes += 1;
-                s.write_bytes += bytes;
+                s.write_bytes = s.write_bytes.saturating_add(bytes);
             }
             Op::Flush => s.flushes += 1,
             Op::Discard => s.discards += 1,
         }
         if matches!(r.op, Op::Read | Op::Write) {
             self.data += 1;
-            dev.bytes += bytes;
+            dev.bytes = dev.bytes.saturating_add(bytes);
             dev.data += 1;
             s.min_size_bytes = s.min_size_bytes.min(bytes);
             s.max_size_bytes = s.max_size_bytes.max(bytes);
@@ -230,7 +230,7 @@ impl StatsBuilder {
             s.min_size_bytes = 0;
         }
         s.mean_size_bytes = if self.data > 0 {
-            (s.read_bytes + s.write_bytes) as f64 / self.data as f64
+            (s.read_bytes as f64 + s.write_bytes as f64) / self.data as f64
         } else {
             0.0
         };

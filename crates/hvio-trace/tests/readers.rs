@@ -1,9 +1,10 @@
 //! Every reader on small hand-written samples, detection, gzip, and bad input.
 
+mod common;
+
+use common::{blk, vscsi1, vscsi2};
 use hvio_core::Op;
-use hvio_trace::formats::blktrace::{
-    BlkIoTrace, MAGIC, TC_DISCARD, TC_FLUSH, TC_NOTIFY, TC_READ, TC_SHIFT, TC_SYNC, TC_WRITE,
-};
+use hvio_trace::formats::blktrace::{MAGIC, TC_DISCARD, TC_FLUSH, TC_NOTIFY, TC_READ, TC_SHIFT, TC_SYNC, TC_WRITE};
 use hvio_trace::{BlkAction, Format, Loc, ReadOptions, RecFlags, TraceError, TraceReader, TraceRecord};
 use std::io::{Cursor, Write};
 use std::path::PathBuf;
@@ -193,22 +194,6 @@ fn gzip_input_is_read_directly() {
     assert_eq!(r.len(), 3);
 }
 
-fn blk(time: u64, sector: u64, bytes: u32, action: u32, cpu: u32) -> BlkIoTrace {
-    BlkIoTrace {
-        magic: MAGIC | 7,
-        sequence: 0,
-        time,
-        sector,
-        bytes,
-        action,
-        pid: 1,
-        device: (8 << 20) | 16,
-        cpu,
-        error: 0,
-        pdu_len: 0,
-    }
-}
-
 const Q: u32 = 1;
 
 #[test]
@@ -255,31 +240,6 @@ fn blktrace_per_cpu_files_merge_by_time() {
         assert_eq!(times, (0..12).map(|i| i * 10).collect::<Vec<_>>());
         assert_eq!(devs, ["8,16"]);
     }
-}
-
-fn vscsi1(cmd: u16, len: u32, lbn: u64, ts: u64) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&7u32.to_le_bytes());
-    v.extend_from_slice(&len.to_le_bytes());
-    v.extend_from_slice(&1u32.to_le_bytes());
-    v.extend_from_slice(&cmd.to_le_bytes());
-    v.extend_from_slice(&0x0100u16.to_le_bytes());
-    v.extend_from_slice(&lbn.to_le_bytes());
-    v.extend_from_slice(&ts.to_le_bytes());
-    v
-}
-
-fn vscsi2(cmd: u16, len: u32, lbn: u64, ts: u64, rt: u64) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&cmd.to_le_bytes());
-    v.extend_from_slice(&0x0200u16.to_le_bytes());
-    v.extend_from_slice(&7u32.to_le_bytes());
-    v.extend_from_slice(&len.to_le_bytes());
-    v.extend_from_slice(&1u32.to_le_bytes());
-    v.extend_from_slice(&lbn.to_le_bytes());
-    v.extend_from_slice(&ts.to_le_bytes());
-    v.extend_from_slice(&rt.to_le_bytes());
-    v
 }
 
 #[test]

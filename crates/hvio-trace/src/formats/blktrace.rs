@@ -171,7 +171,7 @@ impl File {
                                     path: path.clone(),
                                     format: "blktrace",
                                     what: format!(
-                                        "first word {m:#010x} is not the magic 0x656174xx in either byte order"
+                                        "{loc}: first word {m:#010x} is not the magic 0x656174xx in either byte order"
                                     ),
                                 });
                             };
