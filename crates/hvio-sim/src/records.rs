@@ -29,7 +29,16 @@ impl RecordWriter {
             path: path.display().to_string(),
             source,
         };
-        let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+        let meta = std::fs::metadata(path).ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) || path.as_os_str().to_string_lossy().ends_with('/') {
+            return Err(SimError::invalid(
+                "output",
+                "records",
+                path.display(),
+                "is a directory, not a file to write",
+            ));
+        }
+        let special = meta.is_some_and(|m| !m.is_file());
         let tmp = (!special).then(|| {
             let mut name = path.file_name().unwrap_or_default().to_os_string();
             name.push(".tmp~");
@@ -124,6 +133,14 @@ mod tests {
         w.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n"));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+        // A directory (`records = ""` names the config's own) is refused
+        // up front, not written beside it and renamed onto it at the end.
+        for d in [dir.clone(), dir.join("sub/")] {
+            let e = RecordWriter::create(&d).err().expect("a directory").to_string();
+            assert!(e.contains("`records`") && e.contains("is a directory"), "{e}");
+        }
+        assert!(!dir.with_extension("tmp~").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

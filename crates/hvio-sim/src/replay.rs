@@ -221,7 +221,9 @@ where
                 "must be positive",
             ));
         }
-        ReplayMode::Closed { depth: 0 } => return Err(SimError::invalid("replay", "depth", 0, "must be at least 1")),
+        ReplayMode::Closed { depth: 0 } => {
+            return Err(SimError::invalid("replay", "closed", 0, "the depth must be at least 1"))
+        }
         _ => {}
     }
     let info = device.info();
