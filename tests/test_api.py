@@ -58,6 +58,10 @@ def test_bad_config_error_names_the_file_and_line(tmp_path):
         hvio.simulate(path)
     with pytest.raises(hvio.HvioError, match=r"^<string>: .*`vm`"):
         hvio.simulate("seed = 1\n")
+    garbage = tmp_path / "garbage.toml"
+    garbage.write_bytes(b"\x00\xff\xfe binary")
+    with pytest.raises(hvio.HvioError, match=r"garbage\.toml: not a UTF-8 text file"):
+        hvio.simulate(garbage)
 
 
 def test_bad_config_raises_with_key():

@@ -21,7 +21,10 @@ def _config_text(config: ConfigLike) -> tuple[str, str]:
         return json.dumps(config), "<dict>.json"
     if isinstance(config, PathLike) or (isinstance(config, str) and "\n" not in config and "=" not in config):
         path = Path(config)
-        return path.read_text(), str(path)
+        try:
+            return path.read_text(), str(path)
+        except UnicodeDecodeError as e:
+            raise _hvio.HvioError(f"{path}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
     return str(config), "<string>"
 
 

@@ -69,6 +69,15 @@ pub struct PageCacheConfig {
     pub copy_ns_per_page: u64,
 }
 
+/// Bounds of the page cache's keys (see `crate::config::limits`): a
+/// read-ahead window of at most 1 GiB, requests of at most 32 MiB (the
+/// `[host.blktap] max_sectors_kb` bound), at most 65536 write-back
+/// requests queued, and a page copy of at most a second.
+const MAX_READ_AHEAD_KB: u32 = 1 << 20;
+const MAX_SECTORS_KB: u32 = 32_768;
+const MAX_NR_REQUESTS: u32 = 65_536;
+const MAX_COPY_NS: u64 = 1_000_000_000;
+
 fn default_memory() -> Size {
     Size(1 << 30)
 }
@@ -121,18 +130,25 @@ impl PageCacheConfig {
         if self.memory.0 < 16 * PAGE_BYTES {
             return bad("page_cache.memory", self.memory.0, "must be at least 64 KiB");
         }
-        if !self.read_ahead_kb.is_multiple_of(4) {
+        if !self.read_ahead_kb.is_multiple_of(4) || self.read_ahead_kb > MAX_READ_AHEAD_KB {
             return bad(
                 "page_cache.read_ahead_kb",
                 self.read_ahead_kb.into(),
-                "must be a multiple of 4 (whole pages)",
+                "must be a multiple of 4 (whole pages), at most 1048576 (1 GiB)",
             );
         }
-        if self.max_sectors_kb < 4 || !self.max_sectors_kb.is_multiple_of(4) {
+        if !(4..=MAX_SECTORS_KB).contains(&self.max_sectors_kb) || !self.max_sectors_kb.is_multiple_of(4) {
             return bad(
                 "page_cache.max_sectors_kb",
                 self.max_sectors_kb.into(),
-                "must be a positive multiple of 4 (whole pages)",
+                "must be a multiple of 4 (whole pages) from 4 to 32768",
+            );
+        }
+        if self.copy_ns_per_page > MAX_COPY_NS {
+            return bad(
+                "page_cache.copy_ns_per_page",
+                self.copy_ns_per_page,
+                "must be at most 1000000000 (one second a page)",
             );
         }
         if self.dirty_ratio == 0 || self.dirty_ratio > 100 {
@@ -148,8 +164,8 @@ impl PageCacheConfig {
         if self.dirty_writeback_centisecs == 0 {
             return bad("page_cache.dirty_writeback_centisecs", 0, "must be positive");
         }
-        if self.nr_requests == 0 {
-            return bad("page_cache.nr_requests", 0, "must be at least 1");
+        if !(1..=MAX_NR_REQUESTS).contains(&self.nr_requests) {
+            return bad("page_cache.nr_requests", self.nr_requests.into(), "must be 1..=65536");
         }
         Ok(())
     }

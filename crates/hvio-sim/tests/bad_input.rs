@@ -146,6 +146,19 @@ fn huge_sizes_and_durations_are_errors_not_overflows() {
         let e = error_of(&one_vm(&vm, &job), "h.toml");
         assert_has(&e, &["h.toml", "vm \"a\"", &format!("`{key}`")]);
     }
+    // The page cache of a buffered job: a page copy of 2^63 ns used to overflow.
+    for (cache, key) in [
+        ("copy_ns_per_page = 9223372036854775807", "copy_ns_per_page"),
+        ("read_ahead_kb = 4294967292", "read_ahead_kb"),
+        ("max_sectors_kb = 4294967292", "max_sectors_kb"),
+        ("nr_requests = 4294967295", "nr_requests"),
+    ] {
+        let text = one_vm(&format!("[vm.page_cache]\n{cache}"), "bs = \"16k\"\ndirect = false");
+        assert_has(
+            &error_of(&text, "p.toml"),
+            &["p.toml:7: vm \"a\"", &format!("`page_cache.{key}`")],
+        );
+    }
     for (top, key) in [
         ("max_time_s = 1e300", "max_time_s"),
         ("[output]\ninterval_s = 1e-12", "interval_s"),
