@@ -50,6 +50,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<()> {
         None => Config::from_toml_str("", "replay")?,
     };
     if let Some(s) = &a.scheduler {
+        hvio_sched::spec(s).map_err(|e| anyhow::anyhow!("--scheduler: {e}"))?;
         if *s != cfg.host.scheduler {
             cfg.host.params.clear();
         }

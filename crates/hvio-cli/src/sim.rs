@@ -34,6 +34,8 @@ pub fn sim(a: SimArgs) -> Result<()> {
         cfg.seed = s;
     }
     if let Some(s) = a.scheduler {
+        // Checked here: an unknown name is the option's fault, not the config's.
+        hvio_sched::spec(&s).map_err(|e| anyhow::anyhow!("--scheduler: {e}"))?;
         if s != cfg.host.scheduler {
             cfg.host.params.clear();
         }

@@ -67,6 +67,12 @@ pub mod limits {
     pub const MAX_VIRTIO_DEPTH: u32 = 32_768;
     /// A VM's `fragments`.
     pub const MAX_FRAGMENTS: u32 = 65_536;
+    /// Σ `fragments` over every VM of the config: the image extents kept.
+    pub const MAX_IMAGE_EXTENTS: u64 = 1 << 20;
+    /// File extents the engine keeps over the whole config: Σ `nrfiles`,
+    /// where a `sharing = "same-file"` job counts `numjobs` × `nrfiles`
+    /// (each of its threads walks all of the job's files from its own start).
+    pub const MAX_FILE_EXTENTS: u64 = 1 << 22;
     /// `max_time_s` and every other duration in seconds (about 11.6 days).
     pub const MAX_SECONDS: f64 = 1e6;
     /// Time-series buckets: `max_time_s` / `[output] interval_s` × VMs.
@@ -415,13 +421,22 @@ impl Config {
         let mut names = std::collections::BTreeSet::new();
         let mut next = self.host.first_image_offset.sectors();
         let mut out: Vec<VmLayout> = Vec::new();
-        let mut outstanding = 0u64;
+        let (mut outstanding, mut image_extents, mut file_extents) = (0u64, 0u64, 0u64);
         for vm in &self.vms {
             let ctx = format!("vm \"{}\"", vm.name);
             if !names.insert(vm.name.clone()) {
                 return Err(SimError::invalid(&ctx, "name", &vm.name, "duplicate VM name"));
             }
             vm.check(&ctx)?;
+            image_extents += vm.fragments as u64;
+            if image_extents > MAX_IMAGE_EXTENTS {
+                return Err(SimError::invalid(
+                    &ctx,
+                    "fragments",
+                    vm.fragments,
+                    format!("the VMs' fragments come to {image_extents} in all, more than {MAX_IMAGE_EXTENTS}"),
+                ));
+            }
             let start = match vm.offset {
                 Some(o) if o.0 % SECTOR_BYTES != 0 => {
                     return Err(SimError::invalid(
@@ -478,6 +493,20 @@ impl Config {
                         "numjobs",
                         job.numjobs,
                         format!("the VM's jobs would have {threads} threads in all, more than {MAX_THREADS_PER_VM}"),
+                    ));
+                }
+                file_extents += match job.sharing {
+                    crate::workload::Sharing::SameFile => job.numjobs as u64 * job.nrfiles as u64,
+                    _ => job.nrfiles as u64,
+                };
+                if file_extents > MAX_FILE_EXTENTS {
+                    return Err(SimError::invalid(
+                        &jctx,
+                        "nrfiles",
+                        job.nrfiles,
+                        format!(
+                            "the jobs' files come to {file_extents} file extents in all (Σ nrfiles; numjobs × nrfiles for sharing = \"same-file\"), more than {MAX_FILE_EXTENTS}"
+                        ),
                     ));
                 }
                 outstanding += job.numjobs as u64 * job.iodepth as u64;

@@ -545,7 +545,7 @@ pub fn replay_trace(
         let size = how.image_size.unwrap_or_else(|| need.div_ceil(1 << 20).max(1) << 20);
         let quoted = serde_json::to_string(vm).map_err(|e| SimError::Other(e.to_string()))?;
         extra.push_str(&format!(
-            "[[vm]]\nname = {quoted}\nimage_size = {size}\njournal_size = 0\n"
+            "[[vm]]\nname = {quoted}\nimage_size = \"{size}\"\njournal_size = 0\n"
         ));
         names.push(vm.clone());
     }

@@ -21,15 +21,20 @@ fn assert_has(err: &str, parts: &[&str]) {
 }
 
 /// One VM on the simple test disk with `vm` keys and one job with `job` keys.
-/// (The job's `size` is 16 MiB unless `job` sets it.)
+/// (The image is 1 GiB and the job's `size` 16 MiB unless `vm` or `job` starts by setting them.)
 fn one_vm(vm: &str, job: &str) -> String {
     let size = if job.starts_with("size =") {
         ""
     } else {
         "size = \"16MiB\""
     };
+    let image = if vm.starts_with("image_size =") {
+        ""
+    } else {
+        "image_size = \"1GiB\""
+    };
     format!(
-        "[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n{vm}\n[[vm.job]]\nrw = \"randread\"\n{size}\nrequests = 10\n{job}\n"
+        "[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"a\"\n{image}\n{vm}\n[[vm.job]]\nrw = \"randread\"\n{size}\nrequests = 10\n{job}\n"
     )
 }
 
@@ -108,6 +113,36 @@ fn huge_counts_are_refused_before_anything_is_allocated_for_them() {
         &error_of(&many, "many.toml"),
         &["many.toml", "`vm`", "1025", "at most 1024"],
     );
+    // Each same-file thread walks all of its job's files: 65536 × 65536 file
+    // extents used to be allocated.
+    let same = "numjobs = 65536\nnrfiles = 65536\nsharing = \"same-file\"";
+    let text = one_vm("image_size = \"300GiB\"", &format!("size = \"256GiB\"\n{same}"));
+    assert_has(
+        &error_of(&text, "s.toml"),
+        &["vm \"a\" job 0", "`nrfiles`", "65536", "same-file"],
+    );
+    // Counted over the whole config: 1024 VMs of 65536 fragments or 8192 files each.
+    for (vm, job, key) in [
+        (
+            "fragments = 65536\nimage_size = \"32MiB\"\njournal_size = 0",
+            "",
+            "fragments",
+        ),
+        (
+            "image_size = \"32MiB\"\njournal_size = 0",
+            "[[vm.job]]\nrw = \"read\"\nsize = \"32MiB\"\nnrfiles = 8192\nrequests = 1",
+            "nrfiles",
+        ),
+    ] {
+        let mut many = String::from("[disk]\nmodel = \"simple\"\n");
+        for i in 0..1024 {
+            many.push_str(&format!("[[vm]]\nname = \"v{i}\"\n{vm}\n{job}\n"));
+        }
+        assert_has(
+            &error_of(&many, "m.toml"),
+            &["m.toml:", "vm \"v", &format!("`{key}`"), "in all"],
+        );
+    }
     // Σ numjobs over a VM's jobs.
     let jobs = "numjobs = 40000\n[[vm.job]]\nrw = \"read\"\nsize = \"16MiB\"\nnumjobs = 40000";
     assert_has(

@@ -1,0 +1,71 @@
+//! `hvio sim`, `hvio compare` and `hvio replay` on bad input: exit code 1,
+//! one error line naming the file and line, and no result file written.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn hvio(dir: &PathBuf, args: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn config_errors_name_the_file_and_line_and_write_nothing() {
+    let dir = std::env::temp_dir().join(format!("hvio-cli-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("w.toml"), "seed = 1\n\n[[vm]]\nname = \"a\"\nweight = 0\n").unwrap();
+    let (code, err) = hvio(&dir, &["sim", "w.toml", "--records", "r.csv"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err.trim(),
+        "hvio: error: w.toml:5: vm \"a\": invalid value 0 for `weight`: must be between 1 and 10000"
+    );
+    let (code, err) = hvio(&dir, &["compare", "w.toml", "--schedulers", "noop"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("hvio: error: w.toml:5: "), "{err}");
+    std::fs::write(dir.join("t.csv"), "128166372000000000,host,0,Read,4096,4096,100\n").unwrap();
+    let (code, err) = hvio(&dir, &["replay", "t.csv", "--format", "msr", "--config", "w.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("hvio: error: w.toml:5: "), "{err}");
+
+    // numjobs = 4e9 used to abort the process (exit 134) allocating 288 GB.
+    std::fs::write(
+        dir.join("n.toml"),
+        "[[vm]]\nname = \"a\"\n[[vm.job]]\nrw = \"read\"\nnumjobs = 4000000000\n",
+    )
+    .unwrap();
+    let (code, err) = hvio(&dir, &["sim", "n.toml"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("n.toml:5: vm \"a\" job 0: invalid value 4000000000 for `numjobs`"),
+        "{err}"
+    );
+
+    // An unknown --scheduler is the option's fault: no config line.
+    std::fs::write(
+        dir.join("ok.toml"),
+        "[host]\nscheduler = \"cfq\"\n[[vm]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let (code, err) = hvio(&dir, &["sim", "ok.toml", "--scheduler", "nope"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--scheduler") && err.contains("`nope`") && !err.contains("ok.toml"),
+        "{err}"
+    );
+
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".toml") && !n.ends_with(".csv") || n == "r.csv")
+        .collect();
+    assert!(left.is_empty(), "files written by failed runs: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
