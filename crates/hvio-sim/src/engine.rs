@@ -633,7 +633,7 @@ impl Engine {
         let interval_s = cfg.output.interval_s.unwrap_or(1.0);
         // Checked by `Config::layout`.
         let records = match &cfg.output.records {
-            Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p))?),
+            Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p), cfg.seed)?),
             None => None,
         };
         let mut e = Engine {

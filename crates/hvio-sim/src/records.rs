@@ -3,7 +3,9 @@
 //! temporary file beside the target, renamed over it when the run ends
 //! well: a failed run leaves no half-written records (and the previous
 //! file, if any, as it was). A target that is not a regular file
-//! (`/dev/null`, a FIFO) is written in place.
+//! (`/dev/null`, a FIFO) is written in place. The last column is the run's
+//! seed, so a records file names what reproduces it (with the config and
+//! scheduler) and the records of several seeds concatenate cleanly.
 
 use crate::error::{Result, SimError};
 use hvio_core::Completion;
@@ -12,19 +14,21 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub const HEADER: &str =
-    "vm,op,sector,sectors,meta,arrival_ns,dispatch_ns,start_ns,done_ns,overhead_ns,seek_ns,rotation_ns,transfer_ns,cache_hit";
+    "vm,op,sector,sectors,meta,arrival_ns,dispatch_ns,start_ns,done_ns,overhead_ns,seek_ns,rotation_ns,transfer_ns,cache_hit,seed";
 
 pub struct RecordWriter {
     path: PathBuf,
     /// The temporary file being written, renamed to `path` by `finish`
     /// (None: writing `path` in place).
     tmp: Option<PathBuf>,
+    seed: u64,
     out: BufWriter<File>,
     error: Option<std::io::Error>,
 }
 
 impl RecordWriter {
-    pub fn create(path: &Path) -> Result<RecordWriter> {
+    /// Create `path` for a run with `seed` and write the header.
+    pub fn create(path: &Path, seed: u64) -> Result<RecordWriter> {
         let io = |source| SimError::Io {
             path: path.display().to_string(),
             source,
@@ -54,6 +58,7 @@ impl RecordWriter {
         let mut w = RecordWriter {
             path: path.to_path_buf(),
             tmp,
+            seed,
             out: BufWriter::with_capacity(1 << 16, file),
             error: None,
         };
@@ -69,7 +74,7 @@ impl RecordWriter {
         let s = &c.service;
         if let Err(e) = writeln!(
             self.out,
-            "{vm},{},{},{},{},{arrival},{dispatch},{},{},{},{},{},{},{}",
+            "{vm},{},{},{},{},{arrival},{dispatch},{},{},{},{},{},{},{},{}",
             c.rq.op.as_str(),
             c.rq.sector,
             c.rq.sectors,
@@ -80,7 +85,8 @@ impl RecordWriter {
             s.seek,
             s.rotation,
             s.transfer,
-            s.cache_hit as u8
+            s.cache_hit as u8,
+            self.seed
         ) {
             self.error = Some(e);
         }
@@ -124,12 +130,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("r.csv");
         std::fs::write(&path, "previous run\n").unwrap();
-        let w = RecordWriter::create(&path).unwrap();
+        let w = RecordWriter::create(&path, 1).unwrap();
         drop(w); // the run failed before `finish`
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "previous run\n");
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "a temporary file was left");
 
-        let w = RecordWriter::create(&path).unwrap();
+        let w = RecordWriter::create(&path, 1).unwrap();
         w.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n"));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
@@ -137,7 +143,7 @@ mod tests {
         // A directory (`records = ""` names the config's own) is refused
         // up front, not written beside it and renamed onto it at the end.
         for d in [dir.clone(), dir.join("sub/")] {
-            let e = RecordWriter::create(&d).err().expect("a directory").to_string();
+            let e = RecordWriter::create(&d, 1).err().expect("a directory").to_string();
             assert!(e.contains("`records`") && e.contains("is a directory"), "{e}");
         }
         assert!(!dir.with_extension("tmp~").exists());

@@ -34,6 +34,11 @@ pub struct Report {
     pub name: String,
     pub title: String,
     pub paper: String,
+    /// The seed the experiment ran with (`ExpOptions::seed`): with `quick`,
+    /// all a rerun needs to reproduce this report byte for byte.
+    pub seed: u64,
+    /// A scaled-down run (`ExpOptions::quick`).
+    pub quick: bool,
     pub tables: Vec<Table>,
     pub notes: Vec<String>,
     /// Raw data for figures (per-run results, series), free-form JSON.
@@ -42,7 +47,14 @@ pub struct Report {
 
 impl Report {
     pub fn render(&self) -> String {
-        let mut s = format!("{} — {}\n({})\n\n", self.name, self.title, self.paper);
+        let mut s = format!(
+            "{} — {}\n({})\nseed {}{}\n\n",
+            self.name,
+            self.title,
+            self.paper,
+            self.seed,
+            if self.quick { ", quick run" } else { "" }
+        );
         for t in &self.tables {
             s.push_str(&t.render());
             s.push('\n');
@@ -92,6 +104,8 @@ pub fn run(name: &str, opts: &ExpOptions) -> Result<Report> {
     let e = find(name)?;
     let mut r = (e.run)(opts)?;
     r.name = e.name.into();
+    r.seed = opts.seed;
+    r.quick = opts.quick;
     if r.title.is_empty() {
         r.title = e.title.into();
     }
