@@ -58,7 +58,8 @@ def run(out: Path, config: str | None, schedulers: list[str] | None) -> int:
     tmp = out / "compare.json.tmp"
     tmp.write_text(json.dumps([r.raw for r in results], indent=1))
     tmp.rename(out / "compare.json")
-    _table(results).to_csv(out / "compare.csv")
+    # The seed column names what reproduces each row (compare.json has it too).
+    _table(results).assign(seed=[r.raw["seed"] for r in results]).to_csv(out / "compare.csv")
     plots.bandwidth_by_scheduler(results, out / "bandwidth_by_scheduler.png")
     plots.seek_distribution(results, out / "seek_distribution.png")
     for r in results:
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             names = args.schedulers.split(",") if args.schedulers else None
             return run(args.out, args.config, names)
         rep = api.reproduce(args.name, quick=args.quick)
+        print(f"{rep.name}: seed {rep.seed}{', quick run' if rep.quick else ''}\n")
         for title, df in rep.tables.items():
             print(title)
             print(df.to_string(index=False))

@@ -159,6 +159,15 @@ class Report:
         return self.raw["name"]
 
     @property
+    def seed(self) -> int:
+        """The seed it ran with: ``reproduce(name, quick=quick, seed=seed)`` gives this report again."""
+        return self.raw["seed"]
+
+    @property
+    def quick(self) -> bool:
+        return self.raw["quick"]
+
+    @property
     def tables(self) -> dict[str, pd.DataFrame]:
         return {t["title"]: pd.DataFrame(t["rows"], columns=t["columns"]) for t in self.raw["tables"]}
 

@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .plots import _save  # noqa: E402
+
 
 def read_cdfs(cdf_csv: str | Path) -> pd.DataFrame:
     """The CDFs as a DataFrame: ``quantile``, ``measured_ms``, ``simulated_ms``."""
@@ -43,9 +45,4 @@ def plot_cdfs(cdf_csv: str | Path, out: str | Path, *, title: str | None = None)
     ax.set_title(title or "Service-time distribution: real disk vs hvio")
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(fig, out, description=f"hvio validate-disk; {Path(cdf_csv).name}")

@@ -1,5 +1,9 @@
 """Figures: the LBA-over-time scatter of paper 000 Fig. 1, throughput over
-time (Fig. 7), per-VM bandwidth by scheduler (Fig. 6b), seek distances."""
+time (Fig. 7), per-VM bandwidth by scheduler (Fig. 6b), seek distances.
+
+Every figure is byte-identical for the same results (no dates, fixed SVG ids)
+in any format matplotlib writes, and its metadata names the seed and the
+schedulers it shows."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ def lba_scatter(records_csv: str | Path, out: str | Path, *, max_points: int = 2
 
     ``records_csv`` is the per-request file of ``hvio sim --records``.
     """
-    df = pd.read_csv(records_csv, usecols=["vm", "sector", "arrival_ns"])
+    df = pd.read_csv(records_csv, usecols=lambda c: c in ("vm", "sector", "arrival_ns", "seed"))
     if len(df) > max_points:
         df = df.iloc[:: len(df) // max_points + 1]
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -29,7 +33,8 @@ def lba_scatter(records_csv: str | Path, out: str | Path, *, max_points: int = 2
     ax.set_ylabel("LBA (sector)")
     ax.set_title("Disk access pattern of the VMs (paper 000 Fig. 1)")
     ax.legend(markerscale=8, loc="best")
-    return _save(fig, out)
+    seeds = sorted(df["seed"].unique()) if "seed" in df else []
+    return _save(fig, out, description=_describe(seeds, [], f"records {Path(records_csv).name}"))
 
 
 def throughput_over_time(result: Result, out: str | Path, *, metric: str = "iops") -> Path:
@@ -41,7 +46,7 @@ def throughput_over_time(result: Result, out: str | Path, *, metric: str = "iops
     ax.set_ylabel("IOPS" if metric == "iops" else "MB/s")
     ax.set_title(f"Throughput of the VMs under {result.scheduler}")
     ax.legend(loc="best")
-    return _save(fig, out)
+    return _save(fig, out, description=_describe_results([result]))
 
 
 def bandwidth_by_scheduler(results: list[Result], out: str | Path) -> Path:
@@ -57,7 +62,7 @@ def bandwidth_by_scheduler(results: list[Result], out: str | Path) -> Path:
     ax.set_ylabel("MB/s")
     ax.set_title("Per-VM bandwidth by host scheduler (stacked = total)")
     ax.tick_params(axis="x", rotation=30)
-    return _save(fig, out)
+    return _save(fig, out, description=_describe_results(results))
 
 
 def seek_distribution(results: list[Result], out: str | Path) -> Path:
@@ -76,13 +81,52 @@ def seek_distribution(results: list[Result], out: str | Path) -> Path:
     ax.set_ylabel("% of dispatches")
     ax.set_title("Seek distance between consecutive dispatches")
     ax.tick_params(axis="x", rotation=30)
-    return _save(fig, out)
+    return _save(fig, out, description=_describe_results(results))
 
 
-def _save(fig, out: str | Path) -> Path:
+def _describe(seeds: list, schedulers: list[str], source: str | None = None) -> str:
+    parts = ["hvio"]
+    if source:
+        parts.append(source)
+    if schedulers:
+        parts.append("scheduler " + ", ".join(schedulers))
+    if seeds:
+        parts.append("seed " + ", ".join(str(int(s)) for s in seeds))
+    return "; ".join(parts)
+
+
+def _describe_results(results: list[Result]) -> str:
+    seeds = sorted({r.raw["seed"] for r in results})
+    return _describe(seeds, [r.scheduler for r in results])
+
+
+# What matplotlib writes by default that changes from run to run: the date
+# (PDF, PS, SVG) and, in SVG, ids salted with a random UUID.
+_VOLATILE = {
+    "png": {},
+    "svg": {"Date": None},
+    "pdf": {"CreationDate": None, "ModDate": None},
+    "ps": {"CreationDate": None},
+    "eps": {"CreationDate": None},
+}
+# Where each format keeps a free-text description.
+_DESCRIPTION_KEY = {"png": "Description", "svg": "Description", "pdf": "Subject"}
+
+
+def _save(fig, out: str | Path, *, description: str | None = None) -> Path:
+    """Write ``fig`` to ``out`` (format from the suffix) reproducibly, with
+    ``description`` (what the figure shows: seed, schedulers) in its metadata."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    fmt = out.suffix.lstrip(".").lower() or matplotlib.rcParams["savefig.format"]
+    kwargs = {}
+    if fmt in _VOLATILE:
+        meta = dict(_VOLATILE[fmt])
+        if description and fmt in _DESCRIPTION_KEY:
+            meta[_DESCRIPTION_KEY[fmt]] = description
+        kwargs["metadata"] = meta
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    with matplotlib.rc_context({"svg.hashsalt": "hvio"}):
+        fig.savefig(out, dpi=120, format=fmt, **kwargs)
     plt.close(fig)
     return out
