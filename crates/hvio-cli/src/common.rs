@@ -12,9 +12,7 @@ use std::path::Path;
 /// the device node with a regular file.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     if let Ok(meta) = std::fs::metadata(path) {
-        if meta.is_dir() {
-            anyhow::bail!("{} is a directory, not a file to write", path.display());
-        }
+        check_not_dir(path)?;
         if !meta.is_file() {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
@@ -35,6 +33,15 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
             .with_context(|| format!("writing {}", tmp.display()))?;
     }
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+/// Fail early, before a long run, when a result would be written onto a
+/// directory.
+pub fn check_not_dir(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("{} is a directory, not a file to write", path.display());
+    }
     Ok(())
 }
 

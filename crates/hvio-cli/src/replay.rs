@@ -1,6 +1,6 @@
 //! `hvio replay TRACE --scheduler X`: a block trace replayed under a host scheduler.
 
-use crate::common::write_atomic;
+use crate::common::{check_not_dir, write_atomic};
 use crate::trace::ReadArgs;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -73,6 +73,9 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<()> {
             },
         },
     };
+    if let Some(p) = &a.json {
+        check_not_dir(p)?;
+    }
     let (result, skipped) = replay_trace(cfg, &a.trace, &read, &how)?;
     print!(
         "{}\n{}",

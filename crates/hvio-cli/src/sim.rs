@@ -1,6 +1,6 @@
 //! `hvio sim`, `hvio compare`, `hvio schedulers`, `hvio presets`, `hvio reproduce`.
 
-use crate::common::write_atomic;
+use crate::common::{check_not_dir, write_atomic};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use hvio_sim::{compare as cmp, experiments, report, Config, DEFAULT_SCENARIO};
@@ -44,8 +44,9 @@ pub fn sim(a: SimArgs) -> Result<()> {
     if let Some(r) = a.records {
         cfg.output.records = Some(std::env::current_dir()?.join(r));
     }
+    let json = a.json.clone().unwrap_or_else(|| default_json(&a.config));
+    check_not_dir(&json)?;
     let r = hvio_sim::run(&cfg)?;
-    let json = a.json.unwrap_or_else(|| default_json(&a.config));
     write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
     print!(
         "{}\n{}\n{}",
@@ -97,6 +98,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     for n in &names {
         hvio_sched::spec(n)?;
     }
+    check_not_dir(&a.json)?;
     let results = cmp::compare(&cfg, &names)?;
     write_atomic(&a.json, &serde_json::to_string_pretty(&results)?)?;
     print!(

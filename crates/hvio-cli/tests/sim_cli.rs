@@ -61,6 +61,13 @@ fn config_errors_name_the_file_and_line_and_write_nothing() {
         "{err}"
     );
 
+    // A --json that is a directory is an error naming it (checked before the run).
+    std::fs::create_dir_all(dir.join("adir")).unwrap();
+    let (code, err) = hvio(&dir, &["sim", "ok.toml", "--json", "adir"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("adir is a directory"), "{err}");
+    std::fs::remove_dir(dir.join("adir")).unwrap();
+
     let left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -459,7 +459,12 @@ impl Config {
                     "image_size",
                     vm.image_size.0,
                     format!(
-                        "the image (from sector {start}) ends at sector {end}, past the end of the disk ({capacity} sectors)"
+                        "the image (from sector {start}) ends at sector {end}, past the end of the disk ({capacity} sectors){}",
+                        if vm.offset.is_none() {
+                            "; images are laid out from [host] first_image_offset (default 300000000 sectors, about 143 GiB, for the 1 TB HDD) with image_gap between them: set those, or the VM's offset, on a smaller disk"
+                        } else {
+                            ""
+                        }
                     ),
                 ));
             }

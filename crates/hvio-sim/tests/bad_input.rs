@@ -211,6 +211,12 @@ fn huge_sizes_and_durations_are_errors_not_overflows() {
         &error_of(&text, "g.toml"),
         &["g.toml:10: vm \"b\"", "past the end of the disk"],
     );
+    // On a disk smaller than the default layout's start, the error says how to move the images.
+    let text = "[disk]\nmodel = \"ssd\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n";
+    assert_has(
+        &error_of(text, "ssd.toml"),
+        &["ssd.toml:5: ", "past the end of the disk", "first_image_offset"],
+    );
     // A size string past u64 is a parse error naming it, not a silent 2^64 - 1.
     let e = Config::from_toml_str("[[vm]]\nname = \"a\"\nimage_size = \"16777216TiB\"\n", "s.toml").unwrap_err();
     assert_has(&e.to_string(), &["s.toml", "16777216TiB", "too large"]);
