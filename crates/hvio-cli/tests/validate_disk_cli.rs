@@ -46,3 +46,28 @@ fn validate_disk_bad_input_names_the_file() {
     assert!(!ok);
     assert!(err.contains("ibm18es.seek:1"), "{err}");
 }
+
+#[test]
+fn validate_disk_is_byte_identical_unless_timed() {
+    let dir = std::env::temp_dir().join(format!("hvio-validate-disk-twice-{}", std::process::id()));
+    let (spec, trace) = (data("hp_c2247a.parv"), data("hp_c2247a.trace"));
+    let run = |sub: &str, extra: &[&str]| {
+        let d = dir.join(sub);
+        let d = d.to_str().unwrap();
+        let mut args = vec!["validate-disk", &spec, &trace, "--out", d];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = hvio(&args);
+        assert!(ok, "{err}");
+        (
+            out.replace(d, "DIR"),
+            std::fs::read(dir.join(sub).join("cdf.csv")).unwrap(),
+        )
+    };
+    let a = run("a", &[]);
+    let b = run("b", &[]);
+    assert_eq!(a, b, "two validations of the same disk and trace differ");
+    assert!(!a.0.contains("replay speed"), "{}", a.0);
+    let (timed, _) = run("c", &["--bench", "1"]);
+    assert!(timed.contains("replay speed"), "{timed}");
+    std::fs::remove_dir_all(&dir).ok();
+}
