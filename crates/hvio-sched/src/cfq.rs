@@ -35,7 +35,7 @@
 //! from the head position (Linux caches it at insert), time is in ns not
 //! jiffies, and the group hierarchy is flat (one level under the root).
 
-use super::util::{elevator_next, key, wake_at, SeekHistory, SortedFifo, ThinkTime};
+use super::util::{elevator_next, key, mul_div, wake_at, SeekHistory, SortedFifo, ThinkTime};
 use super::SchedulerSpec;
 use hvio_core::{
     ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, StreamId,
@@ -474,7 +474,7 @@ impl Cfq {
     /// `cfq_group_slice`: the group's share of `target_latency`.
     fn group_slice(&self, g: GroupId) -> Nanos {
         let total = self.total_weight.max(self.groups[g].weight);
-        self.target_latency * self.groups[g].weight / total
+        mul_div(self.target_latency, self.groups[g].weight, total)
     }
 
     /// `cfq_group_get_avg_queues`: a slowly decaying maximum of busy queues.
@@ -499,12 +499,12 @@ impl Cfq {
             let cls = if class == WlClass::Rt { WlClass::Rt } else { WlClass::Be };
             let iq = self.group_avg_queues(g, cls) as u64;
             let sync_slice = self.slice[1];
-            let expect_latency = sync_slice * iq;
+            let expect_latency = sync_slice.saturating_mul(iq);
             let group_slice = self.group_slice(g);
             if expect_latency > group_slice {
                 let base_low = 2 * self.slice_idle;
-                let low = (base_low * slice / sync_slice).min(slice);
-                slice = (slice * group_slice / expect_latency).max(low);
+                let low = mul_div(base_low, slice, sync_slice).min(slice);
+                slice = mul_div(slice, group_slice, expect_latency).max(low);
             }
         }
         slice
@@ -517,7 +517,7 @@ impl Cfq {
 
     fn slice_used_soon(&self, q: QueueId, now: Nanos) -> bool {
         let cq = &self.queues[q];
-        cq.slice_new || now + self.slice_idle * cq.dispatched as u64 > cq.slice_end
+        cq.slice_new || now + self.slice_idle.saturating_mul(cq.dispatched as u64) > cq.slice_end
     }
 
     // ---- service trees ----
@@ -635,7 +635,7 @@ impl Cfq {
             charge = self.queues[q].allocated_slice;
         }
         let grp = &mut self.groups[g];
-        let scaled = charge * WEIGHT_DEFAULT / grp.weight;
+        let scaled = mul_div(charge, WEIGHT_DEFAULT, grp.weight);
         if grp.on_tree {
             self.group_tree.remove(&(grp.vdisktime, g));
             grp.vdisktime += scaled;
@@ -844,14 +844,20 @@ impl Cfq {
         let group_slice = self.group_slice(g);
         let busy = self.groups[g].busy_in_class(class);
         let denom = self.groups[g].busy_queues_avg[class as usize].max(busy).max(1) as u64;
-        let mut slice = group_slice * count / denom;
+        let mut slice = mul_div(group_slice, count, denom);
         if self.serving_type == WlType::Async {
-            let tmp = self.target_latency * self.groups[g].busy_async() as u64 / self.busy_queues.max(1) as u64;
-            slice = slice.min(tmp) * self.slice[0] / self.slice[1];
+            let tmp = mul_div(
+                self.target_latency,
+                self.groups[g].busy_async() as u64,
+                self.busy_queues.max(1) as u64,
+            );
+            slice = mul_div(slice.min(tmp), self.slice[0], self.slice[1]);
         } else {
             slice = slice.max(2 * self.slice_idle);
         }
-        self.workload_expires = now + slice.max(MIN_TT);
+        // slice_async / slice_sync may scale the slice past u64 (Linux's
+        // sysfs allows both from 1 ms to UINT_MAX ms): saturate, never expire.
+        self.workload_expires = now.saturating_add(slice.max(MIN_TT));
     }
 
     /// `cfq_choose_cfqg`: the leftmost group, with its saved workload.
@@ -861,7 +867,7 @@ impl Cfq {
         self.serving_group = g;
         let grp = &self.groups[g];
         if grp.saved_wl_slice > 0 {
-            self.workload_expires = now + grp.saved_wl_slice;
+            self.workload_expires = now.saturating_add(grp.saved_wl_slice);
             self.serving_type = grp.saved_wl_type;
             self.serving_class = grp.saved_wl_class;
         } else {
@@ -1298,6 +1304,31 @@ mod tests {
 
     fn build(name: &str, weights: &[u32]) -> Box<dyn Scheduler> {
         crate::build(name, &ParamValues::new(), &ctx(weights)).unwrap()
+    }
+
+    /// Tunables at the ends of their (Linux) ranges: the low-latency slice
+    /// scaling (`2·slice_idle·slice/slice_sync`, `slice·group_slice/…`) and
+    /// the async workload slice (`·slice_async/slice_sync`) overflowed u64
+    /// (a debug-build panic); they now compute in 128 bits and saturate.
+    #[test]
+    fn extreme_slices_do_not_overflow() {
+        let over: &[&[(&str, f64)]] = &[
+            &[("slice_sync", 1e7)],
+            &[("slice_sync", 1.0), ("slice_async", 1e7), ("target_latency", 1e7)],
+            &[("slice_idle", 1e6), ("slice_sync", 1e7), ("target_latency", 1.0)],
+        ];
+        for name in ["cfq", "blkio"] {
+            for o in over {
+                let mut s = crate::testutil::build(name, &[1, 10_000, 500], o, DeviceInfo::test_disk(1 << 30));
+                let clients = [
+                    Client::new(0, Pattern::Random(1), 0).outstanding(2),
+                    Client::new(1, Pattern::Sequential, 1 << 26).think(us(100)),
+                    Client::new(2, Pattern::Random(2), 1 << 27).write(false).outstanding(4),
+                ];
+                let out = run(s.as_mut(), &clients, 2, &fixed(ms(1)), ms(3000));
+                assert!(!out.dispatches.is_empty(), "{name} {o:?}: nothing dispatched");
+            }
+        }
     }
 
     /// Two streams, 2 ms per request, 0.5 ms think time, one request at a

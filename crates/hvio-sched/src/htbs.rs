@@ -474,11 +474,18 @@ impl Htbs {
         h
     }
 
-    /// A positive finite attribute, or the default (counting a bad value).
-    fn attr(&mut self, id: StreamId, name: &str, default: f64, allow_zero: bool) -> f64 {
+    /// A stream attribute inside the range of the tunable that gives its
+    /// default (`rate_iops` within `default_rate_iops`'s, ...), or that
+    /// default (counting a bad value): a rate of 1e-300 or a latency of
+    /// 1e300 ms would put tags past the end of u64 nanoseconds.
+    fn attr(&mut self, id: StreamId, name: &str, default: f64, tunable: &str) -> f64 {
+        let spec = PARAMS
+            .iter()
+            .find(|p| p.name == tunable)
+            .expect("the tunable is in the table");
         match self.infos.get(&id).and_then(|i| i.attr(name)) {
             None => default,
-            Some(v) if v.is_finite() && (v > 0.0 || (allow_zero && v == 0.0)) => v,
+            Some(v) if (spec.min..=spec.max).contains(&v) => v,
             Some(_) => {
                 self.c.invalid_attrs += 1;
                 default
@@ -488,9 +495,9 @@ impl Htbs {
 
     /// (rate, capacity, latency) of a stream from its attributes.
     fn contract(&mut self, id: StreamId) -> (f64, f64, Nanos) {
-        let rate = self.attr(id, "rate_iops", self.default_rate, false);
-        let burst = self.attr(id, "burst", self.default_burst, true);
-        let latency_ms = self.attr(id, "latency_ms", self.default_latency as f64 / 1e6, true);
+        let rate = self.attr(id, "rate_iops", self.default_rate, "default_rate_iops");
+        let burst = self.attr(id, "burst", self.default_burst, "default_burst");
+        let latency_ms = self.attr(id, "latency_ms", self.default_latency as f64 / 1e6, "default_latency");
         let capacity = (burst + rate * self.bucket_window).max(1.0);
         (rate, capacity, (latency_ms * 1e6).round() as Nanos)
     }

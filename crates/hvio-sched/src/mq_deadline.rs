@@ -23,7 +23,7 @@
 
 use super::util::{key, SortKey, SortedFifo};
 use super::SchedulerSpec;
-use hvio_core::{Dispatch, IoClass, Nanos, Op, ParamSpec, Params, Request, SchedContext, Scheduler, Sector};
+use hvio_core::{ms, Dispatch, IoClass, Nanos, Op, ParamSpec, Params, Request, SchedContext, Scheduler, Sector};
 use std::collections::VecDeque;
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
@@ -262,8 +262,10 @@ impl Scheduler for MqDeadline {
             }
         }
         // Requests are queued behind in-flight ones of a higher level or the
-        // async depth: a completion will call us again.
-        Dispatch::WaitUntil(now + self.expire[READ].max(1))
+        // async depth: a completion will call us again. The fallback wake-up
+        // is at least 1 ms away (read_expire may be 0: polling every 1 ns
+        // until the completion would stall the simulation).
+        Dispatch::WaitUntil(now + self.expire[READ].max(ms(1)))
     }
 
     fn completed(&mut self, rq: &Request, _now: Nanos) {
@@ -347,6 +349,23 @@ mod tests {
         assert!(matches!(s.dispatch(2), Dispatch::WaitUntil(_)));
         s.completed(&b, 3);
         assert_eq!(take(s.as_mut(), 3).class, IoClass::Idle);
+    }
+
+    /// Writes held back by `async_depth` with `read_expire` = 0 (both in
+    /// their Linux ranges) wait for the completion with a wake-up at least
+    /// 1 ms away, not a 1 ns poll that livelocked the driver.
+    #[test]
+    fn async_depth_wait_with_zero_read_expire_is_not_a_poll() {
+        let mut s = sched(&[("read_expire", 0.0), ("async_depth", 1.0)]);
+        s.insert(rq(0, Op::Write, 100, IoClass::Be, 0), 0);
+        s.insert(rq(1, Op::Write, 200, IoClass::Be, 0), 0);
+        let a = take(s.as_mut(), 1);
+        let Dispatch::WaitUntil(w) = s.dispatch(1) else {
+            panic!("the second write waits for the first")
+        };
+        assert!(w > ms(1), "wake-up {w} ns: a poll");
+        s.completed(&a, 5);
+        assert_eq!(take(s.as_mut(), 5).id, 1);
     }
 
     /// A BE request older than prio_aging_expire (10 s) passes RT traffic.

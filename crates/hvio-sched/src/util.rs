@@ -618,6 +618,14 @@ impl SeekHistory {
     }
 }
 
+/// `a · b / c` computed in 128 bits, saturating at `u64::MAX`: tunables are
+/// user input (up to 1e7 ms = 1e13 ns) and weights up to 10000, so their
+/// products can exceed 64 bits where Linux's own u64 arithmetic would wrap.
+/// Equal to `a * b / c` whenever that does not overflow. `c` must be positive.
+pub fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    u64::try_from(a as u128 * b as u128 / c.max(1) as u128).unwrap_or(u64::MAX)
+}
+
 /// A wake-up time for `Dispatch::WaitUntil`: `t` if it is in the future,
 /// else `now + fallback` (at least 1 ns later). Used when a scheduler waits
 /// for in-flight requests to complete and has no timer of its own: the

@@ -7,138 +7,27 @@
 //! scheduler drains when the device keeps completing; `queued()` and
 //! `has_work()` agree with what was inserted and dispatched.
 
-use hvio_core::{DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
-use proptest::prelude::*;
-use std::collections::HashSet;
+mod common;
 
-const CAPACITY: u64 = 1 << 31;
+use common::{arrival, ctx, drive_sched, Arrival, Stub, CAPACITY};
+use hvio_core::{Dispatch, Nanos, Op, ParamValues, Request};
+use proptest::prelude::*;
+
 /// A wait longer than this is treated as unbounded idling.
 const MAX_WAIT: Nanos = 60_000_000_000;
 
-fn ctx(streams: u32) -> SchedContext {
-    let region = CAPACITY / streams as u64;
-    SchedContext {
-        streams: (0..streams)
-            .map(|i| {
-                StreamInfo::new(i, format!("vm{i}"))
-                    .with_weight(100 * (i + 1))
-                    .with_region(i as u64 * region, region)
-            })
-            .collect(),
-        device: DeviceInfo::test_disk(CAPACITY),
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Arrival {
-    gap_us: u64,
-    stream: u32,
-    sector: u64,
-    sectors: u32,
-    op: Op,
-}
-
-fn arrival() -> impl Strategy<Value = Arrival> {
-    (
-        0u64..5_000,
-        0u32..4,
-        0u64..CAPACITY - 256,
-        1u32..256,
-        prop_oneof![4 => Just(Op::Read), 3 => Just(Op::Write), 1 => Just(Op::Flush)],
-    )
-        .prop_map(|(gap_us, stream, sector, sectors, op)| Arrival {
-            gap_us,
-            stream,
-            sector,
-            sectors,
-            op,
-        })
-}
-
-/// Drive `name` with the arrivals against a device that serves one request at
-/// a time in `service` ns; check the invariants; return dispatch order.
+/// Drive `name` (default tunables) with the arrivals against a device that
+/// serves one request at a time in `service` ns; check the invariants;
+/// return dispatch order.
 fn drive(name: &str, arrivals: &[Arrival], service: Nanos) -> Vec<u64> {
     let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(4)).unwrap();
-    let mut now: Nanos = 0;
-    let mut next_arrival = 0usize;
-    let mut t_arrival: Nanos = arrivals.first().map(|a| a.gap_us * 1000).unwrap_or(0);
-    let mut busy_until: Option<(Nanos, Request)> = None;
-    let mut wait_until: Option<Nanos> = None;
-    let mut dispatched = Vec::new();
-    let mut seen = HashSet::new();
-    let mut inserted = 0usize;
-    let mut steps = 0u64;
-    loop {
-        steps += 1;
-        assert!(steps < 10_000_000, "{name}: no progress");
-        // The next event: an arrival, a completion, or a wait expiry.
-        let mut t = Nanos::MAX;
-        if next_arrival < arrivals.len() {
-            t = t.min(t_arrival);
-        }
-        if let Some((c, _)) = busy_until {
-            t = t.min(c);
-        }
-        if let Some(w) = wait_until {
-            t = t.min(w);
-        }
-        if t == Nanos::MAX {
-            break;
-        }
-        now = now.max(t);
-        if let Some((c, rq)) = busy_until {
-            if c <= now {
-                s.completed(&rq, now);
-                busy_until = None;
-            }
-        }
-        while next_arrival < arrivals.len() && t_arrival <= now {
-            let a = &arrivals[next_arrival];
-            let (sector, sectors) = if a.op == Op::Flush {
-                (0, 0)
-            } else {
-                (a.sector, a.sectors)
-            };
-            let rq = Request::new(next_arrival as u64, a.stream, a.op, sector, sectors, now)
-                .with_sync(a.op != Op::Write || a.stream.is_multiple_of(2));
-            s.insert(rq, now);
-            inserted += 1;
-            next_arrival += 1;
-            if let Some(a) = arrivals.get(next_arrival) {
-                t_arrival = now + a.gap_us * 1000;
-            }
-        }
-        wait_until = None;
-        if busy_until.is_none() {
-            match s.dispatch(now) {
-                Dispatch::Request(rq) => {
-                    assert!(seen.insert(rq.id), "{name}: request {} dispatched twice", rq.id);
-                    dispatched.push(rq.id);
-                    busy_until = Some((now + service, rq));
-                }
-                Dispatch::WaitUntil(w) => {
-                    assert!(w > now, "{name}: WaitUntil({w}) not in the future (now {now})");
-                    assert!(w - now <= MAX_WAIT, "{name}: WaitUntil {} ns ahead", w - now);
-                    wait_until = Some(w);
-                }
-                Dispatch::Empty => {
-                    assert!(!s.has_work(), "{name}: Empty while has_work()");
-                }
-            }
-        }
-        assert_eq!(s.queued(), inserted - dispatched.len(), "{name}: queued() disagrees");
-        assert_eq!(
-            s.has_work(),
-            s.queued() > 0,
-            "{name}: has_work() disagrees with queued()"
-        );
-    }
-    assert_eq!(
-        dispatched.len(),
-        arrivals.len(),
-        "{name}: not every request was dispatched"
-    );
-    dispatched
+    let stub = Stub {
+        service,
+        depth: 1,
+        max_wait: MAX_WAIT,
+        steps_per_request: 10_000,
+    };
+    drive_sched(name, s.as_mut(), arrivals, stub)
 }
 
 #[test]

@@ -325,6 +325,26 @@ fn bad_stream_attributes_fall_back_and_are_counted() {
     assert_eq!(counter(&h, "invalid_stream_attrs"), 1.0);
 }
 
+/// Attributes beyond the ranges of the tunables that give their defaults
+/// (a tiny rate, a huge latency) overflowed the tags' u64 nanoseconds (a
+/// debug-build panic); they now fall back to the defaults and are counted.
+#[test]
+fn out_of_range_stream_attributes_fall_back() {
+    let streams = vec![
+        stream(0, &[("rate_iops", 1e-300)]),
+        stream(1, &[("latency_ms", 1e300)]),
+        stream(2, &[("burst", f64::INFINITY)]),
+    ];
+    let mut h = htbs(streams, &[("twait", 0.0)]);
+    for i in 0..9u64 {
+        h.insert(rq(i, (i % 3) as u32, i * 1000, 1), 1);
+    }
+    for _ in 0..9 {
+        take(&mut h, 1);
+    }
+    assert_eq!(counter(&h, "invalid_stream_attrs"), 3.0);
+}
+
 /// A closed loop: each stream keeps `depth` random reads outstanding (a new one
 /// on each completion, or every `period` for open-loop streams); the device
 /// serves one at a time in `service`. Returns (completions, mean latency) per stream.

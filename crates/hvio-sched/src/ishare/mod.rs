@@ -299,6 +299,9 @@ impl Active {
     }
 }
 
+/// The shortest slice (Linux CFQ's `CFQ_MIN_TT`).
+const MIN_SLICE: Nanos = 2_000_000;
+
 #[derive(Debug)]
 pub struct IShare {
     target_latency: Nanos,
@@ -460,7 +463,10 @@ impl IShare {
             .map(|(_, v)| v.weight as u64)
             .sum();
         let slice = self.target_latency as u128 * self.vms[i].weight as u128 / total.max(1) as u128;
-        (slice as Nanos).max(1)
+        // At least Linux CFQ's CFQ_MIN_TT (2 ms), the floor of a blkio
+        // group's workload slice: weights 1:10000 with target_latency 1 ms
+        // gave 100 ns slices, a wake-up every 100 ns while the disk works.
+        (slice as Nanos).max(MIN_SLICE)
     }
 
     /// The VM's pending request nearest the head, and its distance.

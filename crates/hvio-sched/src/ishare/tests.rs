@@ -498,3 +498,22 @@ fn underload_dyiso_fills_the_idle_gaps() {
     // VM switched away from keeps the rest of its slice for later in the round.
     assert!(i[1] > 1000 && i[0] > i[1], "{i:?}");
 }
+
+/// Weights 10000:1 with `target_latency` = 1 ms (both in range) gave the
+/// light VM a 100 ns slice: with a VM at its quantum the scheduler woke
+/// every 100 ns while the disk worked (a simulation that never ends). A
+/// slice is now at least 2 ms (Linux's CFQ_MIN_TT).
+#[test]
+fn tiny_weight_shares_do_not_make_nanosecond_slices() {
+    let mut s = ishare(
+        &[10_000, 1],
+        &[("target_latency", 1.0), ("quantum", 1.0), ("dyiso", 0.0)],
+    );
+    let clients = [
+        Client::new(0, Pattern::Random(1), 0).outstanding(4),
+        Client::new(1, Pattern::Random(2), REGION).outstanding(4),
+    ];
+    let out = testutil::run(&mut s, &clients, 4, &testutil::fixed(ms(10)), ms(200));
+    assert!(out.waits.len() < 1000, "{} wake-ups in 200 ms", out.waits.len());
+    assert!(out.dispatches.len() >= 19, "{} dispatches", out.dispatches.len());
+}
