@@ -8,6 +8,7 @@ import re
 import zlib
 
 import hvio
+import matplotlib
 import pytest
 from hvio import hdd_validation, plots
 from hvio.__main__ import run
@@ -46,6 +47,19 @@ def test_every_figure_is_byte_identical_when_drawn_twice(inputs, tmp_path, fmt):
     for a, b, name in zip(drawn[0], drawn[1], ("throughput", "bandwidth", "seek", "lba", "cdf")):
         assert len(a) > 1000
         assert a == b, f"{name}.{fmt} differs between two drawings"
+
+
+def test_figures_ignore_the_users_matplotlib_settings(inputs, tmp_path):
+    results, _, cdf = inputs
+    plain = plots.throughput_over_time(results[0], tmp_path / "plain.png").read_bytes()
+    cdfs = hdd_validation.plot_cdfs(cdf, tmp_path / "plain-cdf.png").read_bytes()
+    with matplotlib.rc_context(
+        {"font.size": 17, "lines.linewidth": 4, "axes.grid": True, "savefig.dpi": 300}
+    ):
+        styled = plots.throughput_over_time(results[0], tmp_path / "styled.png").read_bytes()
+        styled_cdfs = hdd_validation.plot_cdfs(cdf, tmp_path / "styled-cdf.png").read_bytes()
+    assert plain == styled
+    assert cdfs == styled_cdfs
 
 
 def _pdf_text(data: bytes) -> bytes:

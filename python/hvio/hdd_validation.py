@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .plots import _save  # noqa: E402
+from .plots import _save, reproducible  # noqa: E402
 
 
 def read_cdfs(cdf_csv: str | Path) -> pd.DataFrame:
@@ -28,6 +28,7 @@ def demerit(df: pd.DataFrame) -> float:
     return float(((df["measured_ms"] - df["simulated_ms"]) ** 2).mean() ** 0.5)
 
 
+@reproducible
 def plot_cdfs(cdf_csv: str | Path, out: str | Path, *, title: str | None = None) -> Path:
     """Both service-time CDFs in one figure, the demerit in the legend."""
     df = read_cdfs(cdf_csv)

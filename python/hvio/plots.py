@@ -1,12 +1,14 @@
 """Figures: the LBA-over-time scatter of paper 000 Fig. 1, throughput over
 time (Fig. 7), per-VM bandwidth by scheduler (Fig. 6b), seek distances.
 
-Every figure is byte-identical for the same results (no dates, fixed SVG ids)
-in any format matplotlib writes, and its metadata names the seed and the
-schedulers it shows."""
+Every figure is byte-identical for the same results (no dates, fixed SVG ids,
+matplotlib's default style whatever a matplotlibrc says) in any format
+matplotlib writes, and its metadata names the seed and the schedulers it
+shows."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import matplotlib
@@ -18,6 +20,20 @@ import pandas as pd  # noqa: E402
 from .api import Result  # noqa: E402
 
 
+def reproducible(draw):
+    """Draw and save under matplotlib's default style, with SVG ids salted
+    by a constant instead of a random UUID: the figure depends on its data
+    only, not on the user's matplotlibrc or on the run."""
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with plt.style.context("default"), matplotlib.rc_context({"svg.hashsalt": "hvio"}):
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
+@reproducible
 def lba_scatter(records_csv: str | Path, out: str | Path, *, max_points: int = 200_000) -> Path:
     """Paper 000 Fig. 1: arrival time vs sector of every host request, by VM.
 
@@ -37,6 +53,7 @@ def lba_scatter(records_csv: str | Path, out: str | Path, *, max_points: int = 2
     return _save(fig, out, description=_describe(seeds, [], f"records {Path(records_csv).name}"))
 
 
+@reproducible
 def throughput_over_time(result: Result, out: str | Path, *, metric: str = "iops") -> Path:
     """Paper 000 Fig. 7: per-VM throughput every interval."""
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -49,6 +66,7 @@ def throughput_over_time(result: Result, out: str | Path, *, metric: str = "iops
     return _save(fig, out, description=_describe_results([result]))
 
 
+@reproducible
 def bandwidth_by_scheduler(results: list[Result], out: str | Path) -> Path:
     """Paper 000 Fig. 6(b): per-VM and total bandwidth under each scheduler."""
     rows = []
@@ -65,6 +83,7 @@ def bandwidth_by_scheduler(results: list[Result], out: str | Path) -> Path:
     return _save(fig, out, description=_describe_results(results))
 
 
+@reproducible
 def seek_distribution(results: list[Result], out: str | Path) -> Path:
     """Paper 000 Table 4 as bars: zero / within ±image / beyond."""
     rows = {
@@ -114,8 +133,9 @@ _DESCRIPTION_KEY = {"png": "Description", "svg": "Description", "pdf": "Subject"
 
 
 def _save(fig, out: str | Path, *, description: str | None = None) -> Path:
-    """Write ``fig`` to ``out`` (format from the suffix) reproducibly, with
-    ``description`` (what the figure shows: seed, schedulers) in its metadata."""
+    """Write ``fig`` to ``out`` (format from the suffix) with no date and with
+    ``description`` (what the figure shows: seed, schedulers) in its metadata.
+    The caller draws under :func:`reproducible`."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fmt = out.suffix.lstrip(".").lower() or matplotlib.rcParams["savefig.format"]
@@ -126,7 +146,6 @@ def _save(fig, out: str | Path, *, description: str | None = None) -> Path:
             meta[_DESCRIPTION_KEY[fmt]] = description
         kwargs["metadata"] = meta
     fig.tight_layout()
-    with matplotlib.rc_context({"svg.hashsalt": "hvio"}):
-        fig.savefig(out, dpi=120, format=fmt, **kwargs)
+    fig.savefig(out, dpi=120, format=fmt, **kwargs)
     plt.close(fig)
     return out
