@@ -4,6 +4,7 @@ output that depends on the seed names it."""
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 
@@ -16,7 +17,7 @@ from PIL import Image
 
 from .test_api import SMALL
 
-FORMATS = ["png", "svg", "pdf"]
+FORMATS = ["png", "svg", "svgz", "pdf", "eps"]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,11 @@ def test_figures_name_the_seed_and_schedulers(inputs, tmp_path):
     pdf = plots.seek_distribution(results, tmp_path / "s.pdf").read_bytes()
     assert b"/Subject (hvio; scheduler deadline, noop; seed 3)" in _pdf_text(pdf)
     assert b"/CreationDate" not in _pdf_text(pdf)
+    before = os.environ.get("SOURCE_DATE_EPOCH")
+    eps = plots.throughput_over_time(results[0], tmp_path / "t.eps").read_bytes()
+    assert b"%%CreationDate: Thu Jan 01 00:00:00 1970" in eps
+    assert b"t.eps" not in eps
+    assert os.environ.get("SOURCE_DATE_EPOCH") == before
 
 
 def test_main_run_writes_identical_files_that_name_the_seed(tmp_path, capsys):

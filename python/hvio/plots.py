@@ -8,7 +8,11 @@ shows."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gzip
+import io
+import os
 from pathlib import Path
 
 import matplotlib
@@ -120,16 +124,31 @@ def _describe_results(results: list[Result]) -> str:
 
 
 # What matplotlib writes by default that changes from run to run: the date
-# (PDF, PS, SVG) and, in SVG, ids salted with a random UUID.
+# (PDF, SVG; PS and EPS take theirs from SOURCE_DATE_EPOCH only) and, in
+# SVG, ids salted with a random UUID (fixed by `reproducible`). Figures are
+# rendered into memory, so PS/EPS carry no file name either, and SVGZ is
+# gzipped here without the time of matplotlib's gzip header.
 _VOLATILE = {
     "png": {},
     "svg": {"Date": None},
     "pdf": {"CreationDate": None, "ModDate": None},
-    "ps": {"CreationDate": None},
-    "eps": {"CreationDate": None},
 }
 # Where each format keeps a free-text description.
 _DESCRIPTION_KEY = {"png": "Description", "svg": "Description", "pdf": "Subject"}
+
+
+@contextlib.contextmanager
+def _epoch_zero():
+    """PostScript's ``%%CreationDate`` at 1970-01-01, as reproducible builds do."""
+    old = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = old
 
 
 def _save(fig, out: str | Path, *, description: str | None = None) -> Path:
@@ -139,13 +158,18 @@ def _save(fig, out: str | Path, *, description: str | None = None) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fmt = out.suffix.lstrip(".").lower() or matplotlib.rcParams["savefig.format"]
+    inner = "svg" if fmt == "svgz" else fmt
     kwargs = {}
-    if fmt in _VOLATILE:
-        meta = dict(_VOLATILE[fmt])
-        if description and fmt in _DESCRIPTION_KEY:
-            meta[_DESCRIPTION_KEY[fmt]] = description
+    if inner in _VOLATILE:
+        meta = dict(_VOLATILE[inner])
+        if description and inner in _DESCRIPTION_KEY:
+            meta[_DESCRIPTION_KEY[inner]] = description
         kwargs["metadata"] = meta
     fig.tight_layout()
-    fig.savefig(out, dpi=120, format=fmt, **kwargs)
+    buf = io.BytesIO()
+    with _epoch_zero():
+        fig.savefig(buf, dpi=120, format=inner, **kwargs)
+    data = buf.getvalue()
+    out.write_bytes(gzip.compress(data, mtime=0) if fmt == "svgz" else data)
     plt.close(fig)
     return out
