@@ -61,6 +61,15 @@ fn config_errors_name_the_file_and_line_and_write_nothing() {
         "{err}"
     );
 
+    // An endless input used to be read until memory ran out.
+    let (code, err) = hvio(&dir, &["sim", "/dev/zero"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("/dev/zero: larger than 64 MiB: not a config"), "{err}");
+    std::fs::write(dir.join("bin.toml"), b"seed = 1\n\xff\xfe").unwrap();
+    let (code, err) = hvio(&dir, &["sim", "bin.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("bin.toml: not UTF-8 text (byte 9)"), "{err}");
+
     // A --json that is a directory is an error naming it (checked before the run).
     std::fs::create_dir_all(dir.join("adir")).unwrap();
     let (code, err) = hvio(&dir, &["sim", "ok.toml", "--json", "adir"]);

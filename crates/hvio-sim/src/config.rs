@@ -50,6 +50,9 @@ pub struct Config {
 /// request, and keeps time in integer nanoseconds, so every count and
 /// duration is bounded well below what would exhaust memory or overflow.
 pub mod limits {
+    /// A config file's size: 64 MiB, room for the largest config the other
+    /// limits allow.
+    pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
     /// `[[vm]]` tables in one config.
     pub const MAX_VMS: usize = 1024;
     /// `[[vm.job]]` tables in one VM.
@@ -356,10 +359,29 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Read a config file of at most [`limits::MAX_CONFIG_BYTES`] (an endless
+    /// input such as `/dev/zero` is an error, not a hang).
     pub fn from_file(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|source| SimError::Io {
+        use std::io::Read;
+        let io = |source| SimError::Io {
             path: path.display().to_string(),
             source,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .map_err(io)?
+            .take(limits::MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > limits::MAX_CONFIG_BYTES {
+            return Err(SimError::Parse {
+                origin: path.display().to_string(),
+                message: format!("larger than {} MiB: not a config", limits::MAX_CONFIG_BYTES >> 20),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| SimError::Parse {
+            origin: path.display().to_string(),
+            message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
         })?;
         Config::from_toml_str(&text, &path.display().to_string())
     }
