@@ -78,6 +78,9 @@ pub mod limits {
     pub const MAX_FILE_EXTENTS: u64 = 1 << 22;
     /// `max_time_s` and every other duration in seconds (about 11.6 days).
     pub const MAX_SECONDS: f64 = 1e6;
+    /// The shortest period of a periodic event the config sets
+    /// (`journal_commit_s`): one millisecond.
+    pub const MIN_PERIOD_S: f64 = 1e-3;
     /// Time-series buckets: `max_time_s` / `[output] interval_s` × VMs.
     pub const MAX_SERIES_BUCKETS: f64 = 1e7;
 }
@@ -724,13 +727,14 @@ impl VmConfig {
                 format!("must be 1..={MAX_VIRTIO_DEPTH}"),
             ));
         }
-        if !(self.journal_commit_s.is_finite() && self.journal_commit_s >= 0.0 && self.journal_commit_s <= MAX_SECONDS)
-        {
+        // A commit every nanosecond would be a run of nothing but commits.
+        let commit = self.journal_commit_s;
+        if !(commit == 0.0 || (MIN_PERIOD_S..=MAX_SECONDS).contains(&commit)) {
             return Err(SimError::invalid(
                 ctx,
                 "journal_commit_s",
-                self.journal_commit_s,
-                format!("must be 0..={MAX_SECONDS} seconds"),
+                commit,
+                format!("must be 0 (off) or {MIN_PERIOD_S}..={MAX_SECONDS} seconds"),
             ));
         }
         if self.virt_latency_us as f64 > MAX_SECONDS * 1e6 {

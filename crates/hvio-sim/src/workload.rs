@@ -364,6 +364,20 @@ impl JobConfig {
                 format!("{nrfiles} files of this total size are smaller than one block of {max_bs} bytes"),
             ));
         }
+        let sharing = pick!(sharing).unwrap_or(Sharing::PerThread);
+        // Fewer files than threads: each thread gets an equal slice of the
+        // data set, which must hold a block.
+        let slice = size / SECTOR_BYTES / numjobs as u64 * SECTOR_BYTES;
+        if sharing == Sharing::PerThread && nrfiles < numjobs && slice < max_bs {
+            return Err(SimError::invalid(
+                context,
+                "numjobs",
+                numjobs,
+                format!(
+                    "each of the {numjobs} threads would get {slice} bytes of the {size}-byte data set (sharing = \"per-thread\", {nrfiles} files), less than one block of {max_bs} bytes"
+                ),
+            ));
+        }
         let rwmixread = pick!(rwmixread).unwrap_or(50);
         if rwmixread > 100 {
             return Err(SimError::invalid(context, "rwmixread", rwmixread, "must be 0..=100"));
@@ -421,7 +435,6 @@ impl JobConfig {
         if io_size == Some(0) {
             return Err(SimError::invalid(context, "io_size", 0, "must be positive"));
         }
-        let sharing = pick!(sharing).unwrap_or(Sharing::PerThread);
         let offset_increment = pick!(offset_increment).map_or(0, |s| s.0);
         if offset_increment > 0 {
             if sharing != Sharing::SameFile {

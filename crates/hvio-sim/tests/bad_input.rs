@@ -87,7 +87,7 @@ fn huge_counts_are_refused_before_anything_is_allocated_for_them() {
         ("numjobs = 4000000000", "numjobs", "4000000000"),
         ("nrfiles = 4000000000", "nrfiles", "4000000000"),
         ("iodepth = 4000000000", "iodepth", "4000000000"),
-        ("numjobs = 65536\niodepth = 16", "iodepth", "16"),
+        ("numjobs = 65536\niodepth = 16\nsharing = \"shared\"", "iodepth", "16"),
         ("bssplit = \"4k/4294967295:8k/1\"", "bssplit", "4294967295"),
     ] {
         let e = error_of(&one_vm("", job), "big.toml");
@@ -143,8 +143,19 @@ fn huge_counts_are_refused_before_anything_is_allocated_for_them() {
             &["m.toml:", "vm \"v", &format!("`{key}`"), "in all"],
         );
     }
+    // 65536 threads sharing 16 MiB: a slice of 256 bytes each (underflowed).
+    let e = error_of(&one_vm("", "numjobs = 65536"), "p.toml");
+    assert_has(
+        &e,
+        &[
+            "p.toml:11: vm \"a\" job 0",
+            "`numjobs`",
+            "0 bytes",
+            "less than one block",
+        ],
+    );
     // Σ numjobs over a VM's jobs.
-    let jobs = "numjobs = 40000\n[[vm.job]]\nrw = \"read\"\nsize = \"16MiB\"\nnumjobs = 40000";
+    let jobs = "numjobs = 40000\nsharing = \"shared\"\n[[vm.job]]\nrw = \"read\"\nsize = \"16MiB\"\nnumjobs = 40000\nsharing = \"shared\"";
     assert_has(
         &error_of(&one_vm("", jobs), "t.toml"),
         &["vm \"a\" job 1", "`numjobs`", "80000 threads"],
@@ -177,6 +188,8 @@ fn huge_sizes_and_durations_are_errors_not_overflows() {
         (String::new(), "start_s = 1e300".into(), "start_s"),
         (String::new(), "runtime_s = 1e300".into(), "runtime_s"),
         ("journal_commit_s = 1e300".into(), String::new(), "journal_commit_s"),
+        // A commit every nanosecond: the run never got past its commits.
+        ("journal_commit_s = 1e-9".into(), String::new(), "journal_commit_s"),
     ] {
         let e = error_of(&one_vm(&vm, &job), "h.toml");
         assert_has(&e, &["h.toml", "vm \"a\"", &format!("`{key}`")]);
