@@ -49,10 +49,14 @@ impl RecordWriter {
             path.with_file_name(name)
         });
         let file = match &tmp {
-            Some(t) => File::create(t).map_err(|source| SimError::Io {
-                path: t.display().to_string(),
-                source,
-            })?,
+            Some(t) => {
+                // As the JSON results: a missing directory is made. Errors
+                // name the file asked for, not the temporary one.
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(io)?;
+                }
+                File::create(t).map_err(io)?
+            }
             None => std::fs::OpenOptions::new().write(true).open(path).map_err(io)?,
         };
         let mut w = RecordWriter {
@@ -139,6 +143,12 @@ mod tests {
         w.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n"));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+        // A missing directory is made.
+        let deep = dir.join("a/b/r.csv");
+        RecordWriter::create(&deep, 1).unwrap().finish().unwrap();
+        assert!(deep.is_file());
+        std::fs::remove_dir_all(dir.join("a")).unwrap();
 
         // A directory (`records = ""` names the config's own) is refused
         // up front, not written beside it and renamed onto it at the end.
