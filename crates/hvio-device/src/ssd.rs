@@ -104,13 +104,42 @@ fn pos(key: &str, v: f64) -> Result<f64, DeviceError> {
     }
 }
 
-fn count(key: &str, v: u32) -> Result<usize, DeviceError> {
-    if v == 0 {
-        Err(DeviceError::param(key, v, "must be at least 1"))
+fn count(key: &str, v: u32, max: u32) -> Result<usize, DeviceError> {
+    if v == 0 || v > max {
+        Err(DeviceError::param(key, v, format!("must be between 1 and {max}")))
     } else {
         Ok(v as usize)
     }
 }
+
+/// A time within `0..=max` (finite), or an error naming the key.
+fn time(key: &str, v: f64, positive: bool, max: f64, unit: &str) -> Result<f64, DeviceError> {
+    if v.is_finite() && (v > 0.0 || (!positive && v == 0.0)) && v <= max {
+        Ok(v)
+    } else {
+        let low = if positive { "above 0" } else { "at least 0" };
+        Err(DeviceError::param(
+            key,
+            v,
+            format!("must be {low} and at most {max} {unit}"),
+        ))
+    }
+}
+
+/// Most of each parallel unit (channels, chips per channel, dies per chip,
+/// planes per die) and of all planes together: real SSDs have a few dozen
+/// to a few thousand planes; the model keeps a table per plane.
+const MAX_UNITS: u32 = 1024;
+const MAX_PLANES: u64 = 65_536;
+/// Largest flash block (pages) and page (KiB): real flash has 64-1024
+/// pages of 2-16 KiB.
+const MAX_PAGES_PER_BLOCK: u32 = 65_536;
+const MAX_PAGE_KIB: u32 = 1024;
+/// Longest flash operation or controller time, µs (1000 s), so no run of
+/// requests leaves u64 nanoseconds.
+const MAX_OP_US: f64 = 1e9;
+/// Most commands accepted at once (NVMe allows 64 Ki; real queues are shallower).
+const MAX_DEPTH: usize = 65_536;
 
 impl SsdParams {
     pub fn build(&self) -> Result<Ssd, DeviceError> {
@@ -123,15 +152,34 @@ impl SsdParams {
                 "must be above 0 (a fraction, e.g. 0.07)",
             ));
         }
-        let ch = count("channels", self.channels.unwrap_or(8))?;
-        let chips = count("chips_per_channel", self.chips_per_channel.unwrap_or(4))?;
-        let dies = count("dies_per_chip", self.dies_per_chip.unwrap_or(2))?;
-        let ppd = count("planes_per_die", self.planes_per_die.unwrap_or(2))?;
-        let ppb = count("pages_per_block", self.pages_per_block.unwrap_or(256))? as u32;
-        let page_kib = count("page_kib", self.page_kib.unwrap_or(8))? as u64;
+        let ch = count("channels", self.channels.unwrap_or(8), MAX_UNITS)?;
+        let chips = count("chips_per_channel", self.chips_per_channel.unwrap_or(4), MAX_UNITS)?;
+        let dies = count("dies_per_chip", self.dies_per_chip.unwrap_or(2), MAX_UNITS)?;
+        let ppd = count("planes_per_die", self.planes_per_die.unwrap_or(2), MAX_UNITS)?;
+        let ppb = count(
+            "pages_per_block",
+            self.pages_per_block.unwrap_or(256),
+            MAX_PAGES_PER_BLOCK,
+        )? as u32;
+        let page_kib = count("page_kib", self.page_kib.unwrap_or(8), MAX_PAGE_KIB)? as u64;
         let page_bytes = page_kib * 1024;
-        let lpns = (cap * (1u64 << 30) as f64 / page_bytes as f64) as u64;
+        let lpns_f = cap * (1u64 << 30) as f64 / page_bytes as f64;
+        if !(1.0..u32::MAX as f64).contains(&lpns_f) {
+            return Err(DeviceError::param(
+                "capacity_gib",
+                cap,
+                format!("must hold between 1 and 2^32 − 1 flash pages of page_kib = {page_kib} KiB"),
+            ));
+        }
+        let lpns = lpns_f as u64;
         let planes = ch * chips * dies * ppd;
+        if planes as u64 > MAX_PLANES {
+            return Err(DeviceError::param(
+                "channels",
+                ch,
+                format!("channels × chips_per_channel × dies_per_chip × planes_per_die = {planes}, more than {MAX_PLANES} planes"),
+            ));
+        }
         let gc = self.gc_threshold.unwrap_or(0.01);
         if !(gc.is_finite() && gc > 0.0 && gc < 0.5) {
             return Err(DeviceError::param(
@@ -155,19 +203,32 @@ impl SsdParams {
                 ),
             ));
         }
-        let phys_pages = planes as u64 * bpp * ppb as u64;
-        if phys_pages >= u32::MAX as u64 || lpns >= u32::MAX as u64 {
+        let phys_pages = planes as u128 * bpp as u128 * ppb as u128;
+        if phys_pages >= u32::MAX as u128 {
             return Err(DeviceError::param(
                 "capacity_gib",
                 cap,
                 "too many flash pages for this model (use bigger pages)",
             ));
         }
+        let phys_pages = phys_pages as u64;
         let depth = self.queue_depth.unwrap_or(32);
-        if depth == 0 {
-            return Err(DeviceError::param("queue_depth", 0, "must be at least 1"));
+        if depth == 0 || depth > MAX_DEPTH {
+            return Err(DeviceError::param(
+                "queue_depth",
+                depth,
+                format!("must be between 1 and {MAX_DEPTH}"),
+            ));
         }
-        let mb = pos("channel_mb_s", self.channel_mb_s.unwrap_or(333.0))?;
+        // At least 1 MB/s (a 1 MiB page in about a second).
+        let mb = self.channel_mb_s.unwrap_or(333.0);
+        if !(mb.is_finite() && (1.0..=1e6).contains(&mb)) {
+            return Err(DeviceError::param(
+                "channel_mb_s",
+                mb,
+                "must be between 1 and 1000000 MB/s",
+            ));
+        }
         let planes_v = (0..planes)
             .map(|p| {
                 let base = (p as u64 * bpp) as u32;
@@ -187,11 +248,17 @@ impl SsdParams {
             blocks_per_plane: bpp as u32,
             sectors_per_page: page_bytes / 512,
             lpns,
-            read_ns: pos("read_us", self.read_us.unwrap_or(75.0))? * 1e3,
-            program_ns: pos("program_us", self.program_us.unwrap_or(750.0))? * 1e3,
-            erase_ns: pos("erase_ms", self.erase_ms.unwrap_or(3.8))? * 1e6,
+            read_ns: time("read_us", self.read_us.unwrap_or(75.0), true, MAX_OP_US, "µs")? * 1e3,
+            program_ns: time("program_us", self.program_us.unwrap_or(750.0), true, MAX_OP_US, "µs")? * 1e3,
+            erase_ns: time("erase_ms", self.erase_ms.unwrap_or(3.8), true, MAX_OP_US / 1e3, "ms")? * 1e6,
             xfer_ns: page_bytes as f64 / (mb * 1e6) * 1e9,
-            controller_ns: self.controller_us.unwrap_or(10.0).max(0.0) * 1e3,
+            controller_ns: time(
+                "controller_us",
+                self.controller_us.unwrap_or(10.0),
+                false,
+                MAX_OP_US,
+                "µs",
+            )? * 1e3,
             gc_min_free,
             depth,
             l2p: vec![FREE; lpns as usize],

@@ -134,3 +134,22 @@ fn ibm_destage_orders() {
     eprintln!("IBM DNES-309170W demerit: destage fifo {fifo:.4} ms, sptf {sptf:.4} ms");
     assert!(fifo <= 0.151 && sptf <= 0.151, "fifo {fifo} sptf {sptf}");
 }
+
+/// `Seek type = const` (every seek takes `Average seek time`) was mapped
+/// with an infinite split, which the curve check then refused: no const
+/// disk could load. It loads now and every seek takes the average.
+#[test]
+fn a_constant_seek_disk_loads() {
+    let dir = std::env::temp_dir().join(format!("hvio-const-seek-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let specs = std::fs::read_to_string(data().join("hp_c2247a.diskspecs")).unwrap();
+    let model = std::fs::read_to_string(data().join("hp_c2247a_validate.model")).unwrap();
+    std::fs::write(dir.join("hp_c2247a.diskspecs"), specs).unwrap();
+    let model = model.replace("Seek type = hplplus10", "Seek type = const");
+    std::fs::write(dir.join("hp_c2247a_validate.model"), model).unwrap();
+    let l = load_disk(&dir.join("hp_c2247a.diskspecs"), None).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    for d in [1, 10, 300, 2050] {
+        assert_eq!(l.model.seek.ms(d), 1.1, "{d} cylinders");
+    }
+}

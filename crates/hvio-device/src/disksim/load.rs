@@ -81,16 +81,34 @@ impl<'a> Keys<'a> {
             .ok_or_else(|| berr(self.b, key, format!("missing in {} block", self.b.typ)))
     }
 
-    fn non_neg(&mut self, key: &str, default: f64) -> Result<f64, SpecError> {
+    /// A number within `0..=max` (times in ms: at most [`MAX_STEP_MS`]).
+    fn non_neg_max(&mut self, key: &str, default: f64, max: f64) -> Result<f64, SpecError> {
         let v = self.num(key, default)?;
-        if v.is_finite() && v >= 0.0 {
+        if v.is_finite() && (0.0..=max).contains(&v) {
             Ok(v)
         } else {
             Err(kerr(
                 self.entry(key).unwrap(),
-                format!("{v} must be a non-negative number"),
+                format!("{v} must be a number between 0 and {max}"),
             ))
         }
+    }
+
+    fn non_neg(&mut self, key: &str, default: f64) -> Result<f64, SpecError> {
+        self.non_neg_max(key, default, MAX_STEP_MS)
+    }
+
+    /// A positive count, at most `max` (a NaN, infinite or huge count would
+    /// become a saturated integer and an allocation or overflow).
+    fn count_max(&mut self, key: &str, default: f64, max: f64) -> Result<f64, SpecError> {
+        let v = self.num(key, default)?;
+        if v.is_nan() || v > max {
+            return Err(kerr(
+                self.entry(key).unwrap(),
+                format!("{v} must be a number of at most {max}"),
+            ));
+        }
+        Ok(v)
     }
 
     fn word(&mut self, key: &str) -> Result<Option<(String, &'a Entry)>, SpecError> {
@@ -220,8 +238,8 @@ fn load_from(spec: &SpecFile, path: &Path, name: Option<&str>) -> Result<Loaded,
     let buses: Vec<&Block> = spec.blocks.iter().filter(|b| b.typ == "disksim_bus").collect();
     for b in &buses {
         let mut k = Keys::new(b);
-        bus[0] = bus[0].max(k.non_neg("Read block transfer time", 0.0)?);
-        bus[1] = bus[1].max(k.non_neg("Write block transfer time", 0.0)?);
+        bus[0] = bus[0].max(k.non_neg_max("Read block transfer time", 0.0, MAX_BLOCK_MS)?);
+        bus[1] = bus[1].max(k.non_neg_max("Write block transfer time", 0.0, MAX_BLOCK_MS)?);
     }
     if buses.is_empty() {
         ctx.warnings.push(format!(
@@ -240,6 +258,11 @@ fn names(bs: &[&Block]) -> String {
 }
 
 const MS: f64 = 1e6;
+/// Longest time of one step or overhead, ms (the HDD model's bound).
+const MAX_STEP_MS: f64 = crate::hdd::MAX_STEP_MS;
+/// Longest bus or media transfer time of one block, ms: the HDD model's
+/// slowest interface (1 MB/s) moves a block in 0.5 ms.
+const MAX_BLOCK_MS: f64 = 1.0;
 
 fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, SpecError> {
     let mut k = Keys::new(disk);
@@ -247,8 +270,21 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     let (geom, seek, mech) = map_model(dm, ctx)?;
     let scale = k.non_neg("Time scale for overheads", 1.0)?;
     let per_req = k.non_neg("Per-request overhead time", 0.0)?;
-    let bulk = k.non_neg("Bulk sector transfer time", 0.0)?;
-    let o = |k: &mut Keys, key: &str| -> Result<f64, SpecError> { Ok((k.non_neg(key, 0.0)? + per_req) * scale * MS) };
+    let bulk = k.non_neg_max("Bulk sector transfer time", 0.0, MAX_BLOCK_MS)?;
+    // An overhead scaled by `Time scale for overheads` stays within MAX_STEP_MS.
+    let scaled = |k: &mut Keys, key: &str, t: f64| -> Result<f64, SpecError> {
+        let v = t * scale;
+        if v > MAX_STEP_MS {
+            let e = k.entry(key).or_else(|| k.entry("Time scale for overheads"));
+            let msg = format!("{t} ms × `Time scale for overheads` {scale} = {v} ms, more than {MAX_STEP_MS} ms");
+            return Err(e.map_or_else(|| berr(disk, key, msg.clone()), |e| kerr(e, msg.clone())));
+        }
+        Ok(v * MS)
+    };
+    let o = |k: &mut Keys, key: &str| -> Result<f64, SpecError> {
+        let t = k.non_neg(key, 0.0)? + per_req;
+        scaled(k, key, t)
+    };
     // "<kind> over. after read" and "... after write".
     let pair = |k: &mut Keys, kind: &str| -> Result<[f64; 2], SpecError> {
         Ok([
@@ -258,7 +294,10 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     };
     let (rh, rm) = (pair(&mut k, "Read hit")?, pair(&mut k, "Read miss")?);
     let (wh, wm) = (pair(&mut k, "Write hit")?, pair(&mut k, "Write miss")?);
-    let p = |k: &mut Keys, key: &str| -> Result<f64, SpecError> { Ok(k.non_neg(key, 0.0)? * scale * MS) };
+    let p = |k: &mut Keys, key: &str| -> Result<f64, SpecError> {
+        let t = k.non_neg(key, 0.0)?;
+        scaled(k, key, t)
+    };
     let complete = [
         p(&mut k, "Read completion overhead")?,
         p(&mut k, "Write completion overhead")?,
@@ -310,7 +349,9 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     } else {
         base
     };
-    let depth = k.num("Max queue length", 1.0)?.max(1.0) as usize;
+    let depth = k
+        .count_max("Max queue length", 1.0, crate::hdd::MAX_QUEUE_DEPTH as f64)?
+        .max(1.0) as usize;
     let mut policy = QueuePolicy::Fcfs;
     if let Ok(s) = k.block("Scheduler") {
         let mut sk = Keys::new(s);
@@ -338,7 +379,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             format!("hvio models at most {} segments", crate::hdd::MAX_SEGMENTS),
         ));
     }
-    let seg_size = k.num("Segment size (in blks)", 1.0)?.max(1.0) as u64;
+    let seg_size = k.count_max("Segment size (in blks)", 1.0, u32::MAX as f64)?.max(1.0) as u64;
     let continuous = k.num("Buffer continuous read", 0.0)? as i64;
     let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?.max(0.0) as u64;
     let read_ahead = if continuous == 0 { 0 } else { max_ra };
@@ -350,7 +391,9 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         ));
     }
     let fast_write = k.num("Fast write level", 0.0)?;
-    let write_segs = k.num("Maximum number of write segments", 1.0)?.max(1.0) as u64;
+    let write_segs = k
+        .count_max("Maximum number of write segments", 1.0, crate::hdd::MAX_SEGMENTS as f64)?
+        .max(1.0) as u64;
     let hits_on_writes = k.num("Allow read hits on write data", 0.0)? != 0.0;
     for key in [
         "Hold bus entire read xfer",
@@ -448,16 +491,18 @@ fn map_model(dm: &Block, ctx: &mut Ctx) -> Result<(Geometry, SeekCurve, Mech), S
         return Err(berr(dm, "Model", format!("expected a dm_disk block, found {}", dm.typ)));
     }
     let mut k = Keys::new(dm);
-    let heads = k.req("Number of data surfaces")? as u32;
-    let cyls = k.req("Number of cylinders")? as u32;
+    let heads_f = k.req("Number of data surfaces")?;
+    let cyls_f = k.req("Number of cylinders")?;
     let blocks = k.num_opt("Block count")?;
-    if heads == 0 || cyls == 0 {
-        return Err(berr(
-            dm,
-            "Number of data surfaces",
-            "surfaces and cylinders must be positive",
-        ));
+    for (key, v, max) in [
+        ("Number of data surfaces", heads_f, crate::hdd::MAX_SURFACES as f64),
+        ("Number of cylinders", cyls_f, u32::MAX as f64),
+    ] {
+        if !(1.0..=max).contains(&v) {
+            return Err(kerr(k.entry(key).unwrap(), format!("{v} must be between 1 and {max}")));
+        }
     }
+    let (heads, cyls) = (heads_f as u32, cyls_f as u32);
     let layout = k.block("Layout Model")?;
     let geom = map_layout(layout, heads, cyls, ctx)?;
     if let Some(bc) = blocks {
@@ -470,7 +515,7 @@ fn map_model(dm: &Block, ctx: &mut Ctx) -> Result<(Geometry, SeekCurve, Mech), S
         }
     }
     let mech = k.block("Mechanical Model")?;
-    let (seek, m) = map_mech(mech, ctx)?;
+    let (seek, m) = map_mech(mech, geom.cylinders, ctx)?;
     k.finish(ctx);
     Ok((geom, seek, m))
 }
@@ -522,7 +567,14 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
     let first = k.req("First cylinder number")?;
     let last = k.req("Last cylinder number")?;
     let spt = k.req("Blocks per track")?;
-    if first < 0.0 || last < first || last >= cyls as f64 || spt < 1.0 {
+    if spt > crate::hdd::MAX_SECTORS_PER_TRACK as f64 {
+        return Err(kerr(
+            k.entry("Blocks per track").unwrap(),
+            format!("{spt} must be at most {}", crate::hdd::MAX_SECTORS_PER_TRACK),
+        ));
+    }
+    // (NaN fails every comparison: written as negations.)
+    if !(first >= 0.0 && last >= first && last < cyls as f64 && spt >= 1.0) {
         return Err(berr(
             zb,
             "First cylinder number",
@@ -530,11 +582,13 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
         ));
     }
     let (first, last, spt) = (first as u32, last as u32, spt as u64);
-    let offset = k.num("Offset of first block", 0.0)?;
-    let dead = k.non_neg("Empty space at zone front", 0.0)? as u64;
-    let tskew = k.num("Skew for track switch", 0.0)?;
-    let cskew = k.num("Skew for cylinder switch", 0.0)?;
-    let spares = k.non_neg("Number of spares", 0.0)? as u64;
+    // Rotational positions in sectors (finite: a NaN or infinite offset
+    // would reach the times).
+    let offset = k.non_neg_max("Offset of first block", 0.0, u32::MAX as f64)?;
+    let dead = k.non_neg_max("Empty space at zone front", 0.0, u32::MAX as f64)? as u64;
+    let tskew = k.non_neg_max("Skew for track switch", 0.0, u32::MAX as f64)?;
+    let cskew = k.non_neg_max("Skew for cylinder switch", 0.0, u32::MAX as f64)?;
+    let spares = k.non_neg_max("Number of spares", 0.0, u32::MAX as f64)? as u64;
     let slips = k.nums("slips")?.map(|(v, _)| v).unwrap_or_default();
     let slips: Vec<u64> = slips.iter().map(|&s| s.max(0.0) as u64).collect();
     if let Some((d, e)) = k.nums("defects")? {
@@ -550,7 +604,15 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
     k.finish(ctx);
     let ncyl = (last - first + 1) as u64;
     let h = heads as u64;
+    // At most 2^32 cylinders × 1024 surfaces × 1e6 sectors: no overflow.
     let total = ncyl * h * spt;
+    if total > u32::MAX as u64 {
+        return Err(berr(
+            zb,
+            "Last cylinder number",
+            format!("zone cylinders {first}..={last}: {total} sectors, more than the model's 2^32 per zone"),
+        ));
+    }
     let mut holes = vec![Hole { pbn: 0, len: dead }];
     // Logical blocks in the zone, DiskSim's `blksinband`.
     let slipped = slips.len() as u64;
@@ -559,7 +621,10 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
         1 => {
             // Slips are whole tracks; spare tracks at the zone end.
             for &t in &slips {
-                holes.push(Hole { pbn: t * spt, len: spt });
+                holes.push(Hole {
+                    pbn: t.saturating_mul(spt),
+                    len: spt,
+                });
             }
             total.saturating_sub(dead + spares * spt)
         }
@@ -619,7 +684,7 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
     Zone::new(first, last, spt as u32, heads, offset, tskew, cskew, holes).map_err(|e| berr(zb, "slips", e.0))
 }
 
-fn map_mech(m: &Block, ctx: &mut Ctx) -> Result<(SeekCurve, Mech), SpecError> {
+fn map_mech(m: &Block, cylinders: u32, ctx: &mut Ctx) -> Result<(SeekCurve, Mech), SpecError> {
     if m.typ != "dm_mech_g1" {
         return Err(berr(
             m,
@@ -637,10 +702,11 @@ fn map_mech(m: &Block, ctx: &mut Ctx) -> Result<(SeekCurve, Mech), SpecError> {
         }
     }
     let rpm = k.req("Rotation speed (in rpms)")?;
-    if !(rpm.is_finite() && rpm > 0.0) {
+    // As the HDD model's `rpm`: a revolution of at most 60 s.
+    if !(rpm.is_finite() && (1.0..=1e6).contains(&rpm)) {
         return Err(kerr(
             k.entry("Rotation speed (in rpms)").unwrap(),
-            format!("{rpm} must be positive"),
+            format!("{rpm} must be between 1 and 1000000"),
         ));
     }
     k.note(ctx, "Percent error in rpms", 0.0, "not modelled (exact speed used)")?;
@@ -690,7 +756,8 @@ fn map_mech(m: &Block, ctx: &mut Ctx) -> Result<(SeekCurve, Mech), SpecError> {
         "const" | "constant" => {
             let a = avg.ok_or_else(|| berr(m, "Average seek time", "missing for a constant seek"))?;
             SeekCurve::Hpl {
-                split: f64::INFINITY,
+                // The first regime everywhere (check() wants finite numbers).
+                split: f64::MAX,
                 a1: a,
                 b1: 0.0,
                 a2: a,
@@ -706,7 +773,9 @@ fn map_mech(m: &Block, ctx: &mut Ctx) -> Result<(SeekCurve, Mech), SpecError> {
             ))
         }
     };
-    seek.check().map_err(|msg| kerr(te, msg))?;
+    seek.check()
+        .and_then(|()| seek.check_range(cylinders, MAX_STEP_MS))
+        .map_err(|msg| kerr(te, msg))?;
     let _ = (full, avg);
     k.finish(ctx);
     Ok((

@@ -684,8 +684,9 @@ impl Hdd {
     fn extend_prefetch(&mut self, i: usize, a: u64, b: u64) {
         if self.prefetch.is_some_and(|p| p.seg == i) {
             let c = &self.m.cache;
-            let until = (b + c.read_ahead)
-                .min(b.max(a + c.segment_sectors))
+            let until = b
+                .saturating_add(c.read_ahead)
+                .min(b.max(a.saturating_add(c.segment_sectors)))
                 .min(self.m.geom.capacity());
             let s = &mut self.segs[i];
             if until > s.limit {
@@ -703,7 +704,7 @@ impl Hdd {
         let Some(p) = self.prefetch.filter(|p| m > 0 && seg.is_none_or(|i| i == p.seg)) else {
             return 0;
         };
-        let target = (b + m).min(self.segs[p.seg].limit);
+        let target = b.saturating_add(m).min(self.segs[p.seg].limit);
         if target <= p.lbn0 {
             return 0;
         }
@@ -752,13 +753,15 @@ impl Hdd {
         let start = if reuse.is_none() || self.segs[i].end < a {
             a
         } else if run {
-            let room = (b + c.read_ahead).saturating_sub(c.segment_sectors).min(a);
+            let room = b.saturating_add(c.read_ahead).saturating_sub(c.segment_sectors).min(a);
             self.segs[i].start.max(room)
         } else {
             self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
         };
-        let limit = (b + c.read_ahead)
-            .min(start + c.segment_sectors)
+        // Saturating: read-ahead and segment sizes are user input.
+        let limit = b
+            .saturating_add(c.read_ahead)
+            .min(start.saturating_add(c.segment_sectors))
             .max(b)
             .min(self.m.geom.capacity());
         self.segs[i] = Segment {

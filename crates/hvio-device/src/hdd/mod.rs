@@ -13,5 +13,8 @@ pub use geometry::{Geometry, GeometryError, Hole, Loc, Zone};
 pub use model::{
     Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadPolicy,
 };
-pub use params::{HddParams, SeekSpec, DEFAULT_CAPACITY, MAX_SEGMENTS};
+pub use params::{
+    HddParams, SeekSpec, DEFAULT_CAPACITY, MAX_POLICY_MS, MAX_QUEUE_DEPTH, MAX_SECTORS_PER_TRACK, MAX_SEGMENTS,
+    MAX_STEP_MS, MAX_SURFACES, MAX_ZONES,
+};
 pub use seek::SeekCurve;

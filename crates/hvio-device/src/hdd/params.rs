@@ -104,14 +104,6 @@ pub struct HddParams {
     pub max_queue_wait_ms: Option<f64>,
 }
 
-fn positive(key: &str, v: f64) -> Result<f64, DeviceError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(DeviceError::param(key, v, "must be a positive number"))
-    }
-}
-
 fn non_negative(key: &str, v: f64) -> Result<f64, DeviceError> {
     if v.is_finite() && v >= 0.0 {
         Ok(v)
@@ -119,6 +111,49 @@ fn non_negative(key: &str, v: f64) -> Result<f64, DeviceError> {
         Err(DeviceError::param(key, v, "must be a non-negative number"))
     }
 }
+
+/// A number within `min..=max` (finite), or an error naming the key and the range.
+fn within(key: &str, v: f64, min: f64, max: f64, unit: &str) -> Result<f64, DeviceError> {
+    if v.is_finite() && (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(DeviceError::param(
+            key,
+            v,
+            format!("must be between {min} and {max} {unit}"),
+        ))
+    }
+}
+
+/// A whole number within `min..=max`, or an error naming the key and the range.
+fn count_within<T: Copy + Into<u64> + std::fmt::Display>(
+    key: &str,
+    v: T,
+    min: u64,
+    max: u64,
+) -> Result<T, DeviceError> {
+    if (min..=max).contains(&v.into()) {
+        Ok(v)
+    } else {
+        Err(DeviceError::param(key, v, format!("must be between {min} and {max}")))
+    }
+}
+
+/// Longest time of one mechanical step or controller overhead (seek,
+/// rotation, head switch, settle, overhead), ms: 1000 s, far above any disk,
+/// low enough that no run of requests leaves u64 nanoseconds.
+pub const MAX_STEP_MS: f64 = 1e6;
+/// Longest policy time (destage age and idle, SPTF age bound), ms: 11.6
+/// days ("never" in a simulation), far from the end of u64 nanoseconds.
+pub const MAX_POLICY_MS: f64 = 1e9;
+/// Most recording surfaces, sectors per track and zones a disk may have
+/// (real disks: under 20, a few thousand, a few dozen), so a cylinder's
+/// sectors and the zone table stay small.
+pub const MAX_SURFACES: u64 = 1024;
+pub const MAX_SECTORS_PER_TRACK: u64 = 1_000_000;
+pub const MAX_ZONES: u64 = 10_000;
+/// Most commands a drive accepts at once (NCQ: 32, SCSI TCQ: 256).
+pub const MAX_QUEUE_DEPTH: u64 = 1024;
 
 /// The default disk's capacity: 1 TB.
 pub const DEFAULT_CAPACITY: u64 = 1_953_525_168;
@@ -130,16 +165,19 @@ const FIT_CYLINDERS: f64 = 228_700.0;
 impl HddParams {
     /// Builds the disk: defaults with these overrides applied.
     pub fn build(&self) -> Result<HddModel, DeviceError> {
-        let rpm = positive("rpm", self.rpm.unwrap_or(7200.0))?;
+        // 1 rpm (a 60 s revolution) to 1e6 rpm: real disks spin at 3600-15000.
+        let rpm = within("rpm", self.rpm.unwrap_or(7200.0), 1.0, 1e6, "rpm")?;
         let capacity = self.capacity_sectors.unwrap_or(DEFAULT_CAPACITY);
         if capacity == 0 {
             return Err(DeviceError::param("capacity_sectors", 0, "must be positive"));
         }
-        let heads = self.surfaces.unwrap_or(4);
-        if heads == 0 {
-            return Err(DeviceError::param("surfaces", 0, "must be positive"));
-        }
-        let outer = self.outer_sectors_per_track.unwrap_or(2673);
+        let heads = count_within("surfaces", self.surfaces.unwrap_or(4), 1, MAX_SURFACES)?;
+        let outer = count_within(
+            "outer_sectors_per_track",
+            self.outer_sectors_per_track.unwrap_or(2673),
+            1,
+            MAX_SECTORS_PER_TRACK,
+        )?;
         let inner = self.inner_sectors_per_track.unwrap_or(1350);
         if inner == 0 || outer < inner {
             return Err(DeviceError::param(
@@ -148,19 +186,20 @@ impl HddParams {
                 format!("must be positive and at most outer_sectors_per_track ({outer})"),
             ));
         }
-        let nz = self.zones.unwrap_or(30);
-        if nz == 0 {
-            return Err(DeviceError::param("zones", 0, "must be positive"));
-        }
-        let tskew = non_negative("track_skew", self.track_skew.unwrap_or(0.148))?;
-        let cskew = non_negative("cylinder_skew", self.cylinder_skew.unwrap_or(0.148))?;
-        if tskew >= 1.0 || cskew >= 1.0 {
-            return Err(DeviceError::param(
-                "track_skew",
-                tskew.max(cskew),
-                "skews are fractions of a revolution, below 1",
-            ));
-        }
+        let nz = count_within("zones", self.zones.unwrap_or(30), 1, MAX_ZONES)?;
+        let skew = |key: &str, v: Option<f64>| {
+            let v = non_negative(key, v.unwrap_or(0.148))?;
+            if v >= 1.0 {
+                return Err(DeviceError::param(
+                    key,
+                    v,
+                    "skews are fractions of a revolution, below 1",
+                ));
+            }
+            Ok(v)
+        };
+        let tskew = skew("track_skew", self.track_skew)?;
+        let cskew = skew("cylinder_skew", self.cylinder_skew)?;
         // Zones of equal width, sectors per track falling linearly from outer to inner.
         let spts: Vec<u32> = (0..nz)
             .map(|i| {
@@ -172,7 +211,15 @@ impl HddParams {
             })
             .collect();
         let per_cyl: u64 = spts.iter().map(|&s| s as u64 * heads as u64).sum();
-        let cyl_per_zone = capacity.div_ceil(per_cyl).max(1) as u32;
+        let cyl_per_zone = capacity.div_ceil(per_cyl).max(1);
+        if cyl_per_zone * nz as u64 > u32::MAX as u64 {
+            return Err(DeviceError::param(
+                "capacity_sectors",
+                capacity,
+                format!("needs {cyl_per_zone} cylinders per zone, more than the model's 2^32 cylinders: add surfaces, zones or sectors per track"),
+            ));
+        }
+        let cyl_per_zone = cyl_per_zone as u32;
         let mut zones = Vec::with_capacity(nz as usize);
         let mut total = 0u64;
         for (i, &spt) in spts.iter().enumerate() {
@@ -231,13 +278,19 @@ impl HddParams {
             },
         };
         seek.check()
+            .and_then(|()| seek.check_range(cylinders, MAX_STEP_MS))
             .map_err(|e| DeviceError::param("seek", format!("{:?}", self.seek), e))?;
-        let ms = |key: &str, v: Option<f64>, d: f64| non_negative(key, v.unwrap_or(d)).map(|x| x * 1e6);
+        let ms =
+            |key: &str, v: Option<f64>, d: f64| within(key, v.unwrap_or(d), 0.0, MAX_STEP_MS, "ms").map(|x| x * 1e6);
+        let policy_ms =
+            |key: &str, v: Option<f64>, d: f64| within(key, v.unwrap_or(d), 0.0, MAX_POLICY_MS, "ms").map(|x| x * 1e6);
         let rh = ms("read_hit_overhead_ms", self.read_hit_overhead_ms, 0.05)?;
         let rm = ms("read_miss_overhead_ms", self.read_miss_overhead_ms, 0.15)?;
         let wh = ms("write_hit_overhead_ms", self.write_hit_overhead_ms, 0.05)?;
         let wm = ms("write_miss_overhead_ms", self.write_miss_overhead_ms, 0.15)?;
-        let bus_mb = positive("interface_mb_s", self.interface_mb_s.unwrap_or(300.0))?;
+        // At least 1 MB/s (0.5 ms a sector): slower would make one large
+        // request take hours; at most 1e6 MB/s.
+        let bus_mb = within("interface_mb_s", self.interface_mb_s.unwrap_or(300.0), 1.0, 1e6, "MB/s")?;
         let segment_sectors = self.segment_sectors.unwrap_or(4096);
         if segment_sectors == 0 {
             return Err(DeviceError::param("segment_sectors", 0, "must be positive"));
@@ -250,10 +303,8 @@ impl HddParams {
                 format!("at most {MAX_SEGMENTS}"),
             ));
         }
-        let queue_depth = self.queue_depth.unwrap_or(1);
-        if queue_depth == 0 {
-            return Err(DeviceError::param("queue_depth", 0, "must be at least 1"));
-        }
+        let queue_depth =
+            count_within("queue_depth", self.queue_depth.unwrap_or(1) as u64, 1, MAX_QUEUE_DEPTH)? as usize;
         let policy = match self.queue_policy.as_deref().unwrap_or("sptf") {
             "sptf" => QueuePolicy::Sptf,
             "fcfs" => QueuePolicy::Fcfs,
@@ -315,14 +366,14 @@ impl HddParams {
                 write_back: self.write_cache.unwrap_or(false),
                 write_buffer_sectors: self.write_buffer_sectors.unwrap_or(8192),
                 destage,
-                destage_max_age: ms("destage_max_age_ms", self.destage_max_age_ms, 5000.0)?.round() as u64,
+                destage_max_age: policy_ms("destage_max_age_ms", self.destage_max_age_ms, 5000.0)?.round() as u64,
                 destage_chunk,
-                destage_idle: ms("destage_idle_ms", self.destage_idle_ms, 0.0)?.round() as u64,
+                destage_idle: policy_ms("destage_idle_ms", self.destage_idle_ms, 0.0)?.round() as u64,
                 keep_destaged: self.keep_destaged.unwrap_or(false),
             },
             queue_depth,
             policy,
-            max_queue_wait: ms("max_queue_wait_ms", self.max_queue_wait_ms, 500.0)?.round() as u64,
+            max_queue_wait: policy_ms("max_queue_wait_ms", self.max_queue_wait_ms, 500.0)?.round() as u64,
         })
     }
 }

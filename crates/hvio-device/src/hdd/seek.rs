@@ -96,6 +96,35 @@ impl SeekCurve {
         }
     }
 
+    /// Checks that every seek over `1..cylinders` takes between 0 and
+    /// `max_ms` ms (finite: a NaN or a negative time must never reach the
+    /// engine). The curve is monotone between the distances tried (the
+    /// ends, 1..=11, the split, the table's points), so they bound it.
+    pub fn check_range(&self, cylinders: u32, max_ms: f64) -> Result<(), String> {
+        let max_d = cylinders.saturating_sub(1);
+        if max_d == 0 {
+            return Ok(());
+        }
+        let mut at: Vec<f64> = (1..=11).map(f64::from).collect();
+        at.push(max_d as f64);
+        match self {
+            SeekCurve::TwoRegime { split, .. } | SeekCurve::Hpl { split, .. } => at.push(*split),
+            SeekCurve::Table { dist, .. } => at.extend(dist),
+        }
+        for x in at {
+            for d in [x.floor() - 1.0, x.floor(), x.ceil()] {
+                let d = d.clamp(1.0, max_d as f64) as u32;
+                let t = self.ms(d);
+                if !(t.is_finite() && (0.0..=max_ms).contains(&t)) {
+                    return Err(format!(
+                        "the seek curve gives {t} ms for {d} cylinders (must be between 0 and {max_ms} ms)"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the parameters; returns a description of the first problem.
     pub fn check(&self) -> Result<(), String> {
         match self {
