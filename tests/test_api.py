@@ -62,6 +62,8 @@ def test_bad_config_error_names_the_file_and_line(tmp_path):
     garbage.write_bytes(b"\x00\xff\xfe binary")
     with pytest.raises(hvio.HvioError, match=r"garbage\.toml: not a UTF-8 text file"):
         hvio.simulate(garbage)
+    with pytest.raises(hvio.HvioError, match=r"/dev/zero: larger than 64 MiB"):
+        hvio.simulate("/dev/zero")
 
 
 def test_bad_config_raises_with_key():

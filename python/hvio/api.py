@@ -15,14 +15,22 @@ from . import _hvio
 ConfigLike = Union[str, PathLike, dict]
 
 
+# As hvio_sim::config::limits::MAX_CONFIG_BYTES: an endless file (/dev/zero) is an error.
+_MAX_CONFIG_BYTES = 64 << 20
+
+
 def _config_text(config: ConfigLike) -> tuple[str, str]:
     """(text, origin) for a path, a TOML string or a dict."""
     if isinstance(config, dict):
         return json.dumps(config), "<dict>.json"
     if isinstance(config, PathLike) or (isinstance(config, str) and "\n" not in config and "=" not in config):
         path = Path(config)
+        with path.open("rb") as f:
+            data = f.read(_MAX_CONFIG_BYTES + 1)
+        if len(data) > _MAX_CONFIG_BYTES:
+            raise _hvio.HvioError(f"{path}: larger than 64 MiB: not a config")
         try:
-            return path.read_text(), str(path)
+            return data.decode(), str(path)
         except UnicodeDecodeError as e:
             raise _hvio.HvioError(f"{path}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
     return str(config), "<string>"

@@ -63,8 +63,9 @@ pub mod limits {
     pub const MAX_NRFILES: u32 = 1 << 20;
     /// A job's `iodepth`.
     pub const MAX_IODEPTH: u32 = 65_536;
-    /// Σ `numjobs` × `iodepth` over every job of the config: requests that
-    /// may be outstanding at once (the engine's request table holds 2^20).
+    /// Σ `numjobs` × `iodepth` over every job of the config, plus the
+    /// `page_cache.nr_requests` of every VM with a buffered job: requests
+    /// that may be outstanding at once (the engine's request table holds 2^20).
     pub const MAX_OUTSTANDING: u64 = 1 << 19;
     /// A VM's `virtio_depth` (the virtio spec's largest queue: 32768).
     pub const MAX_VIRTIO_DEPTH: u32 = 32_768;
@@ -554,6 +555,18 @@ impl Config {
             }
             if jobs.iter().any(|j| !j.direct) {
                 vm.page_cache.check(&ctx)?;
+                // The flusher keeps up to nr_requests write-backs in flight.
+                outstanding += vm.page_cache.nr_requests as u64;
+                if outstanding > MAX_OUTSTANDING {
+                    return Err(SimError::invalid(
+                        &ctx,
+                        "page_cache.nr_requests",
+                        vm.page_cache.nr_requests,
+                        format!(
+                            "with the jobs' numjobs × iodepth, the config comes to {outstanding} requests in flight, more than {MAX_OUTSTANDING}"
+                        ),
+                    ));
+                }
                 if !vm.journal_size.0.is_multiple_of(crate::pagecache::PAGE_BYTES) {
                     return Err(SimError::invalid(
                         &ctx,

@@ -154,6 +154,18 @@ fn huge_counts_are_refused_before_anything_is_allocated_for_them() {
             "less than one block",
         ],
     );
+    // Buffered VMs' flushers count too: 16 VMs of 65536 write-backs in flight
+    // would have hit the engine's request table (2^20) mid-run.
+    let mut many = String::from("[disk]\nmodel = \"simple\"\n");
+    for i in 0..16 {
+        many.push_str(&format!(
+            "[[vm]]\nname = \"v{i}\"\nimage_size = \"32MiB\"\njournal_size = 0\n[vm.page_cache]\nnr_requests = 65536\n[[vm.job]]\nrw = \"write\"\nsize = \"16MiB\"\ndirect = false\nrequests = 1\n"
+        ));
+    }
+    assert_has(
+        &error_of(&many, "f.toml"),
+        &["f.toml:", "vm \"v7\"", "`page_cache.nr_requests`", "65536"],
+    );
     // Σ numjobs over a VM's jobs.
     let jobs = "numjobs = 40000\nsharing = \"shared\"\n[[vm.job]]\nrw = \"read\"\nsize = \"16MiB\"\nnumjobs = 40000\nsharing = \"shared\"";
     assert_has(
