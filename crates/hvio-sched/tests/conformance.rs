@@ -27,7 +27,7 @@ fn drive(name: &str, arrivals: &[Arrival], service: Nanos) -> Vec<u64> {
         max_wait: MAX_WAIT,
         steps_per_request: 10_000,
     };
-    drive_sched(name, s.as_mut(), arrivals, stub)
+    drive_sched(name, s.as_mut(), arrivals, &[], stub)
 }
 
 #[test]

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{arrival, ctx_with, drive_sched, Arrival, Stub};
-use hvio_core::{Nanos, ParamSpec, ParamValues, SchedContext};
+use hvio_core::{Nanos, ParamSpec, ParamValues, SchedContext, StreamInfo};
 use proptest::prelude::*;
 
 /// Waits longer than this (115 days) are treated as unbounded idling; the
@@ -44,8 +44,16 @@ fn pick(p: &ParamSpec, f: f64) -> f64 {
     x.clamp(p.min, p.max)
 }
 
-/// One run: tunables, streams, device depth, workload.
-fn run(name: &str, overrides: &ParamValues, ctx: &SchedContext, depth: usize, arrivals: &[Arrival], service: Nanos) {
+/// One run: tunables, streams, device depth, workload, run-time stream changes.
+fn run(
+    name: &str,
+    overrides: &ParamValues,
+    ctx: &SchedContext,
+    depth: usize,
+    arrivals: &[Arrival],
+    changes: &[(usize, StreamInfo)],
+    service: Nanos,
+) {
     let mut s = hvio_sched::build(name, overrides, ctx).unwrap_or_else(|e| panic!("{name} {overrides:?}: {e}"));
     let stub = Stub {
         service,
@@ -53,7 +61,7 @@ fn run(name: &str, overrides: &ParamValues, ctx: &SchedContext, depth: usize, ar
         max_wait: MAX_WAIT,
         steps_per_request: 200,
     };
-    drive_sched(&format!("{name} {overrides:?}"), s.as_mut(), arrivals, stub);
+    drive_sched(&format!("{name} {overrides:?}"), s.as_mut(), arrivals, changes, stub);
 }
 
 /// A fixed mixed workload: a burst, then sparse requests from every stream.
@@ -117,7 +125,7 @@ fn every_tunable_at_its_bounds_runs() {
                 o.insert(p.name.into(), value);
                 for (rotational, depth, service) in [(true, 1, 3_000_000), (false, 4, 50_000)] {
                     let ctx = ctx_with(&[100, 1, 10_000, 500], rotational);
-                    run(spec.name, &o, &ctx, depth, &arrivals, service);
+                    run(spec.name, &o, &ctx, depth, &arrivals, &[], service);
                 }
             }
         }
@@ -143,6 +151,7 @@ proptest! {
         depth in 1usize..5,
         arrivals in prop::collection::vec(arrival(), 1..200),
         service in 10_000u64..20_000_000,
+        changes in prop::collection::vec((0usize..200, 0u32..6, prop_oneof![Just(1u32), Just(10_000u32), 1u32..=10_000]), 0..4),
     ) {
         for spec in hvio_sched::SCHEDULERS {
             let mut ctx = ctx_with(&weights, rotational);
@@ -164,7 +173,26 @@ proptest! {
                 };
                 o.insert(p.name.into(), v);
             }
-            run(spec.name, &o, &ctx, depth, &arrivals, service);
+            // Run-time changes (`hvio serve`'s PUT /vms/NAME): new weights
+            // and attributes, streams 4 and 5 unknown until then.
+            let changes: Vec<(usize, StreamInfo)> = changes
+                .iter()
+                .enumerate()
+                .map(|(j, &(at, id, w))| {
+                    let mut info = ctx
+                        .streams
+                        .iter()
+                        .find(|s| s.id == id)
+                        .cloned()
+                        .unwrap_or_else(|| StreamInfo::new(id, format!("new{id}")));
+                    info.weight = w;
+                    for (name, v) in info.attrs.iter_mut() {
+                        *v = attrs[(j + name.len()) % attrs.len()];
+                    }
+                    (at, info)
+                })
+                .collect();
+            run(spec.name, &o, &ctx, depth, &arrivals, &changes, service);
         }
     }
 }

@@ -81,7 +81,15 @@ pub struct Stub {
 /// invariants (each request dispatched exactly once, `WaitUntil` strictly
 /// in the future and within `max_wait`, `queued()`/`has_work()` agree with
 /// what went in and out, everything drains); return the dispatch order.
-pub fn drive_sched(name: &str, s: &mut dyn Scheduler, arrivals: &[Arrival], stub: Stub) -> Vec<u64> {
+/// `changes`: `set_stream` calls (a VM's new weight or attributes, or a
+/// stream not known before), each made just before arrival number `.0`.
+pub fn drive_sched(
+    name: &str,
+    s: &mut dyn Scheduler,
+    arrivals: &[Arrival],
+    changes: &[(usize, StreamInfo)],
+    stub: Stub,
+) -> Vec<u64> {
     let mut now: Nanos = 0;
     let mut next_arrival = 0usize;
     let mut t_arrival: Nanos = arrivals.first().map(|a| a.gap_us * 1000).unwrap_or(0);
@@ -118,6 +126,9 @@ pub fn drive_sched(name: &str, s: &mut dyn Scheduler, arrivals: &[Arrival], stub
             s.completed(&rq, now);
         }
         while next_arrival < arrivals.len() && t_arrival <= now {
+            for (_, info) in changes.iter().filter(|c| c.0 == next_arrival) {
+                s.set_stream(info);
+            }
             let a = &arrivals[next_arrival];
             let (sector, sectors) = if a.op == Op::Flush {
                 (0, 0)
