@@ -120,12 +120,40 @@ pub fn device_from_table(t: &toml::Table, base_dir: &std::path::Path) -> Result<
     let cfg: hvio_device::DeviceConfig = if t.is_empty() {
         hvio_device::DeviceConfig::default()
     } else {
-        toml::Value::Table(t.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| SimError::Device(format!("[disk]: {}", e.message())))?
+        device_config(t).map_err(|e| disk_key_error(t, e))?
     };
     hvio_device::build_device(&cfg, base_dir).map_err(|e| match e {
         hvio_device::DeviceError::Param { key, value, reason } => SimError::invalid("disk", &key, value, reason),
         e => SimError::Device(format!("[disk]: {e}")),
     })
+}
+
+fn device_config(t: &toml::Table) -> std::result::Result<hvio_device::DeviceConfig, toml::de::Error> {
+    toml::Value::Table(t.clone()).try_into()
+}
+
+/// A `[disk]` table that does not deserialise, as an error naming its key:
+/// the table was parsed already, so toml's error has lost the key. Each key
+/// is tried alone beside `model`; the one whose error differs from
+/// `model`'s alone is at fault (else `model` itself is).
+fn disk_key_error(t: &toml::Table, e: toml::de::Error) -> SimError {
+    let base: toml::Table = t
+        .iter()
+        .filter(|(k, _)| *k == "model")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let base_err = device_config(&base).err().map(|e| e.message().to_string());
+    for (k, v) in t.iter().filter(|(k, _)| *k != "model") {
+        let mut one = base.clone();
+        one.insert(k.clone(), v.clone());
+        if let Err(e) = device_config(&one) {
+            if base_err.as_deref() != Some(e.message()) {
+                return SimError::invalid("disk", k, v, e.message());
+            }
+        }
+    }
+    match t.get("model") {
+        Some(m) if base_err.is_some() => SimError::invalid("disk", "model", m, e.message()),
+        _ => SimError::Device(format!("[disk]: {}", e.message())),
+    }
 }

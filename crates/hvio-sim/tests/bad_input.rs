@@ -69,6 +69,21 @@ fn errors_start_with_the_file_and_the_line_of_the_key() {
     );
     let text = "[disk]\nmodel = \"hdd\"\nrpm = 0\n[[vm]]\nname = \"a\"\n";
     assert_has(&error_of(text, "d.toml"), &["d.toml:3: ", "`rpm`", "invalid value 0"]);
+    // A [disk] key of the wrong type: named, at its line (was the [disk] line, no key).
+    for (disk, line, key) in [
+        ("model = \"hdd\"\nsurfaces = 4\nrpm = \"fast\"", 4, "rpm"),
+        ("model = \"ssd\"\nchannels = -1", 3, "channels"),
+        ("model = \"hdd\"\nbogus = 1", 3, "bogus"),
+        ("model = \"disksim\"\nspec = 1", 3, "spec"),
+        ("model = \"tape\"\nrpm = 1", 2, "model"),
+    ] {
+        let text = format!("[disk]\n{disk}\n[[vm]]\nname = \"a\"\n");
+        let e = error_of(&text, "d.toml");
+        assert_has(
+            &e,
+            &[&format!("d.toml:{line}: disk: invalid value"), &format!("`{key}`")],
+        );
+    }
     // A duplicate VM name: at its second use.
     let text = "[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm]]\nname = \"a\"\n";
     assert_has(&error_of(text, "n.toml"), &["n.toml:5: ", "duplicate VM name"]);
