@@ -26,12 +26,6 @@ size = "1MiB"
 read_only = true
 "#;
 
-/// The same configuration on the io_uring engine, whose thread serves the
-/// connections itself after the handshake (a separate transmission path).
-fn over_io_uring(conf: &str) -> String {
-    conf.replacen("depth = 8\n", "depth = 8\nengine = \"io_uring\"\n", 1)
-}
-
 #[test]
 fn option_haggling() {
     option_haggling_on(CONF);
@@ -284,24 +278,11 @@ fn backend_enospc_goes_to_that_client_and_is_counted_over_io_uring() {
 }
 
 fn backend_enospc_on(conf: &str) {
-    // SAFETY: getuid cannot fail.
-    if unsafe { libc::getuid() } != 0 {
-        eprintln!("\n!!!!!!!! SKIPPED: needs root to mount a small tmpfs !!!!!!!!\n");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let small = dir.path().join("small");
-    std::fs::create_dir(&small).unwrap();
-    run(std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&small));
-    struct Umount(std::path::PathBuf);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Umount(small.clone());
+    let Some(guard) = mount_tmpfs(dir.path(), "small", "1m") else {
+        return;
+    };
+    let small = guard.0.clone();
     // A sparse 8 MiB backing file on a 1 MiB file system: writes run out of space.
     let d = Daemon::start(&conf.replace("@DIR@/disk.img", &format!("{}/disk.img", small.display())));
     let mut c = Client::connect(&d.sock(), "vm1");

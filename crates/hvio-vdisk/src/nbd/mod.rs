@@ -17,7 +17,7 @@ use proto::*;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 /// One VM's disk as an NBD export.
 #[derive(Debug, Clone)]
@@ -43,6 +43,39 @@ struct Reply {
     cookie: u64,
     error: u32,
     data: Option<AlignedBuf>,
+    /// The request's slot and buffer bytes, given back once the reply is written.
+    _hold: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+}
+
+impl Reply {
+    fn new(
+        cookie: u64,
+        error: u32,
+        data: Option<AlignedBuf>,
+        hold: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+    ) -> Reply {
+        Reply {
+            cookie,
+            error,
+            data,
+            _hold: hold,
+        }
+    }
+}
+
+/// Bytes of request buffers one connection may hold at once (READ and
+/// WRITE data from the request's arrival until its reply is sent): a client
+/// that floods large reads, or never reads its replies, is no longer read
+/// once it holds this much. A request of `MAX_PAYLOAD` always fits.
+pub const CONN_BUDGET: usize = 64 << 20;
+const _: () = assert!(MAX_PAYLOAD as usize <= CONN_BUDGET);
+
+/// The buffer bytes a request holds against [`CONN_BUDGET`].
+pub(crate) fn request_cost(kind: IoKind, length: u32) -> usize {
+    match kind {
+        IoKind::Read | IoKind::Write => length as usize,
+        _ => 0,
+    }
 }
 
 const OPT_DATA_MAX: u32 = 64 * 1024;
@@ -323,7 +356,11 @@ impl NbdServer {
     {
         let (tx, rx) = mpsc::unbounded_channel::<Reply>();
         let writer = tokio::spawn(write_replies(wr, rx));
-        let sem = Arc::new(Semaphore::new(self.max_inflight));
+        // Every request holds a slot from its header until its reply is
+        // written, and a READ/WRITE its buffer's bytes: a client that does
+        // not read its replies stops being read, with bounded memory held.
+        let slots = Arc::new(Semaphore::new(self.max_inflight));
+        let bytes = Arc::new(Semaphore::new(CONN_BUDGET));
         let lim = Limits {
             size: export.size,
             read_only: export.read_only,
@@ -347,6 +384,11 @@ impl NbdServer {
                 tracing::warn!(export = %export.name, "nbd: bad request magic; disconnecting");
                 break;
             };
+            let slot = tokio::select! {
+                p = slots.clone().acquire_owned() => p,
+                _ = stop.changed() => break,
+            };
+            let Ok(slot) = slot else { break };
             let cmd = match check(&raw, &lim) {
                 Ok(c) => c,
                 Err(rej) => {
@@ -354,49 +396,44 @@ impl NbdServer {
                     if rej.skip > 0 {
                         tokio::io::copy(&mut (&mut rd).take(rej.skip as u64), &mut tokio::io::sink()).await?;
                     }
-                    let _ = tx.send(Reply {
-                        cookie: raw.cookie,
-                        error: rej.error,
-                        data: None,
-                    });
+                    let _ = tx.send(Reply::new(raw.cookie, rej.error, None, (slot, None)));
                     continue;
                 }
             };
             let Some((kind, offset, length, fua)) = command_io(cmd) else {
                 break;
             };
-            let Ok(permit) = sem.clone().acquire_owned().await else {
-                break;
+            if length == 0 && matches!(kind, IoKind::Read | IoKind::Write) {
+                let _ = tx.send(Reply::new(raw.cookie, 0, None, (slot, None)));
+                continue;
+            }
+            let held = match request_cost(kind, length) {
+                0 => None,
+                n => {
+                    let p = tokio::select! {
+                        p = bytes.clone().acquire_many_owned(n as u32) => p,
+                        _ = stop.changed() => break,
+                    };
+                    let Ok(p) = p else { break };
+                    Some(p)
+                }
             };
             let mut buf = io_buffer(kind, length);
             if kind == IoKind::Write {
-                rd.read_exact(buf.as_mut_slice()).await?;
-            }
-            if length == 0 && matches!(kind, IoKind::Read | IoKind::Write) {
-                let _ = tx.send(Reply {
-                    cookie: raw.cookie,
-                    error: 0,
-                    data: None,
-                });
-                continue;
+                tokio::select! {
+                    r = rd.read_exact(buf.as_mut_slice()) => { r?; }
+                    _ = stop.changed() => break,
+                }
             }
             let tx = tx.clone();
             let cookie = raw.cookie;
+            let hold = (slot, held);
             let done: DoneFn = Box::new(move |res, buf| {
                 let reply = match res {
-                    Ok(()) => Reply {
-                        cookie,
-                        error: 0,
-                        data: (kind == IoKind::Read).then_some(buf),
-                    },
-                    Err(e) => Reply {
-                        cookie,
-                        error: nbd_error(e),
-                        data: None,
-                    },
+                    Ok(()) => Reply::new(cookie, 0, (kind == IoKind::Read).then_some(buf), hold),
+                    Err(e) => Reply::new(cookie, nbd_error(e), None, hold),
                 };
                 let _ = tx.send(reply);
-                drop(permit);
             });
             self.engine.submit(IoJob {
                 vm: export.vm,

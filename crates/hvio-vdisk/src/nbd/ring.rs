@@ -13,7 +13,7 @@
 //! ([`RingConn::want_send`]), and tells it what came back.
 
 use super::proto::*;
-use super::{command_io, io_buffer, NbdExport};
+use super::{command_io, io_buffer, request_cost, NbdExport, CONN_BUDGET};
 use crate::io::{DoneFn, IoJob, IoKind};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,8 @@ struct Outbox {
     bytes: Vec<u8>,
     /// Requests answered since the connection last looked.
     answered: usize,
+    /// Their buffer bytes (`request_cost`).
+    answered_bytes: usize,
 }
 
 impl Outbox {
@@ -62,6 +64,11 @@ pub struct RingConn {
     reading: bool,
     /// Requests submitted and not yet answered.
     inflight: usize,
+    /// Their buffer bytes (`request_cost`), held against `CONN_BUDGET`.
+    held: usize,
+    /// Parsing stopped at the in-flight or byte limit: no receive is armed
+    /// until completions let it go on.
+    blocked: bool,
     outbox: Arc<Mutex<Outbox>>,
     /// Bytes handed to the kernel (stable while a send is armed).
     sending: Vec<u8>,
@@ -104,6 +111,8 @@ impl RingConn {
             pending: None,
             reading: true,
             inflight: 0,
+            held: 0,
+            blocked: false,
             outbox: Arc::default(),
             sending: Vec::new(),
             sent: 0,
@@ -128,6 +137,7 @@ impl RingConn {
 
     /// Turn buffered bytes into requests (`submit` queues each for the scheduler).
     fn parse(&mut self, submit: &mut dyn FnMut(IoJob)) {
+        self.blocked = false;
         while self.reading {
             let avail = self.end - self.start;
             if self.skip > 0 {
@@ -153,7 +163,11 @@ impl RingConn {
                 submit(p.job);
                 continue;
             }
-            if self.inflight >= self.max_inflight || avail < REQUEST_LEN {
+            if self.inflight >= self.max_inflight {
+                self.blocked = true;
+                break;
+            }
+            if avail < REQUEST_LEN {
                 break;
             }
             let hdr: &[u8; REQUEST_LEN] = self.inbuf[self.start..self.start + REQUEST_LEN]
@@ -164,6 +178,16 @@ impl RingConn {
                 self.reading = false;
                 break;
             };
+            // A READ/WRITE waits (unparsed) while the connection holds too many bytes.
+            let cost = match raw.typ {
+                CMD_READ | CMD_WRITE if raw.length <= MAX_PAYLOAD => raw.length as usize,
+                _ => 0,
+            };
+            // (A request of MAX_PAYLOAD always fits an idle connection's budget.)
+            if cost > 0 && self.held + self.backlog() + cost > CONN_BUDGET {
+                self.blocked = true;
+                break;
+            }
             self.start += REQUEST_LEN;
             let cmd = match check(&raw, &self.lim) {
                 Ok(c) => c,
@@ -185,6 +209,7 @@ impl RingConn {
             let buf = io_buffer(kind, length);
             let outbox = self.outbox.clone();
             let cookie = raw.cookie;
+            let cost = request_cost(kind, length);
             let done: DoneFn = Box::new(move |res, buf| {
                 let mut o = outbox.lock().unwrap_or_else(|e| e.into_inner());
                 match res {
@@ -193,6 +218,7 @@ impl RingConn {
                     Err(e) => o.reply(cookie, nbd_error(e), &[]),
                 }
                 o.answered += 1;
+                o.answered_bytes += cost;
             });
             let job = IoJob {
                 vm: self.vm,
@@ -204,6 +230,7 @@ impl RingConn {
                 done,
             };
             self.inflight += 1;
+            self.held += cost;
             if kind == IoKind::Write {
                 self.pending = Some(Pending { job, filled: 0 });
             } else {
@@ -223,7 +250,7 @@ impl RingConn {
     /// Take the answered requests' replies and parse what the in-flight
     /// limit held back. Call after completions.
     pub fn pump(&mut self, submit: &mut dyn FnMut(IoJob)) {
-        let answered = {
+        let (answered, bytes) = {
             let mut o = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
             if self.broken {
                 o.bytes.clear();
@@ -231,11 +258,12 @@ impl RingConn {
                 std::mem::swap(&mut self.sending, &mut o.bytes);
                 self.sent = 0;
             }
-            std::mem::take(&mut o.answered)
+            (std::mem::take(&mut o.answered), std::mem::take(&mut o.answered_bytes))
         };
-        let was_full = self.inflight >= self.max_inflight;
         self.inflight -= answered.min(self.inflight);
-        if was_full && self.inflight < self.max_inflight {
+        self.held -= bytes.min(self.held);
+        // Replies went out or requests completed: parse what the limits held back.
+        if self.blocked && !self.recv_armed {
             self.parse(submit);
         }
     }
@@ -259,7 +287,7 @@ impl RingConn {
             self.recv_into_pending = true;
             return Some((ptr, len.min(u32::MAX as usize) as u32));
         }
-        if self.skip == 0 && (self.inflight >= self.max_inflight || self.backlog() > MAX_BACKLOG) {
+        if self.skip == 0 && (self.blocked || self.backlog() > MAX_BACKLOG) {
             return None; // back-pressure: read on once replies went out
         }
         if self.end == self.inbuf.len() {
@@ -285,10 +313,7 @@ impl RingConn {
                 tracing::debug!(export = %self.name, error = %std::io::Error::from_raw_os_error(-res), "nbd: connection ended");
             }
             self.reading = false;
-            if self.pending.take().is_some() {
-                // Never submitted: nobody will answer it.
-                self.inflight -= 1;
-            }
+            self.drop_pending();
             return;
         }
         let n = res as usize;
@@ -332,14 +357,24 @@ impl RingConn {
         self.sent += res as usize;
         if self.sent >= self.sending.len() {
             self.sending.clear();
+            // Large read replies would otherwise keep their memory after they went out.
+            self.sending.shrink_to(INBUF);
             self.sent = 0;
+        }
+    }
+
+    /// A WRITE whose payload will never come: never submitted, nobody will answer it.
+    fn drop_pending(&mut self) {
+        if let Some(p) = self.pending.take() {
+            self.inflight -= 1;
+            self.held -= request_cost(p.job.kind, p.job.len as u32).min(self.held);
         }
     }
 
     fn stop(&mut self) {
         self.reading = false;
-        if !self.recv_armed && self.pending.take().is_some() {
-            self.inflight -= 1;
+        if !self.recv_armed {
+            self.drop_pending();
         }
     }
 

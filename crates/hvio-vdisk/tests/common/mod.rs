@@ -169,12 +169,7 @@ impl Client {
 
     pub fn send(&mut self, flags: u16, typ: u16, cookie: u64, offset: u64, length: u32, payload: &[u8]) {
         let mut b = Vec::with_capacity(28 + payload.len());
-        b.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
-        b.extend_from_slice(&flags.to_be_bytes());
-        b.extend_from_slice(&typ.to_be_bytes());
-        b.extend_from_slice(&cookie.to_be_bytes());
-        b.extend_from_slice(&offset.to_be_bytes());
-        b.extend_from_slice(&length.to_be_bytes());
+        request(&mut b, flags, typ, cookie, offset, length);
         b.extend_from_slice(payload);
         self.s.write_all(&b).unwrap();
     }
@@ -213,6 +208,47 @@ impl Client {
 
     pub fn disc(mut self) {
         self.send(0, CMD_DISC, 0, 0, 0, &[]);
+    }
+}
+
+/// Append a request header to `b`.
+pub fn request(b: &mut Vec<u8>, flags: u16, typ: u16, cookie: u64, offset: u64, length: u32) {
+    b.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
+    b.extend_from_slice(&flags.to_be_bytes());
+    b.extend_from_slice(&typ.to_be_bytes());
+    b.extend_from_slice(&cookie.to_be_bytes());
+    b.extend_from_slice(&offset.to_be_bytes());
+    b.extend_from_slice(&length.to_be_bytes());
+}
+
+/// The same configuration on the io_uring engine, whose thread serves the
+/// connections itself after the handshake (a separate transmission path).
+pub fn over_io_uring(conf: &str) -> String {
+    conf.replacen("depth = 8\n", "depth = 8\nengine = \"io_uring\"\n", 1)
+}
+
+/// A tmpfs of `size` (e.g. `"1m"`) mounted on a new directory `name` in
+/// `dir`, unmounted when the guard drops; `None` (and a loud skip) unless root.
+pub fn mount_tmpfs(dir: &Path, name: &str, size: &str) -> Option<Umount> {
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("\n!!!!!!!! SKIPPED: needs root to mount a tmpfs !!!!!!!!\n");
+        return None;
+    }
+    let at = dir.join(name);
+    std::fs::create_dir(&at).unwrap();
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(&at));
+    Some(Umount(at))
+}
+
+/// Unmounts its directory when dropped.
+pub struct Umount(pub PathBuf);
+
+impl Drop for Umount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
     }
 }
 
