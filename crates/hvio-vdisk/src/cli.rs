@@ -24,6 +24,12 @@ pub struct ServeArgs {
 pub fn serve(args: &ServeArgs) -> Result<(), crate::ServeError> {
     let cfg = Config::load(&args.config)?;
     let level = args.log_level.clone().unwrap_or_else(|| cfg.log.level.clone());
+    if !crate::config::LOG_LEVELS.contains(&level.as_str()) {
+        return Err(crate::ServeError::Other(format!(
+            "--log-level `{level}`: use one of {}",
+            crate::config::LOG_LEVELS.join(", ")
+        )));
+    }
     crate::daemon::init_logging(&level);
     if args.check {
         println!(

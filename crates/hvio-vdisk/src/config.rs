@@ -276,6 +276,9 @@ fn default_level() -> String {
     "info".into()
 }
 
+/// The values `[log] level` takes.
+pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
 /// Where a VM's disk is exported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -465,7 +468,7 @@ impl Config {
                 return Err(ConfigError::invalid(
                     &ctx,
                     "name",
-                    &vm.name,
+                    format!("\"{}\"", vm.name),
                     "use 1-255 characters of A-Z a-z 0-9 - _ . (not starting with .)",
                 ));
             }
@@ -545,6 +548,32 @@ impl Config {
                 }
             }
         }
+        if !LOG_LEVELS.contains(&self.log.level.as_str()) {
+            return Err(ConfigError::invalid(
+                "[log]",
+                "level",
+                format!("`{}`", self.log.level),
+                format!("use one of {}", LOG_LEVELS.join(", ")),
+            ));
+        }
+        // Every file the daemon opens, creates or binds is a different one.
+        let mut seen: Vec<(PathBuf, String)> = Vec::new();
+        for (place, path) in self.named_paths() {
+            let (table, key) = place.rsplit_once(' ').unwrap_or(("", place.as_str()));
+            if path.as_os_str().is_empty() {
+                return Err(ConfigError::invalid(table, key, "\"\"", "must name a path"));
+            }
+            let norm: PathBuf = path.components().collect();
+            if let Some((_, first)) = seen.iter().find(|(p, _)| *p == norm) {
+                return Err(ConfigError::invalid(
+                    table,
+                    key,
+                    format!("\"{}\"", path.display()),
+                    format!("is also {first}: each file, socket and mountpoint must be a different path"),
+                ));
+            }
+            seen.push((norm, place));
+        }
         // Regions of the shared store must not overlap.
         let place = self.placements();
         let mut regions: Vec<(u64, u64, &str)> = self
@@ -564,6 +593,33 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Every path the configuration names, with where it is named
+    /// (`"<table> <key>"`), in file order.
+    pub fn named_paths(&self) -> Vec<(String, &Path)> {
+        let mut v: Vec<(String, &Path)> = Vec::new();
+        if let Some(p) = &self.store.path {
+            v.push(("[store] path".into(), p));
+        }
+        for (i, vm) in self.vms.iter().enumerate() {
+            if let Some(p) = &vm.image {
+                v.push((format!("[[vm]] #{} `{}` image", i + 1, vm.name), p));
+            }
+        }
+        if let Some(p) = &self.nbd.unix {
+            v.push(("[nbd] unix".into(), p));
+        }
+        if let Some(f) = &self.fuse {
+            v.push(("[fuse] mountpoint".into(), &f.mountpoint));
+        }
+        if let Some(p) = &self.control.unix {
+            v.push(("[control] unix".into(), p));
+        }
+        if let Some(p) = &self.log.requests {
+            v.push(("[log] requests".into(), p));
+        }
+        v
     }
 
     /// The emulator's device model (`[store.device]`, default: the built-in HDD).

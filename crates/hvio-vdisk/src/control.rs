@@ -12,11 +12,11 @@
 use crate::config::ControlConfig;
 use crate::daemon::ServeError;
 use crate::engine::{Control, EngineHandle};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -44,20 +44,100 @@ fn error(status: StatusCode, msg: &str) -> Resp {
     reply(status, "application/json", body.to_string())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct SwitchBody {
     name: String,
-    #[serde(default)]
     params: BTreeMap<String, f64>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct StreamBody {
     weight: Option<u32>,
-    #[serde(default)]
     attrs: BTreeMap<String, f64>,
+}
+
+/// A JSON object body; errors name the key that is wrong and its value.
+fn object(body: &[u8], known: &[&str]) -> Result<serde_json::Map<String, Value>, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let Value::Object(m) = v else {
+        return Err(format!("body must be a JSON object, not {v}"));
+    };
+    if let Some(k) = m.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!("unknown key `{k}` (known: {})", known.join(", ")));
+    }
+    Ok(m)
+}
+
+/// `{"key": number, ...}` under `key` (absent: empty).
+fn numbers(m: &serde_json::Map<String, Value>, key: &str) -> Result<BTreeMap<String, f64>, String> {
+    match m.get(key) {
+        None => Ok(BTreeMap::new()),
+        Some(Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| match v.as_f64() {
+                Some(x) => Ok((k.clone(), x)),
+                None => Err(format!("`{key}.{k}`: expected a number, got {v}")),
+            })
+            .collect(),
+        Some(v) => Err(format!("`{key}`: expected an object of numbers, got {v}")),
+    }
+}
+
+impl SwitchBody {
+    fn parse(body: &[u8]) -> Result<SwitchBody, String> {
+        let m = object(body, &["name", "params"])?;
+        let name = match m.get("name") {
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => return Err(format!("`name`: expected a scheduler name, got {v}")),
+            None => return Err("`name`: missing (the scheduler to switch to)".into()),
+        };
+        Ok(SwitchBody {
+            name,
+            params: numbers(&m, "params")?,
+        })
+    }
+}
+
+impl StreamBody {
+    fn parse(body: &[u8]) -> Result<StreamBody, String> {
+        let m = object(body, &["weight", "attrs"])?;
+        let weight = match m.get("weight") {
+            None => None,
+            Some(v) => match v.as_u64().and_then(|w| u32::try_from(w).ok()) {
+                Some(w) => Some(w),
+                None => return Err(format!("`weight`: expected a whole number 1..10000, got {v}")),
+            },
+        };
+        Ok(StreamBody {
+            weight,
+            attrs: numbers(&m, "attrs")?,
+        })
+    }
+}
+
+/// Largest request body read (the API's JSON bodies are a few hundred bytes).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The request's body, at most [`MAX_BODY`] bytes of it: a larger one is
+/// refused (413) without being buffered, as soon as its length is known.
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Resp> {
+    let too_large = |n: &dyn std::fmt::Display| {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("body of {n} bytes: at most {MAX_BODY} bytes are accepted"),
+        )
+    };
+    let announced = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = announced.filter(|&n| n > MAX_BODY as u64) {
+        return Err(too_large(&n));
+    }
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(too_large(&format!("more than {MAX_BODY}"))),
+        Err(e) => Err(error(StatusCode::BAD_REQUEST, &format!("body: {e}"))),
+    }
 }
 
 async fn ask<T>(engine: &EngineHandle, make: impl FnOnce(oneshot::Sender<T>) -> Control) -> Option<T> {
@@ -99,12 +179,12 @@ async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, st
             json(&list)
         }
         (&Method::PUT, "/scheduler") | (&Method::POST, "/scheduler") => {
-            let body = match req.into_body().collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e.to_string())),
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
             };
-            match serde_json::from_slice::<SwitchBody>(&body) {
-                Err(e) => error(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+            match SwitchBody::parse(&body) {
+                Err(e) => error(StatusCode::BAD_REQUEST, &e),
                 Ok(b) => match ask(&engine, |reply| Control::Switch {
                     name: b.name.clone(),
                     params: b.params,
@@ -120,12 +200,12 @@ async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, st
         }
         (&Method::PUT, p) | (&Method::POST, p) if p.starts_with("/vms/") => {
             let vm = p["/vms/".len()..].to_string();
-            let body = match req.into_body().collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e.to_string())),
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
             };
-            match serde_json::from_slice::<StreamBody>(&body) {
-                Err(e) => error(StatusCode::BAD_REQUEST, &format!("body: {e}")),
+            match StreamBody::parse(&body) {
+                Err(e) => error(StatusCode::BAD_REQUEST, &e),
                 Ok(b) => match ask(&engine, |reply| Control::SetStream {
                     vm: vm.clone(),
                     weight: b.weight,
@@ -195,13 +275,7 @@ pub async fn start(
         });
     }
     if let Some(p) = &cfg.unix {
-        if p.exists() {
-            std::fs::remove_file(p).map_err(|err| ServeError::Io {
-                what: "remove old control socket",
-                path: p.display().to_string(),
-                err,
-            })?;
-        }
+        crate::daemon::remove_stale_socket(p)?;
         let l = tokio::net::UnixListener::bind(p).map_err(|err| ServeError::Io {
             what: "bind control socket",
             path: p.display().to_string(),

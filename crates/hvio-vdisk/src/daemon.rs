@@ -50,8 +50,29 @@ pub struct Running {
 }
 
 /// Start everything `cfg` describes. Must be called inside a tokio runtime.
+///
+/// If any part fails, what started is stopped again and nothing is left
+/// behind: the sockets bound are removed, and so are the backing files,
+/// directories and request log this start created.
 pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
     let store = Arc::new(Store::open(cfg)?);
+    let mut created = store.created.clone();
+    let r = match start_scheduler(cfg, store, &mut created) {
+        Ok((mut running, rotational)) => match running.open_exports(cfg, rotational).await {
+            Ok(()) => return Ok(running),
+            Err(e) => {
+                let _ = running.stop().await;
+                Err(e)
+            }
+        },
+        Err(e) => Err(e),
+    };
+    crate::store::remove_created(&created);
+    r
+}
+
+/// The backend and the scheduler thread; returns whether the store is rotational.
+fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) -> Result<(Running, bool), ServeError> {
     let depth = cfg.store.depth;
     let (tx, rx) = engine::channel();
     let (backend, device): (Box<dyn Backend>, DeviceInfo) = match cfg.store.kind {
@@ -113,8 +134,19 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
         .collect();
     let iolog = match &cfg.log.requests {
         Some(p) => {
+            if store.is_backing_file(p) {
+                return Err(ServeError::Other(format!(
+                    "[log] requests = \"{}\" is a backing file of the store: the log would overwrite a disk",
+                    p.display()
+                )));
+            }
+            let is_new = !p.exists();
             let names: Vec<String> = cfg.vms.iter().map(|v| v.name.clone()).collect();
-            Some(IoLog::create(p, &names).map_err(io_err("create request log", p.display()))?)
+            let log = IoLog::create(p, &names).map_err(io_err("create request log", p.display()))?;
+            if is_new {
+                created.push(p.clone());
+            }
+            Some(log)
         }
         None => None,
     };
@@ -137,13 +169,13 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
     .map_err(ServeError::Other)?;
     tracing::info!(scheduler = %cfg.scheduler.name, depth, rotational, vms = cfg.vms.len(), "scheduler running");
 
-    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (shutdown, _) = watch::channel(false);
     let (alive, alive_rx) = mpsc::channel(1);
-    let mut running = Running {
-        engine: engine.clone(),
-        store: store.clone(),
+    let running = Running {
+        engine,
+        store,
         shutdown,
-        alive: Some(alive.clone()),
+        alive: Some(alive),
         alive_rx,
         engine_thread: Some(engine_thread),
         sockets: Vec::new(),
@@ -151,68 +183,83 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
         nbd_addr: None,
         extras: Vec::new(),
     };
-
-    // NBD.
-    let exports: Vec<NbdExport> = cfg
-        .vms
-        .iter()
-        .enumerate()
-        .filter(|(_, vm)| cfg.exported(vm, ExportKind::Nbd))
-        .map(|(i, vm)| NbdExport {
-            name: vm.name.clone(),
-            vm: i,
-            size: vm.size.0,
-            read_only: vm.read_only,
-        })
-        .collect();
-    if !exports.is_empty() {
-        let server = Arc::new(NbdServer {
-            exports,
-            engine: engine.clone(),
-            max_inflight: cfg.nbd.max_inflight,
-            rotational,
-            shutdown: shutdown_rx.clone(),
-            alive: alive.clone(),
-        });
-        if let Some(path) = &cfg.nbd.unix {
-            remove_stale_socket(path)?;
-            let l = tokio::net::UnixListener::bind(path).map_err(io_err("bind NBD unix socket", path.display()))?;
-            running.sockets.push(path.clone());
-            tracing::info!(path = %path.display(), "NBD export listening (unix)");
-            tokio::spawn(server.clone().serve_unix(l));
-        }
-        if let Some(addr) = cfg.nbd.tcp {
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(io_err("bind NBD TCP", addr))?;
-            let local = l.local_addr().map_err(io_err("bind NBD TCP", addr))?;
-            running.nbd_addr = Some(local);
-            tracing::info!(addr = %local, "NBD export listening (tcp)");
-            tokio::spawn(server.clone().serve_tcp(l));
-        }
-    }
-
-    // FUSE.
-    if let Some(fc) = &cfg.fuse {
-        let disks: Vec<usize> = (0..cfg.vms.len())
-            .filter(|&i| cfg.exported(&cfg.vms[i], ExportKind::Fuse))
-            .collect();
-        if !disks.is_empty() {
-            let unmount = crate::fuse::mount(fc, &store, &disks, engine.clone())?;
-            running.extras.push(unmount);
-        }
-    }
-
-    // Control API.
-    if cfg.control.http.is_some() || cfg.control.unix.is_some() {
-        let (addr, sockets) = crate::control::start(&cfg.control, engine.clone(), shutdown_rx.clone()).await?;
-        running.control_addr = addr;
-        running.sockets.extend(sockets);
-    }
-    Ok(running)
+    Ok((running, rotational))
 }
 
-fn remove_stale_socket(path: &std::path::Path) -> Result<(), ServeError> {
+impl Running {
+    /// The NBD listeners, the FUSE mount and the control API.
+    async fn open_exports(&mut self, cfg: &Config, rotational: bool) -> Result<(), ServeError> {
+        let running = self;
+        let engine = running.engine.clone();
+        let store = running.store.clone();
+        let shutdown_rx = running.shutdown.subscribe();
+        let alive = running.alive.clone().expect("alive until stop");
+
+        // NBD.
+        let exports: Vec<NbdExport> = cfg
+            .vms
+            .iter()
+            .enumerate()
+            .filter(|(_, vm)| cfg.exported(vm, ExportKind::Nbd))
+            .map(|(i, vm)| NbdExport {
+                name: vm.name.clone(),
+                vm: i,
+                size: vm.size.0,
+                read_only: vm.read_only,
+            })
+            .collect();
+        if !exports.is_empty() {
+            let server = Arc::new(NbdServer {
+                exports,
+                engine: engine.clone(),
+                max_inflight: cfg.nbd.max_inflight,
+                rotational,
+                shutdown: shutdown_rx.clone(),
+                alive: alive.clone(),
+            });
+            if let Some(path) = &cfg.nbd.unix {
+                remove_stale_socket(path)?;
+                let l = tokio::net::UnixListener::bind(path).map_err(io_err("bind NBD unix socket", path.display()))?;
+                running.sockets.push(path.clone());
+                tracing::info!(path = %path.display(), "NBD export listening (unix)");
+                tokio::spawn(server.clone().serve_unix(l));
+            }
+            if let Some(addr) = cfg.nbd.tcp {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(io_err("bind NBD TCP", addr))?;
+                let local = l.local_addr().map_err(io_err("bind NBD TCP", addr))?;
+                running.nbd_addr = Some(local);
+                tracing::info!(addr = %local, "NBD export listening (tcp)");
+                tokio::spawn(server.clone().serve_tcp(l));
+            }
+        }
+
+        // FUSE.
+        if let Some(fc) = &cfg.fuse {
+            let disks: Vec<usize> = (0..cfg.vms.len())
+                .filter(|&i| cfg.exported(&cfg.vms[i], ExportKind::Fuse))
+                .collect();
+            if !disks.is_empty() {
+                let unmount = crate::fuse::mount(fc, &store, &disks, engine.clone())?;
+                running.extras.push(unmount);
+            }
+        }
+
+        // Control API.
+        if cfg.control.http.is_some() || cfg.control.unix.is_some() {
+            let (addr, sockets) = crate::control::start(&cfg.control, engine.clone(), shutdown_rx.clone()).await?;
+            running.control_addr = addr;
+            running.sockets.extend(sockets);
+        }
+        Ok(())
+    }
+}
+
+/// Make way for a listening socket at `path`: remove a socket nobody listens
+/// on any more, refuse anything else there (a live socket, a file), and
+/// create the missing directories.
+pub(crate) fn remove_stale_socket(path: &std::path::Path) -> Result<(), ServeError> {
     use std::os::unix::fs::FileTypeExt;
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if m.file_type().is_socket() {
@@ -243,7 +290,7 @@ impl Running {
     /// store, close the exports.
     pub async fn stop(mut self) -> Result<(), ServeError> {
         tracing::info!("shutting down: draining in-flight requests");
-        let _ = self.shutdown.send(true);
+        self.shutdown.send_replace(true);
         self.engine.stop_reading();
         self.alive = None;
         // Connections finish their in-flight requests, then close.

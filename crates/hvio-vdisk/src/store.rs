@@ -24,6 +24,8 @@ pub enum StoreError {
         what: &'static str,
         err: std::io::Error,
     },
+    #[error("backing stores {a} and {b} are the same file: their VMs would overwrite each other's data")]
+    SameFile { a: PathBuf, b: PathBuf },
     #[error("backing store {path}: is {have} bytes, VM `{vm}` needs {need} bytes (create = false or a block device)")]
     TooSmall {
         path: PathBuf,
@@ -64,6 +66,20 @@ pub struct Store {
     pub disks: Vec<Disk>,
     /// Crash-consistency test facility (`[store] volatile_test`).
     pub volatile: Option<crate::volatile::VolatileCache>,
+    /// Directories and files this store created when it opened (removed
+    /// again if the daemon fails to start).
+    pub created: Vec<PathBuf>,
+}
+
+/// Remove what a failed start created, newest first (directories only if empty).
+pub fn remove_created(created: &[PathBuf]) {
+    for p in created.iter().rev() {
+        let _ = if p.is_dir() {
+            std::fs::remove_dir(p)
+        } else {
+            std::fs::remove_file(p)
+        };
+    }
 }
 
 fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
@@ -176,34 +192,56 @@ fn fallocate(f: &File, mode: i32, off: u64, len: u64) -> IoResult {
 }
 
 impl BackingFile {
-    fn open(path: &Path, need: u64, create: bool, want_direct: bool) -> Result<BackingFile, StoreError> {
+    /// Open `path`; what this created (directories, then the file) is
+    /// appended to `created`, so a failed start can remove it again.
+    /// `writable` false (every VM on it is read-only): an existing file is
+    /// opened read-only, so a read-only image or file system serves.
+    fn open(
+        path: &Path,
+        need: u64,
+        create: bool,
+        writable: bool,
+        want_direct: bool,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<BackingFile, StoreError> {
         let meta = std::fs::metadata(path);
+        let writable = writable || meta.is_err();
         let block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
-        if create && meta.is_err() {
+        let is_new = create && meta.is_err();
+        if is_new {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                let missing: Vec<PathBuf> = dir
+                    .ancestors()
+                    .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+                    .map(Path::to_path_buf)
+                    .collect();
                 std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+                created.extend(missing.into_iter().rev());
             }
         }
         let buffered = OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(create && !block_device)
+            .write(writable)
+            .create(create && writable && !block_device)
             .truncate(false)
             .open(path)
             .map_err(io_err(path, "open"))?;
+        if is_new {
+            created.push(path.to_path_buf());
+        }
         let mut size = if block_device {
             block_device_size(&buffered).map_err(io_err(path, "BLKGETSIZE64"))?
         } else {
             buffered.metadata().map_err(io_err(path, "stat"))?.len()
         };
-        if size < need && create && !block_device {
+        if size < need && create && writable && !block_device {
             buffered.set_len(need).map_err(io_err(path, "extend"))?;
             size = need;
         }
         let direct = if want_direct {
             OpenOptions::new()
                 .read(true)
-                .write(true)
+                .write(writable)
                 .custom_flags(libc::O_DIRECT)
                 .open(path)
                 .ok()
@@ -331,22 +369,59 @@ impl BackingFile {
     pub fn sync(&self) -> IoResult {
         datasync(&self.buffered)
     }
+
+    /// What makes the file itself: (device, inode), or the device number of a block device.
+    fn identity(&self) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt;
+        match self.buffered.metadata() {
+            Ok(m) if self.block_device => (u64::MAX, m.rdev()),
+            Ok(m) => (m.dev(), m.ino()),
+            // Cannot stat an open descriptor: treat it as unique.
+            Err(_) => (u64::MAX - 1, self.buffered.as_raw_fd() as u64),
+        }
+    }
 }
 
 impl Store {
-    /// Open (and where allowed create) every backing file of `cfg`.
+    /// Open (and where allowed create) every backing file of `cfg`. On an
+    /// error, whatever this call created is removed again.
     pub fn open(cfg: &Config) -> Result<Store, StoreError> {
+        let mut created = Vec::new();
+        let r = Store::open_files(cfg, &mut created);
+        if r.is_err() {
+            remove_created(&created);
+        }
+        r.map(|mut s| {
+            s.created = created;
+            s
+        })
+    }
+
+    fn open_files(cfg: &Config, created: &mut Vec<PathBuf>) -> Result<Store, StoreError> {
         let paths = cfg.backing_files();
         let places = cfg.placements();
         let mut need = vec![0u64; paths.len()];
+        let mut writable = vec![false; paths.len()];
         for (vm, p) in cfg.vms.iter().zip(&places) {
             need[p.file] = need[p.file].max(p.base + vm.size.0);
+            writable[p.file] |= !vm.read_only;
         }
         let mut files = Vec::with_capacity(paths.len());
-        for (path, &n) in paths.iter().zip(&need) {
+        for ((path, &n), &w) in paths.iter().zip(&need).zip(&writable) {
             // The emulator's real I/O is buffered: its timing comes from the model.
             let direct = cfg.store.direct && cfg.store.kind == crate::config::StoreKind::File;
-            files.push(BackingFile::open(path, n, cfg.store.create, direct)?);
+            files.push(BackingFile::open(path, n, cfg.store.create, w, direct, created)?);
+        }
+        // Two names for one file (a symlink, a hard link, `a/../b`): the
+        // configuration's own check only sees different spellings.
+        let ids: Vec<(u64, u64)> = files.iter().map(BackingFile::identity).collect();
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(j) = ids[..i].iter().position(|x| x == id) {
+                return Err(StoreError::SameFile {
+                    a: files[j].path.clone(),
+                    b: files[i].path.clone(),
+                });
+            }
         }
         let mut file_phys = Vec::with_capacity(files.len());
         let mut acc = 0u64;
@@ -388,7 +463,26 @@ impl Store {
         if volatile.is_some() {
             tracing::warn!("[store] volatile_test: plain writes are held in memory until FLUSH (crash tests only)");
         }
-        Ok(Store { files, disks, volatile })
+        Ok(Store {
+            files,
+            disks,
+            volatile,
+            created: Vec::new(),
+        })
+    }
+
+    /// Whether `path` is one of the backing files (by device and inode).
+    pub fn is_backing_file(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(path) else {
+            return false;
+        };
+        let id = if m.file_type().is_block_device() {
+            (u64::MAX, m.rdev())
+        } else {
+            (m.dev(), m.ino())
+        };
+        self.files.iter().any(|f| f.identity() == id)
     }
 
     /// Bytes of the scheduler's address space (all backing files end to end).

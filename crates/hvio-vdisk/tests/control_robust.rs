@@ -1,0 +1,264 @@
+//! The control API against bad requests: malformed JSON, wrong types,
+//! unknown routes and schedulers, odd stream attributes, huge bodies. Each
+//! gets a clear error reply; the daemon and its disks carry on.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+const CONF: &str = r#"
+[store]
+path = "@DIR@/disk.img"
+[scheduler]
+name = "htbs"
+[nbd]
+unix = "@DIR@/nbd.sock"
+[control]
+http = "127.0.0.1:0"
+unix = "@DIR@/control.sock"
+[[vm]]
+name = "vm1"
+size = "8MiB"
+[[vm]]
+name = "vm2"
+size = "8MiB"
+"#;
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    s.set_write_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    s
+}
+
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = connect(addr);
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    response(&mut s)
+}
+
+fn response(s: &mut impl Read) -> (u16, String) {
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).to_string();
+    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+/// The error reply names what was wrong.
+fn bad(addr: SocketAddr, method: &str, path: &str, body: &str, code: u16, names: &str) {
+    let (c, b) = http(addr, method, path, body);
+    assert_eq!(c, code, "{method} {path} {body}: {b}");
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap_or_else(|e| panic!("{b}: {e}"));
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains(names),
+        "{method} {path} {body}: `{msg}` does not name `{names}`"
+    );
+}
+
+fn io_works(d: &Daemon, tag: u64) {
+    for vm in ["vm1", "vm2"] {
+        let mut c = Client::connect(&d.sock(), vm);
+        for i in 0..32u64 {
+            assert_eq!(c.write(i * 4096, &pattern(tag, i)), 0);
+        }
+        assert_eq!(c.flush(), 0);
+        for i in 0..32u64 {
+            assert_eq!(c.read(i * 4096, 4096).unwrap(), pattern(tag, i));
+        }
+        c.disc();
+    }
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_the_daemon_carries_on() {
+    let d = Daemon::start(CONF);
+    let a = d.control_addr();
+    // Malformed JSON and wrong types.
+    bad(a, "PUT", "/scheduler", "{", 400, "not JSON");
+    bad(a, "PUT", "/scheduler", "", 400, "not JSON");
+    bad(a, "PUT", "/scheduler", "[1,2]", 400, "[1,2]");
+    bad(a, "PUT", "/scheduler", "{}", 400, "`name`: missing");
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": 5}"#,
+        400,
+        "`name`: expected a scheduler name, got 5",
+    );
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "noop", "params": []}"#,
+        400,
+        "`params`",
+    );
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "cfq", "params": {"quantum": "x"}}"#,
+        400,
+        "`params.quantum`",
+    );
+    bad(a, "PUT", "/scheduler", "\u{0}\u{1}\u{2}", 400, "not JSON");
+    bad(a, "PUT", "/scheduler", r#"{"nam": "noop"}"#, 400, "unknown key `nam`");
+    bad(a, "PUT", "/vms/vm1", r#"{"weight": "heavy"}"#, 400, "weight");
+    bad(a, "PUT", "/vms/vm1", r#"{"weight": -1}"#, 400, "-1");
+    bad(a, "PUT", "/vms/vm1", r#"{"weight": 1e10}"#, 400, "weight");
+    bad(a, "PUT", "/vms/vm1", r#"{"weight": 4294967296}"#, 400, "4294967296");
+    bad(a, "PUT", "/vms/vm1", r#"{"weight": 10001}"#, 400, "10001");
+    bad(a, "PUT", "/vms/vm1", r#"{"weight": 2.5}"#, 400, "2.5");
+    bad(
+        a,
+        "PUT",
+        "/vms/vm1",
+        r#"{"attrs": {"rate_iops": "fast"}}"#,
+        400,
+        "`attrs.rate_iops`",
+    );
+    bad(a, "PUT", "/vms/vm1", r#"{"attrs": [1]}"#, 400, "`attrs`");
+    bad(
+        a,
+        "PUT",
+        "/vms/vm1",
+        r#"{"attrs": {"rate_iops": 1e999}}"#,
+        400,
+        "not JSON",
+    );
+    bad(a, "PUT", "/vms/vm1", r#"{"wieght": 5}"#, 400, "wieght");
+    // Unknown routes, VMs, schedulers and parameters: named.
+    bad(a, "DELETE", "/vms/vm1", "", 404, "DELETE");
+    bad(a, "GET", "/shutdown", "", 404, "/shutdown");
+    bad(a, "PUT", "/vms/", r#"{"weight": 5}"#, 404, "");
+    bad(a, "PUT", "/vms/nobody", r#"{"weight": 5}"#, 404, "nobody");
+    bad(a, "PUT", "/vms/vm1/../vm2", r#"{"weight": 5}"#, 404, "vm1/../vm2");
+    bad(a, "PUT", "/scheduler", r#"{"name": "fastest"}"#, 400, "fastest");
+    bad(a, "PUT", "/scheduler", r#"{"name": ""}"#, 400, "scheduler");
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "deadline", "params": {"fifo_batch": -1}}"#,
+        400,
+        "fifo_batch",
+    );
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "deadline", "params": {"fifo_batch": 1e308}}"#,
+        400,
+        "fifo_batch",
+    );
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "deadline", "params": {"read_expire": 0.5}}"#,
+        400,
+        "read_expire",
+    );
+    // Odd but finite stream attributes are accepted: the scheduler counts
+    // the ones it cannot use and falls back to its defaults.
+    for attrs in [
+        r#"{"rate_iops": 0, "burst": -5, "latency_ms": -1}"#,
+        r#"{"rate_iops": 1e308, "unknown_attr": 3}"#,
+        r#"{"rate_iops": 1e-300, "burst": 1e300}"#,
+    ] {
+        let (c, b) = http(a, "PUT", "/vms/vm1", &format!(r#"{{"attrs": {attrs}}}"#));
+        assert_eq!(c, 200, "{attrs}: {b}");
+        io_works(&d, 1);
+    }
+    // Everything still answers; the scheduler is the one configured.
+    let (c, st) = http(a, "GET", "/status", "");
+    assert_eq!(c, 200);
+    let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+    assert_eq!(st["scheduler"], "htbs");
+    // Switch, and switch back, under the odd attributes.
+    assert_eq!(http(a, "PUT", "/scheduler", r#"{"name": "cfq"}"#).0, 200);
+    io_works(&d, 2);
+    assert_eq!(http(a, "PUT", "/scheduler", r#"{"name": "htbs"}"#).0, 200);
+    io_works(&d, 3);
+    // Not HTTP at all: the connection is closed; the API carries on.
+    let mut s = connect(a);
+    s.write_all(b"\x16\x03\x01\x02\x00garbage\r\n\r\n").unwrap();
+    let (c, _) = response(&mut s);
+    assert!(c == 0 || c == 400, "{c}");
+    // The unix socket serves the same API.
+    let mut s = std::os::unix::net::UnixStream::connect(d.path("control.sock")).unwrap();
+    s.write_all(b"GET /vms HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(response(&mut s).0, 200);
+    d.stop();
+}
+
+#[test]
+fn huge_requests_are_refused_without_buffering_them() {
+    let d = Daemon::start(CONF);
+    let a = d.control_addr();
+    // A body announced as 16 GiB: refused (413) after at most the limit is read.
+    let mut s = connect(a);
+    write!(
+        s,
+        "PUT /scheduler HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        16u64 << 30
+    )
+    .unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    let mut sent = 0usize;
+    // The server answers and closes before 64 MiB are sent.
+    while sent < 64 << 20 {
+        if s.write_all(&chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    let (c, b) = response(&mut s);
+    assert_eq!(c, 413, "{sent} bytes sent: {b}");
+    assert!(b.contains("bytes"), "{b}");
+    // The same as a chunked body with no length.
+    let mut s = connect(a);
+    write!(
+        s,
+        "PUT /vms/vm1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    .unwrap();
+    let mut sent = 0usize;
+    while sent < 64 << 20 {
+        let mut c = format!("{:x}\r\n", chunk.len()).into_bytes();
+        c.extend_from_slice(&chunk);
+        c.extend_from_slice(b"\r\n");
+        if s.write_all(&c).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    assert_eq!(response(&mut s).0, 413, "{sent} bytes sent");
+    // A header line of 1 MiB: refused by the HTTP layer.
+    let mut s = connect(a);
+    let long = "a".repeat(1 << 20);
+    let _ = write!(s, "GET /vms HTTP/1.1\r\nHost: x\r\nX-Long: {long}\r\n\r\n");
+    let (c, _) = response(&mut s);
+    assert!(c == 0 || c == 431 || c == 400, "{c}");
+    // A body just under the limit with a valid request in it still works.
+    let mut body = r#"{"weight": 7}"#.to_string();
+    body.push_str(&" ".repeat(60_000));
+    let (c, b) = http(a, "PUT", "/vms/vm2", &body);
+    assert_eq!(c, 200, "{b}");
+    let (_, st) = http(a, "GET", "/vms", "");
+    let v: serde_json::Value = serde_json::from_str(&st).unwrap();
+    assert_eq!(v[1]["weight"], 7);
+    io_works(&d, 4);
+    d.stop();
+}
