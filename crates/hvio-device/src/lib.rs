@@ -95,8 +95,12 @@ pub fn build_hdd_model(cfg: &DeviceConfig, base_dir: &Path) -> Result<HddModel, 
         DeviceConfig::Disksim(d) => {
             let mut m = disksim::load_disk(&base_dir.join(&d.spec), d.disk.as_deref())?.model;
             if let Some(q) = d.queue_depth {
-                if q == 0 {
-                    return Err(DeviceError::param("queue_depth", 0, "must be at least 1"));
+                if q == 0 || q as u64 > hdd::MAX_QUEUE_DEPTH {
+                    return Err(DeviceError::param(
+                        "queue_depth",
+                        q,
+                        format!("must be between 1 and {}", hdd::MAX_QUEUE_DEPTH),
+                    ));
                 }
                 m.queue_depth = q;
                 m.policy = hdd::QueuePolicy::Sptf;

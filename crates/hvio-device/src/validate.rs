@@ -30,6 +30,8 @@ pub struct TraceRecord {
     pub measured_ms: f64,
     /// Gap from this request's completion to the next request's issue, ms.
     pub gap_ms: f64,
+    /// Its line in the trace file (for errors).
+    pub line: usize,
 }
 
 /// Reads a DiskSim validation trace: `R|W Hit|Miss|Doub|Trip LBN sectors service_us gap_us`.
@@ -78,12 +80,17 @@ pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, ValidateError> {
         };
         let measured_ms = num(f[4], "service time")? / 1000.0;
         let gap_ms = num(f[5], "inter-arrival gap")? / 1000.0;
+        // A gap beyond 1000 s would push the replay clock past u64 ns.
+        if gap_ms > MAX_GAP_MS {
+            return Err(err(format!("inter-arrival gap `{}` µs is more than 1e9 µs", f[5])));
+        }
         out.push(TraceRecord {
             write,
             lbn,
             sectors,
             measured_ms,
             gap_ms,
+            line: i + 1,
         });
     }
     if out.is_empty() {
@@ -95,6 +102,9 @@ pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, ValidateError> {
     Ok(out)
 }
 
+/// The longest inter-arrival gap of a validation trace, ms (1000 s).
+const MAX_GAP_MS: f64 = 1e6;
+
 /// Replays `trace` closed-loop (one request outstanding; the next is issued
 /// at completion plus the recorded gap); returns each request's service time in ms.
 pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, ValidateError> {
@@ -104,10 +114,10 @@ pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, Valida
     let mut done = Vec::with_capacity(4);
     let mut now: Nanos = 0;
     for (i, r) in trace.iter().enumerate() {
-        if r.lbn + r.sectors as u64 > cap {
+        if r.lbn.checked_add(r.sectors as u64).is_none_or(|end| end > cap) {
             return Err(ValidateError::Trace {
                 file: "trace".into(),
-                line: i + 1,
+                line: r.line,
                 msg: format!(
                     "request {}+{} past the end of the disk ({cap} blocks)",
                     r.lbn, r.sectors
@@ -246,7 +256,14 @@ pub fn validate(spec: &Path, disk: Option<&str>, trace: &Path) -> Result<Validat
     let records = read_trace(trace)?;
     let name = loaded.model.name.clone();
     let t0 = std::time::Instant::now();
-    let sim = replay(loaded.model, &records)?;
+    let sim = replay(loaded.model, &records).map_err(|e| match e {
+        ValidateError::Trace { line, msg, .. } => ValidateError::Trace {
+            file: trace.display().to_string(),
+            line,
+            msg,
+        },
+        other => other,
+    })?;
     let secs = t0.elapsed().as_secs_f64();
     let measured: Vec<f64> = records.iter().map(|r| r.measured_ms).collect();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;

@@ -153,3 +153,39 @@ fn a_constant_seek_disk_loads() {
         assert_eq!(l.model.seek.ms(d), 1.1, "{d} cylinders");
     }
 }
+
+/// Validation-trace input: an LBN near 2^64 overflowed `lbn + sectors`
+/// (a debug panic) and a finite huge gap saturated the replay clock; a
+/// request past the end was reported at "trace" and its record index.
+/// Now: errors naming the trace file and its line.
+#[test]
+fn bad_validation_traces_are_named_errors() {
+    use hvio_device::validate::{read_trace, validate};
+    let dir = std::env::temp_dir().join(format!("hvio-bad-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.trace");
+    let spec = data().join("hp_c2247a.parv");
+    for (text, line, what) in [
+        (
+            "R Miss 0 8 1000 10\n\nR Miss 18446744073709551615 8 1000 10\n",
+            3,
+            "past the end",
+        ),
+        ("R Miss 0 8 1000 10\nR Miss 2054860 8 1000 10\n", 2, "past the end"),
+        ("R Miss 0 8 1000 1e300\n", 1, "gap"),
+    ] {
+        std::fs::write(&path, text).unwrap();
+        let e = match read_trace(&path) {
+            Err(e) => e.to_string(),
+            Ok(_) => match validate(&spec, None, &path) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{text:?}: accepted"),
+            },
+        };
+        assert!(
+            e.contains(&format!("t.trace:{line}:")) && e.contains(what),
+            "{text:?}: {e}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -274,6 +274,19 @@ fn disksim_keys_at_extreme_values() {
         std::fs::write(dir.join("hp_c2247a_validate.model"), model.replacen(item, value, 1)).unwrap();
         check_disksim(&dir, &format!("seek list {item} → {value}"), "seek");
     }
+    // `[disk] queue_depth` over the description's own.
+    std::fs::write(dir.join("hp_c2247a_validate.model"), &model).unwrap();
+    for q in [0usize, 1, 32, 1 << 40, usize::MAX] {
+        let cfg = DeviceConfig::Disksim(DisksimConfig {
+            spec: dir.join("hp_c2247a.diskspecs"),
+            disk: None,
+            queue_depth: Some(q),
+        });
+        match build_device(&cfg, &dir) {
+            Err(e) => assert!(e.to_string().contains("`queue_depth`"), "queue_depth {q}: {e}"),
+            Ok(mut d) => exercise(&format!("disksim queue_depth = {q}"), d.as_mut()),
+        }
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 
