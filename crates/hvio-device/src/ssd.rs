@@ -138,6 +138,10 @@ const MAX_PAGE_KIB: u32 = 1024;
 /// Longest flash operation or controller time, µs (1000 s), so no run of
 /// requests leaves u64 nanoseconds.
 const MAX_OP_US: f64 = 1e9;
+/// Most flash pages (logical; physical at most twice as many): the FTL keeps
+/// 4-byte maps of both, so 2^28 pages (2 TiB of 8 KiB pages) take about
+/// 3 GiB; a 30 TiB drive at 8 KiB pages would need 16 GiB and abort.
+const MAX_PAGES: u64 = 1 << 28;
 /// Most commands accepted at once (NVMe allows 64 Ki; real queues are shallower).
 const MAX_DEPTH: usize = 65_536;
 
@@ -164,11 +168,11 @@ impl SsdParams {
         let page_kib = count("page_kib", self.page_kib.unwrap_or(8), MAX_PAGE_KIB)? as u64;
         let page_bytes = page_kib * 1024;
         let lpns_f = cap * (1u64 << 30) as f64 / page_bytes as f64;
-        if !(1.0..u32::MAX as f64).contains(&lpns_f) {
+        if !(1.0..=MAX_PAGES as f64).contains(&lpns_f) {
             return Err(DeviceError::param(
                 "capacity_gib",
                 cap,
-                format!("must hold between 1 and 2^32 − 1 flash pages of page_kib = {page_kib} KiB"),
+                format!("must hold between 1 and 2^28 flash pages of page_kib = {page_kib} KiB (use bigger pages)"),
             ));
         }
         let lpns = lpns_f as u64;
@@ -204,11 +208,13 @@ impl SsdParams {
             ));
         }
         let phys_pages = planes as u128 * bpp as u128 * ppb as u128;
-        if phys_pages >= u32::MAX as u128 {
+        if phys_pages > 2 * MAX_PAGES as u128 {
             return Err(DeviceError::param(
                 "capacity_gib",
                 cap,
-                "too many flash pages for this model (use bigger pages)",
+                format!(
+                    "with over_provisioning and whole blocks of pages_per_block on every plane, {phys_pages} flash pages, more than 2^29 (use bigger pages)"
+                ),
             ));
         }
         let phys_pages = phys_pages as u64;

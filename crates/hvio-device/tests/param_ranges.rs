@@ -346,6 +346,12 @@ fn inputs_that_used_to_break_are_named_errors() {
         ("ssd", "read_us = 1e300", "read_us"),
         ("ssd", "channel_mb_s = 1e-300", "channel_mb_s"),
         ("ssd", "queue_depth = 9223372036854775807", "queue_depth"),
+        ("ssd", "capacity_gib = 25000", "capacity_gib"), // ~26 GiB of page maps: out of memory
+        (
+            "hdd",
+            "seek = { kind = \"table\", points = [[1.0, 1.0], [nan, 2.0]] }",
+            "seek",
+        ),
     ];
     for (model, keys, key) in cases {
         let cfg: DeviceConfig = toml::from_str(&format!("model = \"{model}\"\n{keys}\n")).unwrap();

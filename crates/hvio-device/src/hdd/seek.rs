@@ -148,6 +148,9 @@ impl SeekCurve {
                         return Err(format!("seek table distances not increasing at {} → {}", w[0], w[1]));
                     }
                 }
+                if let Some(d) = dist.iter().find(|d| !d.is_finite()) {
+                    return Err(format!("seek table distance {d} is not a finite number"));
+                }
                 if dist[0] <= 0.0 {
                     return Err(format!("seek table distance {} must be positive", dist[0]));
                 }
