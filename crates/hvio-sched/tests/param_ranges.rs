@@ -124,7 +124,8 @@ fn every_tunable_at_its_bounds_runs() {
                 let mut o = ParamValues::new();
                 o.insert(p.name.into(), value);
                 for (rotational, depth, service) in [(true, 1, 3_000_000), (false, 4, 50_000)] {
-                    let ctx = ctx_with(&[100, 1, 10_000, 500], rotational);
+                    let mut ctx = ctx_with(&[100, 1, 10_000, 500], rotational);
+                    ctx.device.queue_depth = depth;
                     run(spec.name, &o, &ctx, depth, &arrivals, &[], service);
                 }
             }
@@ -155,6 +156,7 @@ proptest! {
     ) {
         for spec in hvio_sched::SCHEDULERS {
             let mut ctx = ctx_with(&weights, rotational);
+            ctx.device.queue_depth = depth;
             // Stream attributes (`[[vm]] attrs`) the scheduler reads, on every stream.
             let names = spec.stream_attrs.iter().map(|a| a.0).filter(|&n| n != "weight");
             for (k, name) in names.enumerate() {

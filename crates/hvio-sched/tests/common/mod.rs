@@ -22,6 +22,14 @@ pub fn ctx_with(weights: &[u32], rotational: bool) -> SchedContext {
     let region = CAPACITY / weights.len().max(1) as u64;
     let mut device = DeviceInfo::test_disk(CAPACITY);
     device.rotational = rotational;
+    if !rotational {
+        // As the SSD model reports: no seek, no revolution.
+        device.seek = std::sync::Arc::new(hvio_core::LinearSeek {
+            ns_per_sector: 0.0,
+            max: 0,
+            revolution: 0,
+        });
+    }
     SchedContext {
         streams: weights
             .iter()
