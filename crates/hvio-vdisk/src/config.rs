@@ -329,6 +329,37 @@ pub struct Config {
     pub vms: Vec<VmConfig>,
 }
 
+fn device_from(t: &toml::Table) -> Result<hvio_device::DeviceConfig, toml::de::Error> {
+    toml::Value::Table(t.clone()).try_into()
+}
+
+/// A `[store.device]` table that does not deserialise, as an error naming
+/// the key at fault (the table was parsed already, so toml's message has
+/// lost it): each key is tried alone beside `model`, and the one whose error
+/// differs from `model`'s alone is named.
+fn device_key_error(t: &toml::Table, e: toml::de::Error) -> ConfigError {
+    let msg = |e: &toml::de::Error| e.message().trim_end().to_string();
+    let base: toml::Table = t
+        .iter()
+        .filter(|(k, _)| *k == "model")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let base_err = device_from(&base).err().map(|e| msg(&e));
+    for (k, v) in t.iter().filter(|(k, _)| *k != "model") {
+        let mut one = base.clone();
+        one.insert(k.clone(), v.clone());
+        if let Err(e) = device_from(&one) {
+            if base_err.as_deref() != Some(msg(&e).as_str()) {
+                return ConfigError::invalid("[store.device]", k, v, msg(&e));
+            }
+        }
+    }
+    match (t.get("model"), base_err) {
+        (Some(m), Some(why)) => ConfigError::invalid("[store.device]", "model", m, why),
+        _ => ConfigError::Other(format!("[store.device]: {}", msg(&e))),
+    }
+}
+
 /// Where a VM's bytes live once the configuration is resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
@@ -626,9 +657,7 @@ impl Config {
     pub fn device_config(&self) -> Result<hvio_device::DeviceConfig, ConfigError> {
         match &self.store.device {
             None => Ok(hvio_device::DeviceConfig::default()),
-            Some(t) => toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| {
-                ConfigError::Other(format!("[store.device]: {}", e.to_string().trim_end()))
-            }),
+            Some(t) => device_from(t).map_err(|e| device_key_error(t, e)),
         }
     }
 

@@ -382,3 +382,28 @@ fn the_binary_names_a_bad_log_level_and_a_bad_file() {
         "{err}"
     );
 }
+
+#[test]
+fn bad_emulated_device_values_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let conf = |dev: &str| {
+        ONE.replace("[store]\n", &format!("[store]\nkind = \"emulator\"\ndevice = {{ {dev} }}\n"))
+    };
+    for (dev, words) in [
+        ("model = \"hdd\", rpm = 0", &["rpm", "0"][..]),
+        ("model = \"hdd\", rpm = -7200", &["rpm", "-7200"]),
+        ("model = \"hdd\", rpm = nan", &["rpm", "NaN"]),
+        ("model = \"hdd\", rpm = inf", &["rpm", "inf"]),
+        ("model = \"hdd\", rpm = \"fast\"", &["rpm", "fast"]),
+        ("model = \"hdd\", queue_depth = 0", &["queue_depth", "0"]),
+        ("model = \"tape\"", &["model", "tape"]),
+        ("model = \"hdd\", rmp = 7200", &["rmp"]),
+    ] {
+        let e = start_err(d, &conf(dev));
+        for w in words {
+            assert!(e.contains(w), "`{dev}`: `{e}` does not name `{w}`");
+        }
+        assert!(names(d).is_empty(), "`{dev}` left {:?}", names(d));
+    }
+}

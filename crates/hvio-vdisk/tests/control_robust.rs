@@ -172,6 +172,7 @@ fn bad_requests_get_clear_errors_and_the_daemon_carries_on() {
     // Odd but finite stream attributes are accepted: the scheduler counts
     // the ones it cannot use and falls back to its defaults.
     for attrs in [
+        r#"{"rate_iops": 0, "burst": -5, "latency_ms": 1e308}"#,
         r#"{"rate_iops": 0, "burst": -5, "latency_ms": -1}"#,
         r#"{"rate_iops": 1e308, "unknown_attr": 3}"#,
         r#"{"rate_iops": 1e-300, "burst": 1e300}"#,
