@@ -242,7 +242,7 @@ struct Engine {
     epoch: Instant,
     next_id: u64,
     /// Jobs inserted into the scheduler and not yet dispatched.
-    waiting: HashMap<u64, IoJob>,
+    waiting: HashMap<u64, (Request, IoJob)>,
     inflight: HashMap<u64, Inflight>,
     /// Arrivals held while a scheduler switch drains the old one.
     held: VecDeque<(IoJob, Nanos)>,
@@ -253,6 +253,8 @@ struct Engine {
     dispatched: u64,
     backend_errors: u64,
     switches: u64,
+    /// Times a scheduler panicked and noop took over.
+    sched_failures: u64,
     iolog: Option<IoLog>,
     poll: AdaptivePoll,
 }
@@ -266,10 +268,25 @@ pub fn spawn(
     backend: Box<dyn Backend>,
 ) -> Result<(EngineHandle, std::thread::JoinHandle<()>), String> {
     let ctx = SchedContext {
+        streams: setup.streams.clone(),
+        device: setup.device.clone(),
+    };
+    let sched = hvio_sched::build(&setup.scheduler, &setup.params, &ctx).map_err(|e| e.to_string())?;
+    spawn_with(setup, sched, tx, rx, backend)
+}
+
+/// [`spawn`] with a scheduler already built (named `setup.scheduler`).
+pub(crate) fn spawn_with(
+    setup: EngineSetup,
+    sched: Box<dyn Scheduler>,
+    tx: Sender<Msg>,
+    rx: Receiver<Msg>,
+    backend: Box<dyn Backend>,
+) -> Result<(EngineHandle, std::thread::JoinHandle<()>), String> {
+    let ctx = SchedContext {
         streams: setup.streams,
         device: setup.device,
     };
-    let sched = hvio_sched::build(&setup.scheduler, &setup.params, &ctx).map_err(|e| e.to_string())?;
     let n = ctx.streams.len();
     let mut backend = backend;
     let waker = backend.poller().map(|p| p.waker());
@@ -293,6 +310,7 @@ pub fn spawn(
         dispatched: 0,
         backend_errors: 0,
         switches: 0,
+        sched_failures: 0,
         iolog: setup.iolog,
         poll: AdaptivePoll::new(if waker.is_some() { setup.poll } else { PollConfig::OFF }),
     };
@@ -466,8 +484,55 @@ impl Engine {
         rq.sync = true;
         rq.fua = job.fua;
         self.stats[vm].queued += 1;
-        self.waiting.insert(id, job);
-        self.sched.insert(rq, arrival);
+        self.waiting.insert(id, (rq, job));
+        self.sched_call("insert", |s| s.insert(rq, arrival));
+    }
+
+    /// Call the scheduler. A panic in it (a scheduler bug, e.g. on a weight,
+    /// attribute or parameter it does not handle) must not take every VM's
+    /// disk down with the thread: the scheduler is replaced by noop, every
+    /// request it held is inserted there, and the daemon serves on.
+    fn sched_call<R>(&mut self, what: &'static str, f: impl FnOnce(&mut dyn Scheduler) -> R) -> Option<R> {
+        let sched = &mut self.sched;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sched.as_mut()))) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                let why = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into());
+                self.fall_back_to_noop(what, &why);
+                None
+            }
+        }
+    }
+
+    fn fall_back_to_noop(&mut self, what: &str, why: &str) {
+        tracing::error!(
+            scheduler = %self.sched_name,
+            call = what,
+            panic = why,
+            waiting = self.waiting.len(),
+            "the scheduler panicked: replaced by noop, its requests re-inserted; please report this bug"
+        );
+        self.sched_failures += 1;
+        self.sched = hvio_sched::build("noop", &ParamValues::new(), &self.ctx).expect("noop takes no parameters");
+        self.sched_name = "noop".into();
+        self.params = ParamValues::new();
+        let mut rqs: Vec<Request> = self.waiting.values().map(|(rq, _)| *rq).collect();
+        rqs.sort_by_key(|rq| rq.id);
+        for rq in rqs {
+            self.sched.insert(rq, rq.arrival);
+        }
+        if let Some((_, name, _, reply)) = self.switching.take() {
+            let _ = reply.send(Err(format!(
+                "the running scheduler failed during the switch to `{name}`: replaced by noop"
+            )));
+            for (job, arrival) in std::mem::take(&mut self.held) {
+                self.insert(job, arrival);
+            }
+        }
     }
 
     fn pump(&mut self) {
@@ -477,9 +542,12 @@ impl Engine {
         }
         while self.inflight.len() < self.depth {
             let now = self.now();
-            match self.sched.dispatch(now) {
+            let Some(d) = self.sched_call("dispatch", |s| s.dispatch(now)) else {
+                continue; // the fallback scheduler has every waiting request
+            };
+            match d {
                 Dispatch::Request(rq) => {
-                    let Some(job) = self.waiting.remove(&rq.id) else {
+                    let Some((_, job)) = self.waiting.remove(&rq.id) else {
                         tracing::error!(id = rq.id, scheduler = %self.sched_name, "scheduler dispatched an unknown request");
                         continue;
                     };
@@ -518,7 +586,7 @@ impl Engine {
             return;
         };
         let now = self.now();
-        self.sched.completed(&f.rq, now);
+        self.sched_call("completed", |s| s.completed(&f.rq, now));
         let s = &mut self.stats[f.vm];
         s.inflight = s.inflight.saturating_sub(1);
         s.complete(f.kind, f.len, now.saturating_sub(f.rq.arrival), result.is_ok(), now);
@@ -594,7 +662,12 @@ impl Engine {
                 }
                 s.attrs.extend(attrs);
                 let info = s.clone();
-                self.sched.set_stream(&info);
+                if self.sched_call("set_stream", |s| s.set_stream(&info)).is_none() {
+                    let _ = reply.send(Err(format!(
+                        "the scheduler failed on this change for VM `{vm}` and was replaced by noop (see the log)"
+                    )));
+                    return;
+                }
                 if let Some((new, ..)) = &mut self.switching {
                     new.set_stream(&info);
                 }
@@ -657,10 +730,125 @@ impl Engine {
             inflight: self.inflight.len(),
             queued: self.sched.queued(),
             switches: self.switches,
+            scheduler_failures: self.sched_failures,
             uptime_s: now as f64 / 1e9,
             counters: self.sched.counters(),
             poll: self.poll.stats(),
             vms,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::AlignedBuf;
+
+    /// noop that panics on its third insert, as a scheduler bug would.
+    struct Buggy {
+        inner: Box<dyn Scheduler>,
+        inserts: usize,
+    }
+
+    impl Scheduler for Buggy {
+        fn name(&self) -> &'static str {
+            "buggy"
+        }
+        fn insert(&mut self, rq: Request, now: Nanos) {
+            self.inserts += 1;
+            assert!(self.inserts != 3, "buggy scheduler: third insert");
+            self.inner.insert(rq, now)
+        }
+        fn dispatch(&mut self, now: Nanos) -> Dispatch {
+            self.inner.dispatch(now)
+        }
+        fn completed(&mut self, rq: &Request, now: Nanos) {
+            self.inner.completed(rq, now)
+        }
+        fn has_work(&self) -> bool {
+            self.inner.has_work()
+        }
+        fn queued(&self) -> usize {
+            self.inner.queued()
+        }
+    }
+
+    #[test]
+    fn a_panicking_scheduler_is_replaced_and_no_request_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[store]\npath = \"{}/disk.img\"\n[[vm]]\nname = \"vm1\"\nsize = \"1MiB\"\n",
+            dir.path().display()
+        );
+        let cfg = crate::Config::from_toml_str(&text, "test.toml").unwrap();
+        let store = Arc::new(Store::open(&cfg).unwrap());
+        let streams = vec![StreamInfo::new(0, "vm1")];
+        let device = DeviceInfo {
+            capacity: store.capacity() / SECTOR_BYTES,
+            rotational: false,
+            queue_depth: 4,
+            seek: Arc::new(hvio_core::LinearSeek {
+                ns_per_sector: 0.0,
+                max: 0,
+                revolution: 0,
+            }),
+        };
+        let ctx = SchedContext {
+            streams: streams.clone(),
+            device: device.clone(),
+        };
+        let sched = Box::new(Buggy {
+            inner: hvio_sched::build("noop", &ParamValues::new(), &ctx).unwrap(),
+            inserts: 0,
+        });
+        let (tx, rx) = channel();
+        // Depth 1: when the third insert panics, requests are waiting in the scheduler.
+        let backend = Box::new(crate::backend::ThreadPool::new(store.clone(), 2, tx.clone()).unwrap());
+        let setup = EngineSetup {
+            store: store.clone(),
+            scheduler: "buggy".into(),
+            params: ParamValues::new(),
+            streams,
+            device,
+            depth: 1,
+            iolog: None,
+            poll: PollConfig::OFF,
+        };
+        let (engine, thread) = spawn_with(setup, sched, tx, rx, backend).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for i in 0..10u64 {
+            let done_tx = done_tx.clone();
+            engine.submit(IoJob {
+                vm: 0,
+                kind: IoKind::Write,
+                offset: i * 4096,
+                len: 4096,
+                fua: false,
+                buf: AlignedBuf::from_slice(&[i as u8 + 1; 4096]),
+                done: Box::new(move |r, _| {
+                    let _ = done_tx.send((i, r));
+                }),
+            });
+        }
+        let mut got: Vec<(u64, IoResult)> = (0..10)
+            .map(|_| {
+                done_rx
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("a request was lost")
+            })
+            .collect();
+        got.sort_by_key(|x| x.0);
+        assert!(got.iter().all(|(_, r)| r.is_ok()), "{got:?}");
+        let (stx, srx) = oneshot::channel();
+        assert!(engine.control(Control::Status(stx)));
+        let st = srx.blocking_recv().unwrap();
+        assert_eq!((st.scheduler.as_str(), st.scheduler_failures), ("noop", 1));
+        for i in 0..10u64 {
+            let mut b = AlignedBuf::zeroed(4096);
+            store.execute(0, IoKind::Read, i * 4096, 4096, false, &mut b).unwrap();
+            assert_eq!(b.as_slice()[0], i as u8 + 1);
+        }
+        engine.shutdown().unwrap();
+        thread.join().unwrap();
     }
 }

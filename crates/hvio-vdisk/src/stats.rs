@@ -156,6 +156,8 @@ pub struct Status {
     pub inflight: usize,
     pub queued: usize,
     pub switches: u64,
+    /// Times a scheduler panicked and noop took over (a scheduler bug).
+    pub scheduler_failures: u64,
     pub uptime_s: f64,
     pub counters: Vec<(String, f64)>,
     /// The engine's busy-polling (see `poll.rs`).
@@ -295,6 +297,12 @@ pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, back
     let _ = writeln!(o, "# HELP hvio_scheduler_switches_total Run-time scheduler switches.");
     let _ = writeln!(o, "# TYPE hvio_scheduler_switches_total counter");
     let _ = writeln!(o, "hvio_scheduler_switches_total {}", status.switches);
+    let _ = writeln!(
+        o,
+        "# HELP hvio_scheduler_failures_total Times a scheduler panicked and noop took over its requests."
+    );
+    let _ = writeln!(o, "# TYPE hvio_scheduler_failures_total counter");
+    let _ = writeln!(o, "hvio_scheduler_failures_total {}", status.scheduler_failures);
     let p = &status.poll;
     for (name, kind, help, v) in [
         (

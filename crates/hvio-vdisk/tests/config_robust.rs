@@ -388,7 +388,10 @@ fn bad_emulated_device_values_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let conf = |dev: &str| {
-        ONE.replace("[store]\n", &format!("[store]\nkind = \"emulator\"\ndevice = {{ {dev} }}\n"))
+        ONE.replace(
+            "[store]\n",
+            &format!("[store]\nkind = \"emulator\"\ndevice = {{ {dev} }}\n"),
+        )
     };
     for (dev, words) in [
         ("model = \"hdd\", rpm = 0", &["rpm", "0"][..]),
