@@ -38,10 +38,8 @@ pub struct TraceRecord {
 /// The second column (what the real disk's cache did) is read only to check the format.
 pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, ValidateError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ValidateError::File {
-        file: file.clone(),
-        msg: e.to_string(),
-    })?;
+    // Bounded, and a byte that is not UTF-8 is an error naming its line.
+    let text = crate::disksim::parse::read_text(path)?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -284,13 +282,21 @@ pub fn validate(spec: &Path, disk: Option<&str>, trace: &Path) -> Result<Validat
 }
 
 impl Validation {
-    /// Writes `cdf.csv`: level, measured ms, simulated ms.
+    /// Writes `cdf.csv`: level, measured ms, simulated ms. Written to a
+    /// temporary file beside it and renamed: never half-written.
     pub fn write_cdfs(&self, path: &Path) -> std::io::Result<()> {
         let mut s = String::from("quantile,measured_ms,simulated_ms\n");
         for (k, (m, x)) in self.measured_q.iter().zip(&self.simulated_q).enumerate() {
             s.push_str(&format!("{:.4},{m:.6},{x:.6}\n", (k + 1) as f64 / 10_000.0));
         }
-        std::fs::write(path, s)
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let r = std::fs::write(&tmp, s).and_then(|()| std::fs::rename(&tmp, path));
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
     }
 }
 

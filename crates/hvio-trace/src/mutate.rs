@@ -225,6 +225,24 @@ pub fn apply(data: &mut Vec<u8>, kind: u8, a: u64, b: u64) {
     }
 }
 
+/// Cases per sample for a mutation test: `HVIO_FUZZ_CASES`, else `default`.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("HVIO_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `f` on a thread and panics if it takes more than `secs` (a hang) or panics.
+pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("hung (or panicked)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -221,13 +221,6 @@ fn exercise(name: &str, bytes: &[u8], base: &ReadOptions) -> Result<(), String> 
     Ok(())
 }
 
-fn cases(default: u32) -> u32 {
-    std::env::var("HVIO_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Up to four mutations in a row.
 fn mutations() -> impl Strategy<Value = Vec<(u8, u64, u64)>> {
     prop::collection::vec((0..mutate::KINDS, any::<u64>(), any::<u64>()), 1..=4)
@@ -275,23 +268,13 @@ fn every_truncation_of_every_sample() {
 
 #[test]
 fn mutated_samples() {
-    fuzz_samples(cases(24));
+    fuzz_samples(mutate::cases(24));
 }
 
 #[test]
 #[ignore = "long: HVIO_FUZZ_CASES=20000 cargo test -p hvio-trace --test robust -- --ignored"]
 fn mutated_samples_long() {
-    fuzz_samples(cases(5000));
-}
-
-/// Runs `f` on a thread and fails if it takes more than `secs` (a hang).
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(secs))
-        .expect("hung (or panicked)")
+    fuzz_samples(mutate::cases(5000));
 }
 
 #[test]
@@ -299,7 +282,7 @@ fn overlong_line_is_skipped_with_skip_bad_not_retried_forever() {
     let mut text = vec![b'7'; 3 * hvio_trace::input::MAX_LINE];
     text.extend_from_slice(b"\n0,303567,3584,w,0.5\n");
     let t2 = text.clone();
-    let (n, skipped) = within(60, move || {
+    let (n, skipped) = mutate::within(60, move || {
         let o = ReadOptions {
             format: Some(Format::Spc),
             skip_bad: true,
@@ -394,13 +377,13 @@ fn job_file_sample_parses() {
 
 #[test]
 fn mutated_job_files() {
-    fuzz_fio(cases(48));
+    fuzz_fio(mutate::cases(48));
 }
 
 #[test]
 #[ignore = "long: HVIO_FUZZ_CASES=20000 cargo test -p hvio-trace --test robust -- --ignored"]
 fn mutated_job_files_long() {
-    fuzz_fio(cases(5000));
+    fuzz_fio(mutate::cases(5000));
 }
 
 #[test]
@@ -511,7 +494,7 @@ fn zipf_theta_must_be_a_positive_number() {
 /// `include /dev/zero` read forever (until out of memory).
 #[test]
 fn include_of_an_endless_file_ends() {
-    let e = within(120, || {
+    let e = mutate::within(120, || {
         hvio_trace::fio::parse_job_str("[j]\ninclude /dev/zero\n", "z.fio").unwrap_err()
     });
     assert!(
@@ -535,7 +518,7 @@ fn exponential_includes_are_bounded() {
     std::fs::write(dir.path().join("l14.fio"), "bs=4k\n").unwrap();
     let top = dir.path().join("top.fio");
     std::fs::write(&top, "[j]\ninclude l0.fio\n").unwrap();
-    let e = within(60, move || hvio_trace::fio::parse_job_file(&top).unwrap_err());
+    let e = mutate::within(60, move || hvio_trace::fio::parse_job_file(&top).unwrap_err());
     assert!(e.to_string().contains("include: more than 1024 includes in all"), "{e}");
 }
 

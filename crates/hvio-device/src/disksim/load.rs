@@ -258,6 +258,10 @@ fn names(bs: &[&Block]) -> String {
 }
 
 const MS: f64 = 1e6;
+/// At most this many spare regions (tracks or cylinders with spares) in one
+/// zone: real zones have thousands; 2^32 one-sector tracks each with a spare
+/// was a loop of 2^32 and as many holes.
+const MAX_SPARE_UNITS: u64 = 1 << 22;
 /// Longest time of one step or overhead, ms (the HDD model's bound).
 const MAX_STEP_MS: f64 = crate::hdd::MAX_STEP_MS;
 /// Longest bus or media transfer time of one block, ms: the HDD model's
@@ -632,20 +636,32 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
             // Spare sectors at the end of each cylinder (2) or track (3); a slip uses one.
             let unit = if scheme == 2 { h * spt } else { spt };
             let units = total / unit;
+            if spares > 0 && units > MAX_SPARE_UNITS {
+                return Err(berr(
+                    zb,
+                    "Number of spares",
+                    format!("{units} spare regions in one zone: hvio models at most {MAX_SPARE_UNITS}"),
+                ));
+            }
+            // Slips per unit, counted once (not a scan of every slip per unit).
+            let mut used = std::collections::BTreeMap::<u64, u64>::new();
             for &s in &slips {
                 holes.push(Hole { pbn: s, len: 1 });
+                *used.entry(s / unit).or_default() += 1;
             }
-            for u in 0..units {
-                let used = slips.iter().filter(|&&s| s / unit == u).count() as u64;
-                let free = spares.saturating_sub(used);
-                if free > 0 {
-                    holes.push(Hole {
-                        pbn: (u + 1) * unit - free,
-                        len: free,
-                    });
+            if spares > 0 {
+                for u in 0..units {
+                    // More spares than the unit has sectors: the whole unit.
+                    let free = spares.saturating_sub(used.get(&u).copied().unwrap_or(0)).min(unit);
+                    if free > 0 {
+                        holes.push(Hole {
+                            pbn: (u + 1) * unit - free,
+                            len: free,
+                        });
+                    }
                 }
             }
-            total.saturating_sub(dead + spares * units)
+            total.saturating_sub(dead.saturating_add(spares.saturating_mul(units)))
         }
         7 => {
             for &s in &slips {

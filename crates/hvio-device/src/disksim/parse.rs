@@ -4,7 +4,9 @@
 //! and as a value), `#` comments, `instantiate` and `topology` statements.
 //! Keys may contain spaces and punctuation (`Segment size (in blks)`).
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -92,6 +94,10 @@ struct Lexer {
     file: Arc<str>,
     dir: PathBuf,
     depth: u32,
+    /// Lists and blocks open around the current token.
+    nest: u32,
+    /// `source` includes left for the whole read (shared by every file).
+    includes: Rc<Cell<u32>>,
 }
 
 fn lex(text: &str) -> Vec<(Tok, u32)> {
@@ -136,28 +142,69 @@ fn lex(text: &str) -> Vec<(Tok, u32)> {
 }
 
 const MAX_INCLUDE_DEPTH: u32 = 16;
+/// The most `source` includes one read expands (ten files each sourcing the
+/// next ten times is 10^16 reads without a loop).
+pub const MAX_INCLUDES: u32 = 1024;
+/// Lists and blocks nest at most this deep (deeper would overflow the stack).
+pub const MAX_NESTING: u32 = 64;
+/// The largest parameter file read (`source /dev/zero` must end).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Reads a parameter file and everything it includes.
 pub fn read_spec(path: &Path) -> Result<SpecFile, SpecError> {
-    read_file(path, 0)
+    read_file(path, 0, &Rc::new(Cell::new(MAX_INCLUDES)))
 }
 
-fn read_file(path: &Path, depth: u32) -> Result<SpecFile, SpecError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError::File {
-        file: path.display().to_string(),
+/// A text file of at most [`MAX_FILE_BYTES`]: not UTF-8 is an error naming the line.
+pub(crate) fn read_text(path: &Path) -> Result<String, SpecError> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let io = |e: std::io::Error| SpecError::File {
+        file: file.clone(),
         msg: e.to_string(),
-    })?;
-    parse_spec(&text, path, depth)
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(SpecError::File {
+            file,
+            msg: format!("larger than {} MiB: not a DiskSim file", MAX_FILE_BYTES >> 20),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let ok = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        SpecError::Syntax {
+            file: file.clone(),
+            line: ok.iter().filter(|&&c| c == b'\n').count() as u32 + 1,
+            msg: format!("byte {} is not UTF-8", ok.len()),
+        }
+    })
+}
+
+fn read_file(path: &Path, depth: u32, includes: &Rc<Cell<u32>>) -> Result<SpecFile, SpecError> {
+    let text = read_text(path)?;
+    parse_with(&text, path, depth, includes.clone())
 }
 
 /// Parses the text of a parameter file named `path` (includes resolve against its directory).
 pub fn parse_spec(text: &str, path: &Path, depth: u32) -> Result<SpecFile, SpecError> {
+    parse_with(text, path, depth, Rc::new(Cell::new(MAX_INCLUDES)))
+}
+
+fn parse_with(text: &str, path: &Path, depth: u32, includes: Rc<Cell<u32>>) -> Result<SpecFile, SpecError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lx = Lexer {
         toks: lex(text),
         pos: 0,
         file: Arc::from(path.display().to_string().as_str()),
         dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
         depth,
+        nest: 0,
+        includes,
     };
     lx.top()
 }
@@ -224,8 +271,12 @@ impl Lexer {
                 "`source {name}`: includes nested more than {MAX_INCLUDE_DEPTH} deep"
             )));
         }
+        if self.includes.get() == 0 {
+            return Err(self.err(format!("`source {name}`: more than {MAX_INCLUDES} includes in all")));
+        }
+        self.includes.set(self.includes.get() - 1);
         let path = self.dir.join(name);
-        read_file(&path, self.depth + 1).map_err(|e| match e {
+        read_file(&path, self.depth + 1, &self.includes).map_err(|e| match e {
             SpecError::File { file, msg } => SpecError::Syntax {
                 file: self.file.to_string(),
                 line: self.line(),
@@ -297,7 +348,22 @@ impl Lexer {
         Ok(spec)
     }
 
+    /// Runs `f` one list or block deeper (at most [`MAX_NESTING`]).
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, SpecError>) -> Result<T, SpecError> {
+        if self.nest >= MAX_NESTING {
+            return Err(self.err(format!("lists and blocks nested more than {MAX_NESTING} deep")));
+        }
+        self.nest += 1;
+        let r = f(self);
+        self.nest -= 1;
+        r
+    }
+
     fn topology_list(&mut self) -> Result<(), SpecError> {
+        self.nested(Self::topology_list_inner)
+    }
+
+    fn topology_list_inner(&mut self) -> Result<(), SpecError> {
         self.expect(Tok::LOpen, "`[`")?;
         loop {
             match self.peek() {
@@ -380,6 +446,10 @@ impl Lexer {
     }
 
     fn value(&mut self) -> Result<Value, SpecError> {
+        self.nested(Self::value_inner)
+    }
+
+    fn value_inner(&mut self) -> Result<Value, SpecError> {
         let place = self.place();
         match self.next() {
             Some(Tok::LOpen) => {
@@ -466,10 +536,7 @@ fn show(t: &Tok) -> String {
 /// followed by `distance, ms` lines).
 pub fn read_seek_table(path: &Path) -> Result<(Vec<f64>, Vec<f64>), SpecError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError::File {
-        file: file.clone(),
-        msg: e.to_string(),
-    })?;
+    let text = read_text(path)?;
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (hl, header) = lines.next().ok_or_else(|| SpecError::File {
         file: file.clone(),
@@ -485,7 +552,8 @@ pub fn read_seek_table(path: &Path) -> Result<(Vec<f64>, Vec<f64>), SpecError> {
             line: hl as u32 + 1,
             msg: format!("expected `Seek distances measured: N`, found `{header}`"),
         })?;
-    let (mut d, mut t) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    // The header's count is checked below, not trusted for memory.
+    let (mut d, mut t) = (Vec::new(), Vec::new());
     for (i, l) in lines {
         let mut parts = l
             .split(|c: char| c == ',' || c.is_whitespace())
