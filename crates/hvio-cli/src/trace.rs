@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use hvio_trace::write::{BlkparseWriter, IologWriter};
 use hvio_trace::{trace_stats, BlkAction, Format, ReadOptions, TraceReader};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct TraceArgs {
@@ -152,11 +152,70 @@ fn stats(a: StatsArgs) -> Result<()> {
     Ok(())
 }
 
+/// A converted trace's destination: a temporary file beside the output,
+/// renamed over it only when the whole trace converted (an error midway
+/// leaves no half-written file and an existing one untouched; dropping it
+/// uncommitted removes the temporary file). Special files (`/dev/null`, a
+/// FIFO) are written in place.
+struct Output {
+    tmp: Option<(PathBuf, PathBuf)>,
+}
+
+impl Output {
+    fn open(path: &Path, input: &Path) -> Result<(Self, Box<dyn Write>)> {
+        crate::common::check_not_dir(path)?;
+        if let (Ok(o), Ok(i)) = (std::fs::metadata(path), std::fs::metadata(input)) {
+            use std::os::unix::fs::MetadataExt;
+            if (o.dev(), o.ino()) == (i.dev(), i.ino()) {
+                bail!("{}: the output is the input trace; write elsewhere", path.display());
+            }
+            if !o.is_file() {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                return Ok((Output { tmp: None }, Box::new(f)));
+            }
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+        let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        Ok((
+            Output {
+                tmp: Some((tmp, path.to_path_buf())),
+            },
+            Box::new(f),
+        ))
+    }
+
+    /// Renames the finished temporary file over the output.
+    fn commit(mut self) -> Result<()> {
+        if let Some((tmp, path)) = self.tmp.take() {
+            if let Err(e) = std::fs::rename(&tmp, &path) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Some((tmp, _)) = self.tmp.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
 fn convert(a: ConvertArgs) -> Result<()> {
     let mut r = TraceReader::open(&a.file, &a.read.options()?)?;
-    let out: Box<dyn Write> = match &a.output {
-        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => Box::new(std::io::stdout().lock()),
+    let (dest, out): (Option<Output>, Box<dyn Write>) = match &a.output {
+        Some(p) => {
+            let (o, w) = Output::open(p, &a.file)?;
+            (Some(o), w)
+        }
+        None => (None, Box::new(std::io::stdout().lock())),
     };
     let out = BufWriter::new(out);
     // Device names are known as they appear: collect them lazily per record.
@@ -180,6 +239,9 @@ fn convert(a: ConvertArgs) -> Result<()> {
             w.finish()?;
         }
         other => bail!("unknown output format {other:?}; use blkparse or iolog3"),
+    }
+    if let Some(d) = dest {
+        d.commit()?;
     }
     if r.skipped() > 0 {
         eprintln!("hvio: skipped {} bad records", r.skipped());

@@ -137,3 +137,54 @@ fn a_closed_stdout_is_not_a_panic() {
     child.wait().unwrap();
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `trace convert -o FILE` wrote FILE as it went: a bad record midway left a
+/// half-written FILE (and truncated an existing one), and `-o` naming the
+/// input truncated the input before reading it. Now a temporary file is
+/// renamed over FILE only when the whole trace converted.
+#[test]
+fn convert_never_leaves_half_written_output_nor_touches_the_input() {
+    let dir = std::env::temp_dir().join(format!("hvio-cli-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.csv");
+    let good = "1,W,0,4096,10\n1,R,0,4096,11\n";
+    std::fs::write(&input, format!("{good}1,Q,0,4096,12\n")).unwrap();
+    let out = dir.join("out.iolog");
+    let names = || {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
+    // An error on line 3: no output file, no temporary file.
+    let (ok, _, err) = hvio(&["trace", "convert", "--format", "alibaba", "--to", "iolog3", "-o", o, i]);
+    assert!(!ok && err.contains("in.csv: line 3"), "{err}");
+    assert_eq!(names(), ["in.csv"]);
+    // An existing output stays as it was.
+    std::fs::write(&out, "keep me\n").unwrap();
+    let (ok, _, _) = hvio(&[
+        "trace", "convert", "--format", "alibaba", "--to", "blkparse", "-o", o, i,
+    ]);
+    assert!(!ok);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me\n");
+    assert_eq!(names(), ["in.csv", "out.iolog"]);
+    // The output may not be the input.
+    let (ok, _, err) = hvio(&["trace", "convert", "--format", "alibaba", "--to", "iolog3", "-o", i, i]);
+    assert!(!ok && err.contains("the output is the input trace"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&input).unwrap(),
+        format!("{good}1,Q,0,4096,12\n")
+    );
+    // A good trace converts, replacing the old output.
+    std::fs::write(&input, good).unwrap();
+    let (ok, _, err) = hvio(&["trace", "convert", "--to", "iolog3", "-o", o, i]);
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .starts_with("fio version 3 iolog\n"));
+    assert_eq!(names(), ["in.csv", "out.iolog"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
