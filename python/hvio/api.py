@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -19,9 +20,23 @@ ConfigLike = Union[str, PathLike, dict]
 _MAX_CONFIG_BYTES = 64 << 20
 
 
+def _check_finite(value: Any, key: str) -> None:
+    """JSON has no nan or inf: name the key that holds one (else the JSON
+    parser would report a column of the JSON text)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _hvio.HvioError(f"<dict>: invalid value {value} for `{key}`: must be a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{key}[{i}]")
+
+
 def _config_text(config: ConfigLike) -> tuple[str, str]:
     """(text, origin) for a path, a TOML string or a dict."""
     if isinstance(config, dict):
+        _check_finite(config, "")
         return json.dumps(config), "<dict>.json"
     if isinstance(config, PathLike) or (isinstance(config, str) and "\n" not in config and "=" not in config):
         path = Path(config)
@@ -103,25 +118,7 @@ def simulate(config: ConfigLike, *, scheduler: str | None = None, seed: int | No
     :class:`hvio.HvioError` naming the key and the value.
     """
     text, origin = _config_text(config)
-    if scheduler is not None or seed is not None:
-        cfg = json.loads(text) if origin.endswith(".json") else _toml_to_dict(text)
-        if scheduler is not None:
-            host = cfg.setdefault("host", {})
-            if host.get("scheduler") != scheduler:
-                host.pop("params", None)
-            host["scheduler"] = scheduler
-        if seed is not None:
-            cfg["seed"] = seed
-        text, origin = json.dumps(cfg), origin + ".json"
-    return Result(json.loads(_hvio.simulate(text, origin)))
-
-
-def _toml_to_dict(text: str) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)
+    return Result(json.loads(_hvio.simulate(text, origin, scheduler, seed)))
 
 
 def compare(config: ConfigLike | None = None, schedulers: list[str] | None = None) -> list[Result]:

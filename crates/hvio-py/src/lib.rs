@@ -17,26 +17,43 @@ fn err(e: impl std::fmt::Display) -> PyErr {
     HvioError::new_err(e.to_string())
 }
 
-/// A config from TOML text, or JSON when `origin` ends in `.json`. Errors
-/// start with `origin`; a TOML file the Python side turned into JSON (to
-/// apply overrides) is named `FILE.toml.json` and reported as `FILE.toml`.
+/// A config from TOML text, or JSON when `origin` ends in `.json`; errors start with `origin`.
 fn parse(text: &str, origin: &str) -> PyResult<hvio_sim::Config> {
-    match origin.strip_suffix(".json") {
-        Some(stem) => {
-            let mut cfg = hvio_sim::Config::from_json_str(text, origin).map_err(err)?;
-            if stem.ends_with(".toml") {
-                cfg.origin = stem.to_string();
-            }
-            Ok(cfg)
-        }
-        None => hvio_sim::Config::from_toml_str(text, origin).map_err(err),
+    if origin.ends_with(".json") {
+        hvio_sim::Config::from_json_str(text, origin).map_err(err)
+    } else {
+        hvio_sim::Config::from_toml_str(text, origin).map_err(err)
     }
 }
 
-/// Simulate a config (TOML text, or JSON when `origin` ends in `.json`); JSON result.
+/// Another host scheduler than the config's (its `[host] params` dropped).
+fn override_scheduler(cfg: &mut hvio_sim::Config, scheduler: Option<String>) -> PyResult<()> {
+    if let Some(s) = scheduler {
+        hvio_sched::spec(&s).map_err(|e| err(format!("scheduler={s:?}: {e}")))?;
+        if s != cfg.host.scheduler {
+            cfg.host.params.clear();
+        }
+        cfg.host.scheduler = s;
+    }
+    Ok(())
+}
+
+/// Simulate a config (TOML text, or JSON when `origin` ends in `.json`),
+/// with the host scheduler and seed overridden when given; JSON result.
 #[pyfunction]
-fn simulate(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
-    let cfg = parse(text, origin)?;
+#[pyo3(signature = (text, origin, scheduler=None, seed=None))]
+fn simulate(
+    py: Python<'_>,
+    text: &str,
+    origin: &str,
+    scheduler: Option<String>,
+    seed: Option<u64>,
+) -> PyResult<String> {
+    let mut cfg = parse(text, origin)?;
+    override_scheduler(&mut cfg, scheduler)?;
+    if let Some(s) = seed {
+        cfg.seed = s;
+    }
     let r = py.allow_threads(|| hvio_sim::run(&cfg)).map_err(err)?;
     serde_json::to_string(&r).map_err(err)
 }
@@ -78,12 +95,7 @@ fn replay(
     use hvio_sim::replay::{parse_map, replay_trace, ReplayMode, TraceReplay};
     // No config text: no file to name in errors.
     let mut cfg = parse(text, if text.trim().is_empty() { "" } else { origin })?;
-    if let Some(s) = scheduler {
-        if s != cfg.host.scheduler {
-            cfg.host.params.clear();
-        }
-        cfg.host.scheduler = s;
-    }
+    override_scheduler(&mut cfg, scheduler)?;
     let read = hvio_trace::ReadOptions {
         format: format.map(str::parse).transpose().map_err(err)?,
         skip_bad,
