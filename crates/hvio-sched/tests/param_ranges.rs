@@ -123,8 +123,14 @@ fn every_tunable_at_its_bounds_runs() {
             for value in probes(p) {
                 let mut o = ParamValues::new();
                 o.insert(p.name.into(), value);
-                for (rotational, depth, service) in [(true, 1, 3_000_000), (false, 4, 50_000)] {
-                    let mut ctx = ctx_with(&[100, 1, 10_000, 500], rotational);
+                // Weights at the config's ends, and (a library caller's
+                // StreamInfo is not checked) 0 and u32::MAX.
+                for (rotational, depth, service, weights) in [
+                    (true, 1, 3_000_000, [100, 1, 10_000, 500]),
+                    (false, 4, 50_000, [100, 1, 10_000, 500]),
+                    (true, 2, 1_000_000, [0, 1, u32::MAX, 0]),
+                ] {
+                    let mut ctx = ctx_with(&weights, rotational);
                     ctx.device.queue_depth = depth;
                     run(spec.name, &o, &ctx, depth, &arrivals, &[], service);
                 }
