@@ -538,3 +538,35 @@ fn job_file_with_a_bom_reads() {
     let f = hvio_trace::fio::parse_job_str("\u{feff}[j]\nrw=write\n", "bom.fio").unwrap();
     assert_eq!(f.jobs[0].rw, hvio_trace::fio::FioRw::Write);
 }
+
+/// A mutated `--blkparse-format` (a user's `-f` string) on its sample: a
+/// usage error naming the format, or records/errors as for any input.
+#[test]
+fn mutated_blkparse_formats() {
+    let mut runner = TestRunner::new(Config {
+        cases: mutate::cases(48),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    for s in samples().into_iter().filter(|s| s.opts.blkparse_format.is_some()) {
+        let fmt = s.opts.blkparse_format.clone().unwrap();
+        runner
+            .run(&mutations(), |muts| {
+                let mut f = fmt.clone().into_bytes();
+                for &(k, a, c) in &muts {
+                    mutate::apply(&mut f, k, a, c);
+                }
+                let f = String::from_utf8_lossy(&f).into_owned();
+                let opts = ReadOptions {
+                    blkparse_format: Some(f.clone()),
+                    ..s.opts.clone()
+                };
+                match TraceReader::from_reader(s.name, Box::new(Cursor::new(s.bytes.clone())), &opts) {
+                    Err(TraceError::Usage(m)) if m.starts_with("blkparse format ") => Ok(()),
+                    _ => exercise(s.name, &s.bytes, &opts)
+                        .map_err(|m| TestCaseError::fail(format!("{m}\nformat: {f:?}"))),
+                }
+            })
+            .unwrap();
+    }
+}
