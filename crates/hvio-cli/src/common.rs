@@ -4,6 +4,27 @@ use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
+/// `print!` that returns an error (stdout on a full disk, `> /dev/full`)
+/// from the enclosing function instead of panicking. A closed pipe still
+/// ends the process quietly (see `main`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*).map_err(|e| anyhow::anyhow!("writing to stdout: {e}"))?
+    }};
+}
+
+/// `println!` as [`out!`]: stdout is line-buffered, so a failed write shows
+/// at the newline.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err(|e| anyhow::anyhow!("writing to stdout: {e}"))?
+    }};
+}
+
+pub(crate) use {out, outln};
+
 /// Write `text` to `path` atomically (temporary file, then rename), creating
 /// the parent directory: a failed run never leaves a half-written result.
 ///

@@ -1,6 +1,6 @@
 //! `hvio replay TRACE --scheduler X`: a block trace replayed under a host scheduler.
 
-use crate::common::{check_not_dir, write_atomic};
+use crate::common::{check_not_dir, out, outln, write_atomic};
 use crate::trace::ReadArgs;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -77,20 +77,20 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<()> {
         check_not_dir(p)?;
     }
     let (result, skipped) = replay_trace(cfg, &a.trace, &read, &how)?;
-    print!(
+    out!(
         "{}\n{}",
         report::vm_table(&result).render(),
         report::host_table(&result).render()
     );
     if result.truncated {
-        println!("warning: the replay hit max_time_s before the trace ended");
+        outln!("warning: the replay hit max_time_s before the trace ended");
     }
     if skipped > 0 {
-        println!("skipped {skipped} bad records");
+        outln!("skipped {skipped} bad records");
     }
     if let Some(p) = &a.json {
         write_atomic(p, &serde_json::to_string_pretty(&result)?)?;
-        println!("result: {}", p.display());
+        outln!("result: {}", p.display());
     }
     Ok(())
 }

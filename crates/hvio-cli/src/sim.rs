@@ -1,6 +1,6 @@
 //! `hvio sim`, `hvio compare`, `hvio schedulers`, `hvio presets`, `hvio reproduce`.
 
-use crate::common::{check_not_dir, write_atomic};
+use crate::common::{check_not_dir, out, outln, write_atomic};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use hvio_sim::{compare as cmp, experiments, report, Config, DEFAULT_SCENARIO};
@@ -48,16 +48,16 @@ pub fn sim(a: SimArgs) -> Result<()> {
     check_not_dir(&json)?;
     let r = hvio_sim::run(&cfg)?;
     write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
-    print!(
+    out!(
         "{}\n{}\n{}",
         report::vm_table(&r).render(),
         report::job_table(&r).render(),
         report::host_table(&r).render()
     );
     if r.truncated {
-        println!("warning: the run hit max_time_s before every job finished");
+        outln!("warning: the run hit max_time_s before every job finished");
     }
-    println!("result: {}", json.display());
+    outln!("result: {}", json.display());
     Ok(())
 }
 
@@ -101,12 +101,12 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     check_not_dir(&a.json)?;
     let results = cmp::compare(&cfg, &names)?;
     write_atomic(&a.json, &serde_json::to_string_pretty(&results)?)?;
-    print!(
+    out!(
         "{}\n{}",
         cmp::comparison_table(&results).render(),
         cmp::job_comparison_table(&results).render()
     );
-    println!("results: {}", a.json.display());
+    outln!("results: {}", a.json.display());
     Ok(())
 }
 
@@ -122,20 +122,25 @@ pub fn schedulers(a: SchedulersArgs) -> Result<()> {
         None => hvio_sched::SCHEDULERS.iter().collect(),
     };
     for s in list {
-        println!("{} — {}", s.name, s.summary);
+        outln!("{} — {}", s.name, s.summary);
         if s.params.is_empty() {
-            println!("  (no tunables)");
+            outln!("  (no tunables)");
         }
         for p in s.params {
-            println!(
+            outln!(
                 "  {:<22} {:>12} {:<9} [{} .. {}]  {}",
-                p.name, p.default, p.unit, p.min, p.max, p.doc
+                p.name,
+                p.default,
+                p.unit,
+                p.min,
+                p.max,
+                p.doc
             );
         }
         for (k, doc) in s.stream_attrs {
-            println!("  per-VM attribute {k}: {doc}");
+            outln!("  per-VM attribute {k}: {doc}");
         }
-        println!();
+        outln!();
     }
     Ok(())
 }
@@ -147,7 +152,7 @@ pub fn presets() -> Result<()> {
             ..Default::default()
         }
         .resolve(p)?;
-        println!(
+        outln!(
             "{:<6} rw={:?} mean_bs={:.0}B size={}MiB nrfiles={} threads={} sharing={:?} iodepth={} thinktime={}us requests={:?} runtime_s={:?}",
             p,
             j.rw,
@@ -185,10 +190,10 @@ pub struct ReproduceArgs {
 pub fn reproduce(a: ReproduceArgs) -> Result<()> {
     if a.list || a.name.is_none() {
         if experiments::EXPERIMENTS.is_empty() {
-            println!("(no experiments registered yet)");
+            outln!("(no experiments registered yet)");
         }
         for e in experiments::EXPERIMENTS {
-            println!("{:<22} {} ({})", e.name, e.title, e.paper);
+            outln!("{:<22} {} ({})", e.name, e.title, e.paper);
         }
         if a.name.is_none() && !a.list {
             bail!("name an experiment (see the list above)");
@@ -196,6 +201,10 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
         return Ok(());
     }
     let name = a.name.expect("checked above");
+    let json = a
+        .json
+        .unwrap_or_else(|| PathBuf::from("out").join(format!("{name}.json")));
+    check_not_dir(&json)?;
     let r = experiments::run(
         &name,
         &experiments::ExpOptions {
@@ -204,11 +213,8 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
         },
     )
     .with_context(|| format!("experiment {name}"))?;
-    let json = a
-        .json
-        .unwrap_or_else(|| PathBuf::from("out").join(format!("{name}.json")));
     write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
-    print!("{}", r.render());
-    println!("report: {}", json.display());
+    out!("{}", r.render());
+    outln!("report: {}", json.display());
     Ok(())
 }

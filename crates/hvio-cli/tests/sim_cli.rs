@@ -85,3 +85,20 @@ fn config_errors_name_the_file_and_line_and_write_nothing() {
     assert!(left.is_empty(), "files written by failed runs: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // no /dev/full here
+    };
+    for args in [&["presets"][..], &["schedulers"], &["reproduce", "--list"]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+            .args(args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.starts_with("hvio: error: writing to stdout: "), "{args:?}: {err}");
+    }
+}
