@@ -69,6 +69,8 @@ def test_bad_config_error_names_the_file_and_line(tmp_path):
         hvio.simulate(path, scheduler="noop", seed=3)
     with pytest.raises(hvio.HvioError, match=r"scheduler=\"nope\": unknown scheduler"):
         hvio.simulate(path, scheduler="nope")
+    with pytest.raises(hvio.HvioError, match=r"name at least one scheduler"):
+        hvio.compare(path, [])
     # A dict with a nan names its key (JSON has no nan: the JSON parser named a column).
     d = {"max_time_s": 10.0, "vm": [{"name": "a", "job": [{"rw": "read", "runtime_s": float("nan")}]}]}
     with pytest.raises(hvio.HvioError, match=r"`vm\[0\]\.job\[0\]\.runtime_s`: must be a finite"):

@@ -95,8 +95,11 @@ pub fn compare(a: CompareArgs) -> Result<()> {
             .filter(|s| !s.is_empty())
             .collect()
     };
+    if names.is_empty() {
+        bail!("--schedulers {:?}: name at least one scheduler, or `all`", a.schedulers);
+    }
     for n in &names {
-        hvio_sched::spec(n)?;
+        hvio_sched::spec(n).map_err(|e| anyhow::anyhow!("--schedulers: {e}"))?;
     }
     check_not_dir(&a.json)?;
     let results = cmp::compare(&cfg, &names)?;

@@ -61,6 +61,11 @@ fn config_errors_name_the_file_and_line_and_write_nothing() {
         "{err}"
     );
 
+    // No scheduler to compare: an error, not an empty table.
+    let (code, err) = hvio(&dir, &["compare", "ok.toml", "--schedulers", ","]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--schedulers \",\": name at least one scheduler"), "{err}");
+
     // An endless input used to be read until memory ran out.
     let (code, err) = hvio(&dir, &["sim", "/dev/zero"]);
     assert_eq!(code, 1);

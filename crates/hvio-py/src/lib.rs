@@ -63,8 +63,11 @@ fn simulate(
 fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) -> PyResult<String> {
     let cfg = parse(text, origin)?;
     let names: Vec<&str> = schedulers.iter().map(String::as_str).collect();
+    if names.is_empty() {
+        return Err(err("schedulers=[]: name at least one scheduler"));
+    }
     for n in &names {
-        hvio_sched::spec(n).map_err(err)?;
+        hvio_sched::spec(n).map_err(|e| err(format!("schedulers: {e}")))?;
     }
     let r = py
         .allow_threads(|| hvio_sim::compare::compare(&cfg, &names))
