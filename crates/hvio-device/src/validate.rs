@@ -131,7 +131,15 @@ pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, Valida
         }
         let end = done[0].done;
         out.push((end - now) as f64 / 1e6);
-        now = end + (r.gap_ms * 1e6).round() as Nanos;
+        // Records built by a caller (not read_trace) may carry any gap.
+        now = Some((r.gap_ms * 1e6).round())
+            .filter(|g| *g >= 0.0 && *g < u64::MAX as f64)
+            .and_then(|g| end.checked_add(g as Nanos))
+            .ok_or_else(|| ValidateError::Trace {
+                file: "trace".into(),
+                line: r.line,
+                msg: format!("gap {} ms: the replay's clock would pass 2^64 ns", r.gap_ms),
+            })?;
     }
     Ok(out)
 }

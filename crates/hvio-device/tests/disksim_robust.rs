@@ -464,3 +464,23 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
     assert_eq!(names, ["cdf.csv"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `validate::replay` on records built by a caller with a gap of 1e300 ms
+/// (or NaN) saturated the gap to 2^64-1 ns and overflowed the clock.
+#[test]
+fn replay_of_a_huge_gap_is_an_error() {
+    use hvio_device::validate::{replay, TraceRecord};
+    let model = load_disk(&shared().join("hp_c2247a.parv"), None).unwrap().model;
+    for gap in [1e300, f64::NAN, -5.0] {
+        let r = |line| TraceRecord {
+            write: false,
+            lbn: 1000,
+            sectors: 8,
+            measured_ms: 10.0,
+            gap_ms: gap,
+            line,
+        };
+        let e = replay(model.clone(), &[r(1), r(2)]).unwrap_err();
+        assert!(e.to_string().starts_with("trace:1: gap "), "{gap}: {e}");
+    }
+}
