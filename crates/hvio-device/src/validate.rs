@@ -180,10 +180,8 @@ pub struct Distribution {
 /// rows `value count fraction cumulative` up to the first cumulative ≥ 1.
 pub fn read_outv_distribution(path: &Path, title: &str) -> Result<Distribution, ValidateError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ValidateError::File {
-        file: file.clone(),
-        msg: e.to_string(),
-    })?;
+    // Bounded: a `.outv` beside the trace is read unasked.
+    let text = crate::disksim::parse::read_text(path)?;
     let mut lines = text.lines().enumerate().skip_while(|(_, l)| l.trim_end() != title);
     if lines.next().is_none() {
         return Err(ValidateError::File {

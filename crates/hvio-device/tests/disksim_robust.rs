@@ -484,3 +484,29 @@ fn replay_of_a_huge_gap_is_an_error() {
         assert!(e.to_string().starts_with("trace:1: gap "), "{gap}: {e}");
     }
 }
+
+/// The `.outv` beside a validation trace is read unasked: one that never
+/// ends (here a symlink to /dev/zero) was read until out of memory.
+#[test]
+fn an_endless_outv_beside_the_trace_is_not_read_forever() {
+    let dir = scratch("outv");
+    let trace = dir.join("t.trace");
+    std::fs::write(&trace, "R Miss 1000 8 100 100\n").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("t.outv")).unwrap();
+    let spec = shared().join("hp_c2247a.parv");
+    let t2 = trace.clone();
+    let report = mutate::within(120, move || {
+        hvio_device::validate::run_cli(&spec, &t2, None, None, 0).unwrap()
+    });
+    assert!(
+        report.contains("1 requests replayed") && !report.contains("DiskSim's own demerit"),
+        "{report}"
+    );
+    let e = hvio_device::validate::disksim_demerit(&dir.join("t.outv")).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("t.outv: larger than 16 MiB: not a DiskSim file"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
