@@ -21,6 +21,9 @@ pub struct Input {
     pub path: String,
     /// Whether the bytes are decompressed gzip (for error messages).
     gzip: bool,
+    /// The last line was too long: the next call skips the rest of it first
+    /// (lazily: a reader that stops at the error never reads an endless line).
+    skip_pending: bool,
 }
 
 /// Result of asking for an exact number of bytes.
@@ -42,6 +45,7 @@ impl Input {
             consumed: 0,
             path: path.into(),
             gzip: false,
+            skip_pending: false,
         }
     }
 
@@ -125,6 +129,10 @@ impl Input {
     /// The next line without its `\n` (and `\r`), or `None` at the end.
     /// A final line without a newline is returned too.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, TraceError> {
+        if self.skip_pending {
+            self.skip_pending = false;
+            self.skip_line()?;
+        }
         let mut scanned = 0;
         loop {
             let avail = &self.buf[self.start + scanned..self.end];
@@ -140,8 +148,8 @@ impl Input {
             scanned = self.end - self.start;
             if scanned > MAX_LINE {
                 let found = crate::error::snippet(&self.buf[self.start..self.start + 64]);
-                // Consume the whole line, so that skipping it moves on.
-                self.skip_line()?;
+                // Skipping the line (skip_bad) moves on past all of it.
+                self.skip_pending = true;
                 return Err(TraceError::Malformed {
                     path: self.path.clone(),
                     loc: crate::error::Loc::File,

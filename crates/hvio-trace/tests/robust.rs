@@ -570,3 +570,22 @@ fn mutated_blkparse_formats() {
             .unwrap();
     }
 }
+
+/// An endless line (`--format spc /dev/zero`) is an error after 1 MiB, not a
+/// read to the end of the line first (which never comes).
+#[test]
+fn endless_line_is_an_error_without_reading_it_all() {
+    let e = mutate::within(60, || {
+        let o = ReadOptions {
+            format: Some(Format::Spc),
+            ..Default::default()
+        };
+        let mut r = TraceReader::open("/dev/zero", &o).unwrap();
+        r.next().unwrap().unwrap_err()
+    });
+    assert!(
+        e.to_string()
+            .starts_with("/dev/zero: line 1: expected text lines shorter"),
+        "{e}"
+    );
+}
