@@ -214,6 +214,7 @@ impl Default for NbdConfig {
             unix: None,
             tcp: None,
             max_inflight: default_conn_inflight(),
+            handshake_timeout_s: default_handshake_timeout(),
         }
     }
 }
@@ -237,6 +238,15 @@ pub struct NbdConfig {
     /// Requests in flight per connection before the server stops reading.
     #[serde(default = "default_conn_inflight")]
     pub max_inflight: usize,
+    /// Seconds a client has to finish the handshake (qemu-nbd's
+    /// `--handshake-limit`, 10 s by default): idle or stuck connections are
+    /// closed instead of holding a descriptor forever.
+    #[serde(default = "default_handshake_timeout")]
+    pub handshake_timeout_s: u64,
+}
+
+fn default_handshake_timeout() -> u64 {
+    10
 }
 
 fn default_conn_inflight() -> usize {
@@ -467,6 +477,14 @@ impl Config {
                 "max_inflight",
                 self.nbd.max_inflight,
                 "must be between 1 and 65536",
+            ));
+        }
+        if !(1..=3600).contains(&self.nbd.handshake_timeout_s) {
+            return Err(ConfigError::invalid(
+                "[nbd]",
+                "handshake_timeout_s",
+                self.nbd.handshake_timeout_s,
+                "must be between 1 and 3600 seconds",
             ));
         }
         for (table, addr) in [("[nbd]", self.nbd.tcp), ("[control]", self.control.http)] {

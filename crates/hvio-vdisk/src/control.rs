@@ -268,7 +268,12 @@ pub async fn start(
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    r = l.accept() => if let Ok((s, _)) = r { serve_conn(s, engine.clone()) },
+                    r = l.accept() => match r {
+                        Ok((s, _)) => serve_conn(s, engine.clone()),
+                        Err(e) => if !crate::daemon::accept_failed("control http", &e, &mut stop).await {
+                            return;
+                        },
+                    },
                     _ = stop.changed() => return,
                 }
             }
@@ -287,7 +292,12 @@ pub async fn start(
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    r = l.accept() => if let Ok((s, _)) = r { serve_conn(s, engine.clone()) },
+                    r = l.accept() => match r {
+                        Ok((s, _)) => serve_conn(s, engine.clone()),
+                        Err(e) => if !crate::daemon::accept_failed("control unix", &e, &mut stop).await {
+                            return;
+                        },
+                    },
                     _ = stop.changed() => return,
                 }
             }

@@ -213,6 +213,7 @@ impl Running {
                 exports,
                 engine: engine.clone(),
                 max_inflight: cfg.nbd.max_inflight,
+                handshake_timeout: Duration::from_secs(cfg.nbd.handshake_timeout_s),
                 rotational,
                 shutdown: shutdown_rx.clone(),
                 alive: alive.clone(),
@@ -253,6 +254,17 @@ impl Running {
             running.sockets.extend(sockets);
         }
         Ok(())
+    }
+}
+
+/// After a failed `accept` (out of descriptors, out of memory): log it and
+/// pause before the next try, instead of spinning on a listener that stays
+/// readable. `false`: the daemon is stopping.
+pub(crate) async fn accept_failed(what: &str, err: &std::io::Error, stop: &mut watch::Receiver<bool>) -> bool {
+    tracing::warn!(listener = what, error = %err, "accept failed; retrying in 100 ms");
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(100)) => true,
+        _ = stop.changed() => false,
     }
 }
 

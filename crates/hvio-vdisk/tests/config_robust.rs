@@ -71,6 +71,16 @@ fn every_bad_value_is_named() {
         ("fifo_batch = 8", "fifo_batch = \"8\"", &["fifo_batch"]),
         ("fifo_batch = 8", "fifo_bach = 8", &["fifo_bach"]),
         ("max_inflight = 64", "max_inflight = 0", &["max_inflight", "0"]),
+        (
+            "max_inflight = 64",
+            "max_inflight = 64\nhandshake_timeout_s = 0",
+            &["handshake_timeout_s", "0"],
+        ),
+        (
+            "max_inflight = 64",
+            "max_inflight = 64\nhandshake_timeout_s = -1",
+            &["handshake_timeout_s", "-1"],
+        ),
         ("max_inflight = 64", "max_inflight = -1", &["max_inflight", "-1"]),
         (
             "max_inflight = 64",

@@ -33,6 +33,8 @@ pub struct NbdServer {
     pub exports: Vec<NbdExport>,
     pub engine: EngineHandle,
     pub max_inflight: usize,
+    /// A client must reach transmission within this (`[nbd] handshake_timeout_s`).
+    pub handshake_timeout: std::time::Duration,
     pub rotational: bool,
     pub shutdown: watch::Receiver<bool>,
     /// Held by every connection task; the daemon waits for all clones to drop.
@@ -159,7 +161,9 @@ impl NbdServer {
                     Ok((s, _)) => {
                         tokio::spawn(self.clone().connection(s, "unix".to_string()));
                     }
-                    Err(e) => tracing::warn!(error = %e, "nbd: accept failed"),
+                    Err(e) => if !crate::daemon::accept_failed("nbd unix", &e, &mut stop).await {
+                        return;
+                    },
                 },
                 _ = stop.changed() => return,
             }
@@ -176,7 +180,9 @@ impl NbdServer {
                         let _ = s.set_nodelay(true);
                         tokio::spawn(self.clone().connection(s, peer.to_string()));
                     }
-                    Err(e) => tracing::warn!(error = %e, "nbd: accept failed"),
+                    Err(e) => if !crate::daemon::accept_failed("nbd tcp", &e, &mut stop).await {
+                        return;
+                    },
                 },
                 _ = stop.changed() => return,
             }
@@ -195,6 +201,10 @@ impl NbdServer {
         let hs = tokio::select! {
             r = self.handshake(&mut rd, &mut wr) => r,
             _ = stop.changed() => return,
+            _ = tokio::time::sleep(self.handshake_timeout) => {
+                tracing::debug!(peer = %peer, "nbd: handshake not finished in time; closing");
+                return;
+            }
         };
         match hs {
             Ok(Some((export, enforce))) => {
