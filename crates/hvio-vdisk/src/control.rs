@@ -246,11 +246,13 @@ where
     });
 }
 
-/// Start the listeners; returns the bound TCP address and the socket files to remove at exit.
+/// Start the listeners; returns the bound TCP address and the socket files
+/// to remove at exit. Directories made for the socket are appended to `created`.
 pub async fn start(
     cfg: &ControlConfig,
     engine: EngineHandle,
     shutdown: watch::Receiver<bool>,
+    created: &mut Vec<PathBuf>,
 ) -> Result<(Option<SocketAddr>, Vec<PathBuf>), ServeError> {
     let mut addr = None;
     let mut sockets = Vec::new();
@@ -280,7 +282,7 @@ pub async fn start(
         });
     }
     if let Some(p) = &cfg.unix {
-        crate::daemon::remove_stale_socket(p)?;
+        crate::daemon::remove_stale_socket(p, created)?;
         let l = tokio::net::UnixListener::bind(p).map_err(|err| ServeError::Io {
             what: "bind control socket",
             path: p.display().to_string(),

@@ -58,7 +58,7 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
     let store = Arc::new(Store::open(cfg)?);
     let mut created = store.created.clone();
     let r = match start_scheduler(cfg, store, &mut created) {
-        Ok((mut running, rotational)) => match running.open_exports(cfg, rotational).await {
+        Ok((mut running, rotational)) => match running.open_exports(cfg, rotational, &mut created).await {
             Ok(()) => return Ok(running),
             Err(e) => {
                 let _ = running.stop().await;
@@ -188,7 +188,13 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
 
 impl Running {
     /// The NBD listeners, the FUSE mount and the control API.
-    async fn open_exports(&mut self, cfg: &Config, rotational: bool) -> Result<(), ServeError> {
+    /// What it creates (socket directories) is appended to `created`.
+    async fn open_exports(
+        &mut self,
+        cfg: &Config,
+        rotational: bool,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(), ServeError> {
         let running = self;
         let engine = running.engine.clone();
         let store = running.store.clone();
@@ -219,7 +225,7 @@ impl Running {
                 alive: alive.clone(),
             });
             if let Some(path) = &cfg.nbd.unix {
-                remove_stale_socket(path)?;
+                remove_stale_socket(path, created)?;
                 let l = tokio::net::UnixListener::bind(path).map_err(io_err("bind NBD unix socket", path.display()))?;
                 running.sockets.push(path.clone());
                 tracing::info!(path = %path.display(), "NBD export listening (unix)");
@@ -249,7 +255,8 @@ impl Running {
 
         // Control API.
         if cfg.control.http.is_some() || cfg.control.unix.is_some() {
-            let (addr, sockets) = crate::control::start(&cfg.control, engine.clone(), shutdown_rx.clone()).await?;
+            let (addr, sockets) =
+                crate::control::start(&cfg.control, engine.clone(), shutdown_rx.clone(), created).await?;
             running.control_addr = addr;
             running.sockets.extend(sockets);
         }
@@ -270,8 +277,8 @@ pub(crate) async fn accept_failed(what: &str, err: &std::io::Error, stop: &mut w
 
 /// Make way for a listening socket at `path`: remove a socket nobody listens
 /// on any more, refuse anything else there (a live socket, a file), and
-/// create the missing directories.
-pub(crate) fn remove_stale_socket(path: &std::path::Path) -> Result<(), ServeError> {
+/// create the missing directories (appended to `created`).
+pub(crate) fn remove_stale_socket(path: &std::path::Path, created: &mut Vec<PathBuf>) -> Result<(), ServeError> {
     use std::os::unix::fs::FileTypeExt;
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if m.file_type().is_socket() {
@@ -290,9 +297,7 @@ pub(crate) fn remove_stale_socket(path: &std::path::Path) -> Result<(), ServeErr
         }
     }
     if let Some(dir) = path.parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).map_err(io_err("create directory", dir.display()))?;
-        }
+        crate::store::create_dirs(dir, created).map_err(io_err("create directory", dir.display()))?;
     }
     Ok(())
 }

@@ -71,6 +71,21 @@ pub struct Store {
     pub created: Vec<PathBuf>,
 }
 
+/// `create_dir_all(dir)`, appending the directories it made to `created` (outermost first).
+pub fn create_dirs(dir: &Path, created: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    std::fs::create_dir_all(dir)?;
+    created.extend(missing.into_iter().rev());
+    Ok(())
+}
+
 /// Remove what a failed start created, newest first (directories only if empty).
 pub fn remove_created(created: &[PathBuf]) {
     for p in created.iter().rev() {
@@ -209,14 +224,8 @@ impl BackingFile {
         let block_device = matches!(&meta, Ok(m) if m.file_type().is_block_device());
         let is_new = create && meta.is_err();
         if is_new {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                let missing: Vec<PathBuf> = dir
-                    .ancestors()
-                    .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
-                    .map(Path::to_path_buf)
-                    .collect();
-                std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
-                created.extend(missing.into_iter().rev());
+            if let Some(dir) = path.parent() {
+                create_dirs(dir, created).map_err(io_err(dir, "create directory"))?;
             }
         }
         let buffered = OpenOptions::new()

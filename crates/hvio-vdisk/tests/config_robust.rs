@@ -309,6 +309,16 @@ fn a_control_socket_path_never_deletes_a_file() {
     let e = start_err(d, &conf);
     assert!(e.contains("bind control API"), "{e}");
     assert_eq!(names(d), ["notes.txt"]);
+    // The same with the sockets in directories that do not exist yet: the
+    // directories made for them go too.
+    let conf = format!(
+        "{}[control]\nhttp = \"{}\"\nunix = \"@DIR@/run/ctl/control.sock\"\n",
+        ONE.replace("@DIR@/nbd.sock", "@DIR@/run/nbd/nbd.sock"),
+        taken.local_addr().unwrap()
+    );
+    let e = start_err(d, &conf);
+    assert!(e.contains("bind control API"), "{e}");
+    assert_eq!(names(d), ["notes.txt"]);
     other.stop();
 }
 
