@@ -395,6 +395,13 @@ impl Poller for Uring {
         }
         self.drive();
     }
+
+    fn abort_connections(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            c.abort();
+        }
+        self.drive();
+    }
 }
 
 impl Drop for Uring {

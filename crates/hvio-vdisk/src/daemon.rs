@@ -39,6 +39,8 @@ pub struct Running {
     pub engine: EngineHandle,
     pub store: Arc<Store>,
     shutdown: watch::Sender<bool>,
+    /// Set when the shutdown grace is over: connections still owing replies close.
+    abort: watch::Sender<bool>,
     alive: Option<mpsc::Sender<()>>,
     alive_rx: mpsc::Receiver<()>,
     engine_thread: Option<std::thread::JoinHandle<()>>,
@@ -48,6 +50,9 @@ pub struct Running {
     pub nbd_addr: Option<std::net::SocketAddr>,
     extras: Vec<Box<dyn FnOnce() + Send>>,
 }
+
+/// How long a stopping daemon waits for clients to take their last replies.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Start everything `cfg` describes. Must be called inside a tokio runtime.
 ///
@@ -175,6 +180,7 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
         engine,
         store,
         shutdown,
+        abort: watch::channel(false).0,
         alive: Some(alive),
         alive_rx,
         engine_thread: Some(engine_thread),
@@ -222,6 +228,7 @@ impl Running {
                 handshake_timeout: Duration::from_secs(cfg.nbd.handshake_timeout_s),
                 rotational,
                 shutdown: shutdown_rx.clone(),
+                abort: running.abort.subscribe(),
                 alive: alive.clone(),
             });
             if let Some(path) = &cfg.nbd.unix {
@@ -310,12 +317,25 @@ impl Running {
         self.shutdown.send_replace(true);
         self.engine.stop_reading();
         self.alive = None;
-        // Connections finish their in-flight requests, then close.
-        if tokio::time::timeout(Duration::from_secs(60), self.alive_rx.recv())
+        // Connections finish their in-flight requests, deliver their
+        // replies, then close. A client that does not take its replies
+        // within the grace loses them: its connection is closed.
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.alive_rx.recv())
             .await
             .is_err()
         {
-            tracing::warn!("connections still open after 60 s; closing anyway");
+            tracing::warn!(
+                grace_s = SHUTDOWN_GRACE.as_secs(),
+                "clients still not taking their replies: closing their connections"
+            );
+            self.abort.send_replace(true);
+            self.engine.abort_connections();
+            if tokio::time::timeout(Duration::from_secs(60), self.alive_rx.recv())
+                .await
+                .is_err()
+            {
+                tracing::warn!("connections still open after 60 s more; stopping anyway");
+            }
         }
         for f in self.extras.drain(..) {
             tokio::task::spawn_blocking(f).await.ok();

@@ -69,6 +69,9 @@ pub trait Poller {
     /// Server shutdown: adopted connections take no more requests (those
     /// read are answered), and connections adopted later neither.
     fn stop_reading(&mut self);
+    /// Server shutdown, after a grace period: give up on connections whose
+    /// clients do not take their replies (their requests still complete).
+    fn abort_connections(&mut self);
 }
 
 /// An eventfd that wakes an engine sleeping in its [`Poller`]; senders
@@ -144,6 +147,7 @@ pub enum Msg {
     Adopt(Box<RingConn>),
     /// Adopted connections stop reading requests (shutdown).
     StopReading,
+    AbortConnections,
     /// Finish everything queued and in flight, sync the store, stop.
     Shutdown(oneshot::Sender<IoResult>),
 }
@@ -187,6 +191,11 @@ impl EngineHandle {
     /// Adopted connections stop taking requests (see [`Poller::stop_reading`]).
     pub fn stop_reading(&self) {
         let _ = self.send(Msg::StopReading);
+    }
+
+    /// Adopted connections give up on clients that do not read (see [`Poller::abort_connections`]).
+    pub fn abort_connections(&self) {
+        let _ = self.send(Msg::AbortConnections);
     }
 
     pub fn control(&self, c: Control) -> bool {
@@ -450,6 +459,11 @@ impl Engine {
             Msg::StopReading => {
                 if let Some(p) = self.backend.poller() {
                     p.stop_reading();
+                }
+            }
+            Msg::AbortConnections => {
+                if let Some(p) = self.backend.poller() {
+                    p.abort_connections();
                 }
             }
             Msg::Shutdown(tx) => self.shutdown = Some(tx),

@@ -409,3 +409,47 @@ fn never_reads_replies_on(conf: &str) {
     c.disc();
     d.stop();
 }
+
+both!(
+    stop_with_a_client_not_reading_takes_the_grace_only,
+    stop_with_a_client_not_reading_takes_the_grace_only_over_io_uring,
+    stop_not_reading_on
+);
+
+/// A client that asked for 100 MiB and reads none of it holds up a stopping
+/// daemon for `SHUTDOWN_GRACE`, not 60 s; a client that reads gets every reply.
+fn stop_not_reading_on(conf: &str) {
+    let d = Daemon::start(conf);
+    let mut c = Client::connect(&d.sock(), "vm2");
+    let mut b = Vec::new();
+    for i in 0..100u64 {
+        request(&mut b, 0, CMD_READ, i, i << 20, 1 << 20);
+    }
+    c.s.write_all(&b).unwrap();
+    let mut good = Client::connect(&d.sock(), "vm1");
+    for i in 0..8u64 {
+        good.send(0, CMD_WRITE, i, i * 4096, 4096, &pattern(14, i));
+    }
+    for _ in 0..8 {
+        assert_eq!(good.reply().1, 0);
+    }
+    let t0 = Instant::now();
+    d.stop();
+    let took = t0.elapsed();
+    let grace = hvio_vdisk::daemon::SHUTDOWN_GRACE;
+    assert!(took < grace + Duration::from_secs(10), "stop took {took:?}");
+    // The reading client had its replies and a clean close; the other one
+    // was cut off before its 100 MiB.
+    assert!(closed(&mut good.s));
+    c.s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (mut n, mut buf) = (0usize, vec![0u8; 1 << 16]);
+    loop {
+        match c.s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("after {n} bytes: {e}"),
+        }
+    }
+    assert!(n < 100 << 20, "{n} bytes of replies after the abort");
+}

@@ -37,6 +37,9 @@ pub struct NbdServer {
     pub handshake_timeout: std::time::Duration,
     pub rotational: bool,
     pub shutdown: watch::Receiver<bool>,
+    /// Set a grace period after `shutdown`: replies a client has not taken
+    /// by then are dropped and the connection closed.
+    pub abort: watch::Receiver<bool>,
     /// Held by every connection task; the daemon waits for all clones to drop.
     pub alive: mpsc::Sender<()>,
 }
@@ -365,7 +368,7 @@ impl NbdServer {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (tx, rx) = mpsc::unbounded_channel::<Reply>();
-        let writer = tokio::spawn(write_replies(wr, rx));
+        let writer = tokio::spawn(write_replies(wr, rx, self.abort.clone()));
         // Every request holds a slot from its header until its reply is
         // written, and a READ/WRITE its buffer's bytes: a client that does
         // not read its replies stops being read, with bounded memory held.
@@ -473,22 +476,39 @@ async fn opt_reply<W: AsyncWrite + Unpin>(wr: &mut W, opt: u32, typ: u32, data: 
     wr.flush().await
 }
 
-async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Reply>) {
+async fn write_replies<W: AsyncWrite + Unpin>(
+    wr: W,
+    mut rx: mpsc::UnboundedReceiver<Reply>,
+    mut abort: watch::Receiver<bool>,
+) {
     let mut wr = wr;
     let mut ok = true;
+    // Once aborted (a client still not reading at the end of the shutdown
+    // grace), nothing more is written: the remaining replies are dropped.
+    let mut aborted = async move || {
+        let _ = abort.wait_for(|a| *a).await;
+    };
     while let Some(r) = rx.recv().await {
         let mut next = Some(r);
         while let Some(r) = next {
             if ok {
-                ok = write_one(&mut wr, &r).await.is_ok();
+                ok = tokio::select! {
+                    w = write_one(&mut wr, &r) => w.is_ok(),
+                    _ = aborted() => false,
+                };
             }
             next = rx.try_recv().ok();
         }
         if ok {
-            ok = wr.flush().await.is_ok();
+            ok = tokio::select! {
+                w = wr.flush() => w.is_ok(),
+                _ = aborted() => false,
+            };
         }
     }
-    let _ = wr.shutdown().await;
+    if ok {
+        let _ = wr.shutdown().await;
+    }
 }
 
 async fn write_one<W: AsyncWrite + Unpin>(wr: &mut W, r: &Reply) -> std::io::Result<()> {
