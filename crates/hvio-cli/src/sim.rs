@@ -140,8 +140,11 @@ pub fn schedulers(a: SchedulersArgs) -> Result<()> {
                 p.doc
             );
         }
-        for (k, doc) in s.stream_attrs {
-            outln!("  per-VM attribute {k}: {doc}");
+        for a in s.stream_attrs {
+            match a.range {
+                Some((min, max)) => outln!("  per-VM attribute {} [{min}..{max}]: {}", a.name, a.doc),
+                None => outln!("  per-VM weight: {}", a.doc),
+            }
         }
         outln!();
     }

@@ -153,7 +153,7 @@ fn schedulers() -> PyResult<String> {
                     "name": p.name, "default": p.default, "unit": p.unit,
                     "min": p.min, "max": p.max, "doc": p.doc,
                 })).collect::<Vec<_>>(),
-                "stream_attrs": s.stream_attrs.iter().map(|(k, d)| serde_json::json!({"name": k, "doc": d})).collect::<Vec<_>>(),
+                "stream_attrs": s.stream_attrs.iter().map(|a| serde_json::json!({"name": a.name, "doc": a.doc, "min": a.range.map(|r| r.0), "max": a.range.map(|r| r.1)})).collect::<Vec<_>>(),
             })
         })
         .collect();

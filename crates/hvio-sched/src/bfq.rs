@@ -34,7 +34,7 @@
 //! instead of an augmented tree; the peak-rate estimator is simplified.
 
 use super::util::{elevator_next, key, wake_at, SortedFifo, ThinkTime};
-use super::SchedulerSpec;
+use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
     ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo,
 };
@@ -44,8 +44,7 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "bfq",
     summary: "Linux BFQ: B-WF2Q+ budgets, feedback, time charging, idling, weight raising; one group per stream",
     params: PARAMS,
-    stream_attrs: &[(
-        "weight",
+    stream_attrs: &[StreamAttr::weight(
         "group weight (io.bfq.weight, Linux 1..1000, default 100): share of service",
     )],
     build,

@@ -36,7 +36,7 @@
 //! jiffies, and the group hierarchy is flat (one level under the root).
 
 use super::util::{elevator_next, key, mul_div, wake_at, SeekHistory, SortedFifo, ThinkTime};
-use super::SchedulerSpec;
+use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
     ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, StreamId,
     StreamInfo,
@@ -55,8 +55,7 @@ pub const SPEC_BLKIO: SchedulerSpec = SchedulerSpec {
     name: "blkio",
     summary: "Linux CFQ 4.x with blkio proportional weights: one group per stream (paper 003's Blkio)",
     params: PARAMS,
-    stream_attrs: &[(
-        "weight",
+    stream_attrs: &[StreamAttr::weight(
         "blkio group weight (Linux 10..1000, default 500): disk time share",
     )],
     build: build_blkio,

@@ -96,7 +96,7 @@
 //! defaults and are counted in `invalid_stream_attrs` (the scheduler
 //! interface cannot return an error from `set_stream`).
 
-use super::SchedulerSpec;
+use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, StreamId,
     StreamInfo, NS_PER_S,
@@ -110,10 +110,23 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "htbs",
     summary: "HTBS (Rocha & Bona, MSST 2012; paper 004): pClock token-bucket tags, Bmax/Twait locality with predicted requests",
     params: PARAMS,
+    // The ranges are those of the tunables that give the defaults (a test
+    // keeps them equal): a rate of 1e-300 or a latency of 1e300 ms would
+    // put tags past the end of u64 nanoseconds.
     stream_attrs: &[
-        ("rate_iops", "token rate ρ in requests per second (default: default_rate_iops)"),
-        ("burst", "extra bucket depth σ in requests (default: default_burst)"),
-        ("latency_ms", "latency target δ: finish tag = start tag + δ (default: default_latency)"),
+        StreamAttr::attr(
+            "rate_iops",
+            1e-3,
+            1e9,
+            "token rate ρ in requests per second (default: default_rate_iops)",
+        ),
+        StreamAttr::attr("burst", 0.0, 1e9, "extra bucket depth σ in requests (default: default_burst)"),
+        StreamAttr::attr(
+            "latency_ms",
+            0.0,
+            1e7,
+            "latency target δ: finish tag = start tag + δ (default: default_latency)",
+        ),
     ],
     build,
 };
@@ -474,18 +487,19 @@ impl Htbs {
         h
     }
 
-    /// A stream attribute inside the range of the tunable that gives its
-    /// default (`rate_iops` within `default_rate_iops`'s, ...), or that
-    /// default (counting a bad value): a rate of 1e-300 or a latency of
-    /// 1e300 ms would put tags past the end of u64 nanoseconds.
-    fn attr(&mut self, id: StreamId, name: &str, default: f64, tunable: &str) -> f64 {
-        let spec = PARAMS
+    /// A stream attribute inside its declared range (that of the tunable
+    /// giving its default), or that default (counting a bad value: hvio's
+    /// configs are checked at load, a library caller's are not).
+    fn attr(&mut self, id: StreamId, name: &str, default: f64) -> f64 {
+        let (min, max) = SPEC
+            .stream_attrs
             .iter()
-            .find(|p| p.name == tunable)
-            .expect("the tunable is in the table");
+            .find(|a| a.name == name)
+            .and_then(|a| a.range)
+            .expect("the attribute is declared");
         match self.infos.get(&id).and_then(|i| i.attr(name)) {
             None => default,
-            Some(v) if (spec.min..=spec.max).contains(&v) => v,
+            Some(v) if (min..=max).contains(&v) => v,
             Some(_) => {
                 self.c.invalid_attrs += 1;
                 default
@@ -495,9 +509,9 @@ impl Htbs {
 
     /// (rate, capacity, latency) of a stream from its attributes.
     fn contract(&mut self, id: StreamId) -> (f64, f64, Nanos) {
-        let rate = self.attr(id, "rate_iops", self.default_rate, "default_rate_iops");
-        let burst = self.attr(id, "burst", self.default_burst, "default_burst");
-        let latency_ms = self.attr(id, "latency_ms", self.default_latency as f64 / 1e6, "default_latency");
+        let rate = self.attr(id, "rate_iops", self.default_rate);
+        let burst = self.attr(id, "burst", self.default_burst);
+        let latency_ms = self.attr(id, "latency_ms", self.default_latency as f64 / 1e6);
         let capacity = (burst + rate * self.bucket_window).max(1.0);
         (rate, capacity, (latency_ms * 1e6).round() as Nanos)
     }

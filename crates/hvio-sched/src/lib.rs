@@ -30,9 +30,77 @@ pub struct SchedulerSpec {
     pub summary: &'static str,
     pub params: &'static [ParamSpec],
     /// Per-stream attributes it reads from [`hvio_core::StreamInfo`]
-    /// (`weight` or names in `attrs`), with their meaning.
-    pub stream_attrs: &'static [(&'static str, &'static str)],
+    /// (`weight` or names in `attrs`), with their meaning and range.
+    pub stream_attrs: &'static [StreamAttr],
     pub build: fn(Params, &SchedContext) -> Box<dyn Scheduler>,
+}
+
+/// One per-stream attribute a scheduler reads.
+pub struct StreamAttr {
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// `None`: the stream's `weight` (checked by whoever sets it);
+    /// `Some((min, max))`: a key of `attrs` and its accepted values.
+    pub range: Option<(f64, f64)>,
+}
+
+impl StreamAttr {
+    /// The stream's `weight`.
+    pub const fn weight(doc: &'static str) -> Self {
+        StreamAttr {
+            name: "weight",
+            doc,
+            range: None,
+        }
+    }
+
+    /// A key of `attrs` accepted within `min..=max`.
+    pub const fn attr(name: &'static str, min: f64, max: f64, doc: &'static str) -> Self {
+        StreamAttr {
+            name,
+            doc,
+            range: Some((min, max)),
+        }
+    }
+}
+
+/// Check one per-stream attribute (`[[vm]] attrs`, `PUT /vms/NAME`) before
+/// any scheduler sees it, so a bad one is an error rather than a default
+/// counted at run time. One config runs under every scheduler (`hvio
+/// compare`, a switch in `hvio serve`), so the check does not depend on the
+/// scheduler in use: the name must be read by some registered scheduler and
+/// the value must be within the range of every scheduler that reads it.
+/// The error is the reason, to follow "invalid value V for `attrs.NAME`: ".
+pub fn check_stream_attr(name: &str, value: f64) -> Result<(), String> {
+    if !value.is_finite() {
+        return Err("must be a finite number".into());
+    }
+    let mut known = Vec::new();
+    let mut found = false;
+    for spec in SCHEDULERS {
+        for a in spec.stream_attrs {
+            let Some((min, max)) = a.range else { continue };
+            if !known.contains(&a.name) {
+                known.push(a.name);
+            }
+            if a.name == name {
+                found = true;
+                if !(min..=max).contains(&value) {
+                    return Err(format!("scheduler {} accepts {min}..={max}", spec.name));
+                }
+            }
+        }
+    }
+    if found {
+        Ok(())
+    } else if name == "weight" {
+        Err("the weight is the VM's `weight` key, not an attribute".into())
+    } else {
+        Err(format!(
+            "no scheduler reads this attribute (known: {})",
+            known.join(", ")
+        ))
+    }
 }
 
 /// Every scheduler hvio has, in the order reports list them.

@@ -345,6 +345,32 @@ fn out_of_range_stream_attributes_fall_back() {
     assert_eq!(counter(&h, "invalid_stream_attrs"), 3.0);
 }
 
+/// The declared attribute ranges (checked by `hvio_sched::check_stream_attr`
+/// at config load) are those of the tunables giving their defaults.
+#[test]
+fn attribute_ranges_are_those_of_the_default_tunables() {
+    let spec = hvio_sched::spec("htbs").unwrap();
+    for (attr, tunable) in [
+        ("rate_iops", "default_rate_iops"),
+        ("burst", "default_burst"),
+        ("latency_ms", "default_latency"),
+    ] {
+        let a = spec.stream_attrs.iter().find(|a| a.name == attr).unwrap();
+        let p = spec.params.iter().find(|p| p.name == tunable).unwrap();
+        assert_eq!(a.range, Some((p.min, p.max)), "{attr}");
+        assert!(hvio_sched::check_stream_attr(attr, p.min).is_ok());
+        assert!(hvio_sched::check_stream_attr(attr, p.max).is_ok());
+        let e = hvio_sched::check_stream_attr(attr, p.max * 2.0 + 1.0).unwrap_err();
+        assert!(e.contains("scheduler htbs accepts"), "{e}");
+    }
+    assert!(hvio_sched::check_stream_attr("rate_iops", f64::NAN)
+        .unwrap_err()
+        .contains("finite"));
+    assert!(hvio_sched::check_stream_attr("rate", 1.0)
+        .unwrap_err()
+        .contains("no scheduler reads"));
+}
+
 /// A closed loop: each stream keeps `depth` random reads outstanding (a new one
 /// on each completion, or every `period` for open-loop streams); the device
 /// serves one at a time in `service`. Returns (completions, mean latency) per stream.

@@ -164,7 +164,7 @@ proptest! {
             let mut ctx = ctx_with(&weights, rotational);
             ctx.device.queue_depth = depth;
             // Stream attributes (`[[vm]] attrs`) the scheduler reads, on every stream.
-            let names = spec.stream_attrs.iter().map(|a| a.0).filter(|&n| n != "weight");
+            let names = spec.stream_attrs.iter().filter(|a| a.range.is_some()).map(|a| a.name);
             for (k, name) in names.enumerate() {
                 for (i, st) in ctx.streams.iter_mut().enumerate() {
                     st.attrs.insert(name.into(), attrs[(k * 5 + i) % attrs.len()]);

@@ -766,13 +766,11 @@ impl VmConfig {
                 format!("at most {MAX_JOBS_PER_VM} [[vm.job]] tables per VM"),
             ));
         }
-        if let Some((k, v)) = self.attrs.iter().find(|(_, v)| !v.is_finite()) {
-            return Err(SimError::invalid(
-                ctx,
-                &format!("attrs.{k}"),
-                v,
-                "must be a finite number",
-            ));
+        // Checked against every scheduler, not just [host]'s: `hvio compare`
+        // runs this VM under each of them.
+        for (k, &v) in &self.attrs {
+            hvio_sched::check_stream_attr(k, v)
+                .map_err(|reason| SimError::invalid(ctx, &format!("attrs.{k}"), format!("{v:?}"), reason))?;
         }
         Ok(())
     }

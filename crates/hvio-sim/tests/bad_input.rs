@@ -261,3 +261,44 @@ fn huge_sizes_and_durations_are_errors_not_overflows() {
     let e = Config::from_toml_str("[[vm]]\nname = \"a\"\nimage_size = \"16777216TiB\"\n", "s.toml").unwrap_err();
     assert_has(&e.to_string(), &["s.toml", "16777216TiB", "too large"]);
 }
+
+#[test]
+fn stream_attributes_are_checked_against_every_scheduler_at_load() {
+    // Were taken, then silently replaced by HTBS's defaults at run time
+    // (counted in `invalid_stream_attrs`); a misspelt name was ignored.
+    for (attrs, key, value, reason) in [
+        (
+            "rate_iops = 1e-300",
+            "rate_iops",
+            "1e-300",
+            "scheduler htbs accepts 0.001..=1000000000",
+        ),
+        ("rate_iops = 0", "rate_iops", "0.0", "htbs"),
+        ("burst = -5", "burst", "-5.0", "htbs"),
+        ("latency_ms = 1e300", "latency_ms", "1e300", "htbs"),
+        ("rate_iops = nan", "rate_iops", "NaN", "finite"),
+        ("rate_iops = inf", "rate_iops", "inf", "finite"),
+        (
+            "rate_iop = 100",
+            "rate_iop",
+            "100.0",
+            "no scheduler reads this attribute (known: rate_iops, burst, latency_ms)",
+        ),
+        ("weight = 5", "weight", "5.0", "the VM's `weight` key"),
+    ] {
+        for host in ["htbs", "noop"] {
+            let text = format!(
+                "[host]\nscheduler = \"{host}\"\n[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"x\"\nimage_size = \"1GiB\"\nattrs = {{ {attrs} }}\n"
+            );
+            let e = error_of(&text, "a.toml");
+            let start = format!("a.toml:8: vm \"x\": invalid value {value} for `attrs.{key}`: ");
+            assert!(e.starts_with(&start) && e.contains(reason), "{host} {attrs}: {e}");
+        }
+    }
+    // An attribute only HTBS reads, within its range, under every scheduler
+    // (`hvio compare`): accepted.
+    let text = one_vm("attrs = { rate_iops = 0.001, burst = 0, latency_ms = 1e7 }", "");
+    let cfg = Config::from_toml_str(&text, "ok.toml").unwrap();
+    let r = hvio_sim::compare::compare(&cfg, &hvio_sched::names()).unwrap();
+    assert_eq!(r.len(), hvio_sched::SCHEDULERS.len());
+}

@@ -540,15 +540,9 @@ impl Config {
                     "must be between 1 and 10000",
                 ));
             }
-            for (k, v) in &vm.attrs {
-                if !v.is_finite() {
-                    return Err(ConfigError::invalid(
-                        &ctx,
-                        format!("attrs.{k}"),
-                        v,
-                        "must be a finite number",
-                    ));
-                }
+            for (k, &v) in &vm.attrs {
+                hvio_sched::check_stream_attr(k, v)
+                    .map_err(|reason| ConfigError::invalid(&ctx, format!("attrs.{k}"), format!("{v:?}"), reason))?;
             }
             if let Some(o) = vm.offset {
                 if vm.image.is_some() {

@@ -666,9 +666,11 @@ impl Engine {
                         return;
                     }
                 }
-                if let Some((k, v)) = attrs.iter().find(|(_, v)| !v.is_finite()) {
-                    let _ = reply.send(Err(format!("attribute `{k}` = {v} for VM `{vm}`: must be finite")));
-                    return;
+                for (k, &v) in &attrs {
+                    if let Err(reason) = hvio_sched::check_stream_attr(k, v) {
+                        let _ = reply.send(Err(format!("VM `{vm}`: invalid value {v:?} for `attrs.{k}`: {reason}")));
+                        return;
+                    }
                 }
                 let s = &mut self.ctx.streams[i];
                 if let Some(w) = weight {

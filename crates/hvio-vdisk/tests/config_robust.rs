@@ -116,6 +116,16 @@ fn every_bad_value_is_named() {
         ("rate_iops = 100", "rate_iops = nan", &["attrs.rate_iops", "NaN"]),
         ("rate_iops = 100", "rate_iops = inf", &["attrs.rate_iops", "inf"]),
         ("rate_iops = 100", "rate_iops = \"fast\"", &["rate_iops", "fast"]),
+        (
+            "rate_iops = 100",
+            "rate_iops = 1e-300",
+            &["attrs.rate_iops", "1e-300", "htbs accepts"],
+        ),
+        (
+            "rate_iops = 100",
+            "rate_iop = 100",
+            &["attrs.rate_iop", "no scheduler reads"],
+        ),
         ("name = \"vm1\"", "name = \"\"", &["name", "\"\""]),
         ("name = \"vm1\"", "name = \"a/b\"", &["name", "a/b"]),
         ("name = \"vm1\"", "name = \"vm2\"", &["vm2", "two VMs"]),

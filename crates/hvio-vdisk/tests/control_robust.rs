@@ -169,24 +169,45 @@ fn bad_requests_get_clear_errors_and_the_daemon_carries_on() {
         400,
         "read_expire",
     );
-    // Odd but finite stream attributes are accepted: the scheduler counts
-    // the ones it cannot use and falls back to its defaults.
-    for attrs in [
-        r#"{"rate_iops": 0, "burst": -5, "latency_ms": 1e308}"#,
-        r#"{"rate_iops": 0, "burst": -5, "latency_ms": -1}"#,
-        r#"{"rate_iops": 1e308, "unknown_attr": 3}"#,
-        r#"{"rate_iops": 1e-300, "burst": 1e300}"#,
+    // Stream attributes outside the range of the scheduler that reads them,
+    // or read by none: refused, naming the attribute (they were taken and
+    // silently replaced by the defaults); nothing of the change is applied.
+    for (attrs, named) in [
+        (
+            r#"{"rate_iops": 0, "burst": 5}"#,
+            "`attrs.rate_iops`: scheduler htbs accepts 0.001..=1000000000",
+        ),
+        (r#"{"burst": -5}"#, "`attrs.burst`"),
+        (r#"{"latency_ms": 1e308}"#, "`attrs.latency_ms`"),
+        (r#"{"latency_ms": -1}"#, "`attrs.latency_ms`"),
+        (r#"{"rate_iops": 1e308}"#, "`attrs.rate_iops`"),
+        (
+            r#"{"rate_iops": 100, "unknown_attr": 3}"#,
+            "`attrs.unknown_attr`: no scheduler reads",
+        ),
+        (r#"{"rate_iops": 1e-300}"#, "invalid value 1e-300 for `attrs.rate_iops`"),
+        (r#"{"weight": 5}"#, "`attrs.weight`"),
     ] {
         let (c, b) = http(a, "PUT", "/vms/vm1", &format!(r#"{{"attrs": {attrs}}}"#));
-        assert_eq!(c, 200, "{attrs}: {b}");
+        assert_eq!(c, 400, "{attrs}: {b}");
+        assert!(b.contains(named) && b.contains("vm1"), "{attrs}: {b}");
         io_works(&d, 1);
     }
+    // The bounds themselves are accepted.
+    let (c, b) = http(
+        a,
+        "PUT",
+        "/vms/vm1",
+        r#"{"attrs": {"rate_iops": 0.001, "burst": 0, "latency_ms": 1e7}}"#,
+    );
+    assert_eq!(c, 200, "{b}");
+    io_works(&d, 1);
     // Everything still answers; the scheduler is the one configured.
     let (c, st) = http(a, "GET", "/status", "");
     assert_eq!(c, 200);
     let st: serde_json::Value = serde_json::from_str(&st).unwrap();
     assert_eq!(st["scheduler"], "htbs");
-    // Switch, and switch back, under the odd attributes.
+    // Switch, and switch back, under the extreme attributes.
     assert_eq!(http(a, "PUT", "/scheduler", r#"{"name": "cfq"}"#).0, 200);
     io_works(&d, 2);
     assert_eq!(http(a, "PUT", "/scheduler", r#"{"name": "htbs"}"#).0, 200);

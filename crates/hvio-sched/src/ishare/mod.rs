@@ -85,7 +85,7 @@
 pub mod dyiso;
 
 use super::util::{key, SortedFifo};
-use super::SchedulerSpec;
+use super::{SchedulerSpec, StreamAttr};
 use dyiso::{await_wins, decide, Decision, Peer, TimeWeightedAvg, Weights};
 use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo, NS_PER_S,
@@ -97,7 +97,9 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "ishare",
     summary: "iShare (paper 003): blkio-like weight-proportional VM slices; DyIso ends idle slices early when the disk is underloaded",
     params: PARAMS,
-    stream_attrs: &[("weight", "proportional-share weight of the VM: its slice is target_latency·weight/Σweight")],
+    stream_attrs: &[StreamAttr::weight(
+        "proportional-share weight of the VM: its slice is target_latency·weight/Σweight",
+    )],
     build,
 };
 
