@@ -270,6 +270,15 @@ pub struct ControlConfig {
     pub http: Option<SocketAddr>,
     /// Unix socket path of the same HTTP API.
     pub unix: Option<PathBuf>,
+    /// Seconds a client may take to send a request's headers, idle or not
+    /// (default 10): a silent connection is closed instead of holding a descriptor.
+    pub header_timeout_s: Option<u64>,
+}
+
+impl ControlConfig {
+    pub fn header_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.header_timeout_s.unwrap_or(10))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -477,6 +486,14 @@ impl Config {
                 "max_inflight",
                 self.nbd.max_inflight,
                 "must be between 1 and 65536",
+            ));
+        }
+        if let Some(t) = self.control.header_timeout_s.filter(|t| !(1..=3600).contains(t)) {
+            return Err(ConfigError::invalid(
+                "[control]",
+                "header_timeout_s",
+                t,
+                "must be between 1 and 3600 seconds",
             ));
         }
         if !(1..=3600).contains(&self.nbd.handshake_timeout_s) {

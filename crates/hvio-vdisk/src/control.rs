@@ -231,13 +231,15 @@ async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, st
     Ok(resp)
 }
 
-fn serve_conn<S>(stream: S, engine: EngineHandle)
+fn serve_conn<S>(stream: S, engine: EngineHandle, header_timeout: std::time::Duration)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
         let svc = hyper::service::service_fn(move |req| handle(req, engine.clone()));
         if let Err(e) = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
             .serve_connection(TokioIo::new(stream), svc)
             .await
         {
@@ -256,6 +258,7 @@ pub async fn start(
 ) -> Result<(Option<SocketAddr>, Vec<PathBuf>), ServeError> {
     let mut addr = None;
     let mut sockets = Vec::new();
+    let header_timeout = cfg.header_timeout();
     if let Some(a) = cfg.http {
         let l = tokio::net::TcpListener::bind(a).await.map_err(|err| ServeError::Io {
             what: "bind control API",
@@ -271,7 +274,7 @@ pub async fn start(
             loop {
                 tokio::select! {
                     r = l.accept() => match r {
-                        Ok((s, _)) => serve_conn(s, engine.clone()),
+                        Ok((s, _)) => serve_conn(s, engine.clone(), header_timeout),
                         Err(e) => if !crate::daemon::accept_failed("control http", &e, &mut stop).await {
                             return;
                         },
@@ -295,7 +298,7 @@ pub async fn start(
             loop {
                 tokio::select! {
                     r = l.accept() => match r {
-                        Ok((s, _)) => serve_conn(s, engine.clone()),
+                        Ok((s, _)) => serve_conn(s, engine.clone(), header_timeout),
                         Err(e) => if !crate::daemon::accept_failed("control unix", &e, &mut stop).await {
                             return;
                         },

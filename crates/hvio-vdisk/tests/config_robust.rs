@@ -97,6 +97,11 @@ fn every_bad_value_is_named() {
             "max_inflight = 64\ntcp = \"localhost\"",
             &["tcp", "localhost"],
         ),
+        (
+            "unix = \"@DIR@/control.sock\"",
+            "unix = \"@DIR@/control.sock\"\nheader_timeout_s = 0",
+            &["[control]", "header_timeout_s", "0"],
+        ),
         ("level = \"info\"", "level = \"loud\"", &["[log]", "level", "loud"]),
         ("level = \"info\"", "level = \"\"", &["[log]", "level", "``"]),
         ("level = \"info\"", "level = 3", &["level", "3"]),

@@ -284,3 +284,30 @@ fn huge_requests_are_refused_without_buffering_them() {
     io_works(&d, 4);
     d.stop();
 }
+
+#[test]
+fn a_silent_connection_is_closed_after_the_header_timeout() {
+    let d = Daemon::start(&CONF.replace("[control]\n", "[control]\nheader_timeout_s = 1\n"));
+    let a = d.control_addr();
+    let t0 = std::time::Instant::now();
+    // Silent from the start, and half a request line.
+    let mut quiet = connect(a);
+    let mut half = connect(a);
+    half.write_all(b"GET /vms HT").unwrap();
+    for s in [&mut quiet, &mut half] {
+        let mut b = Vec::new();
+        let _ = s.read_to_end(&mut b);
+    }
+    let waited = t0.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(900) && waited < std::time::Duration::from_secs(10),
+        "{waited:?}"
+    );
+    // A keep-alive connection serves requests, then is closed when idle.
+    let mut s = connect(a);
+    s.write_all(b"GET /vms HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let (c, _) = response(&mut s);
+    assert_eq!(c, 200);
+    io_works(&d, 5);
+    d.stop();
+}
