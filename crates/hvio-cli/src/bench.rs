@@ -1,5 +1,6 @@
 //! `hvio bench`: benchmarks that print figures (not timed tests).
 
+use crate::common::{out, outln};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
@@ -26,14 +27,19 @@ pub struct BenchArgs {
 pub fn bench(a: BenchArgs) -> Result<()> {
     match a.which {
         Which::Sim => {
-            println!("hvio bench sim: 4 VMs x 16 threads, deadline, disk model `{}`", a.disk);
-            println!(
+            outln!("hvio bench sim: 4 VMs x 16 threads, deadline, disk model `{}`", a.disk);
+            outln!(
                 "{:>12} {:>12} {:>10} {:>14} {:>14} {:>12}",
-                "requests", "events", "wall s", "requests/s", "events/s", "peak RSS MiB"
+                "requests",
+                "events",
+                "wall s",
+                "requests/s",
+                "events/s",
+                "peak RSS MiB"
             );
             for n in [a.requests / 4, a.requests] {
                 let r = hvio_sim::bench::run_once(n, &a.disk)?;
-                println!(
+                outln!(
                     "{:>12} {:>12} {:>10.2} {:>14.0} {:>14.0} {:>12.1}",
                     r.requests,
                     r.events,
@@ -43,14 +49,12 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                     r.peak_rss_kib.unwrap_or(0) as f64 / 1024.0
                 );
             }
-            println!("goal: >= 3,000,000 requests/s; DiskSim 4.0 does 57,000-84,000 on this machine");
+            outln!("goal: >= 3,000,000 requests/s; DiskSim 4.0 does 57,000-84,000 on this machine");
         }
         Which::Schedulers => {
-            println!("hvio bench schedulers: thread CPU ns per insert + dispatch + complete, 200,000 decisions");
-            print!("{}", hvio_sched::bench::table(200_000));
-            println!(
-                "goal: <= 200 ns deadline, <= 600 ns cfq/bfq/anticipatory; Linux: 700 ns mq-deadline, 1900 ns bfq"
-            );
+            outln!("hvio bench schedulers: thread CPU ns per insert + dispatch + complete, 200,000 decisions");
+            out!("{}", hvio_sched::bench::table(200_000));
+            outln!("goal: <= 200 ns deadline, <= 600 ns cfq/bfq/anticipatory; Linux: 700 ns mq-deadline, 1900 ns bfq");
         }
     }
     Ok(())

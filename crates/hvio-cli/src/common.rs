@@ -23,7 +23,16 @@ macro_rules! outln {
     }};
 }
 
-pub(crate) use {out, outln};
+/// `eprintln!` that never panics: a full or closed stderr loses the line
+/// (there is nowhere left to say so).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+pub(crate) use {errln, out, outln};
 
 /// Write `text` to `path` atomically (temporary file, then rename), creating
 /// the parent directory: a failed run never leaves a half-written result.

@@ -10,6 +10,7 @@ mod trace;
 mod validate_disk;
 
 use clap::{Parser, Subcommand};
+use common::errln;
 
 #[derive(Parser)]
 #[command(
@@ -76,14 +77,14 @@ fn main() {
         Command::ValidateDisk(a) => validate_disk::validate_disk(a),
     };
     if let Err(e) = result {
-        eprintln!("hvio: error: {e}");
+        errln!("hvio: error: {e}");
         // Errors that name a path wrap an io::Error and print it in their
         // own message; a cause already said above is not said again.
         let mut said = e.to_string();
         for cause in e.chain().skip(1) {
             let cause = cause.to_string();
             if !said.contains(&cause) {
-                eprintln!("  caused by: {cause}");
+                errln!("  caused by: {cause}");
                 said.push_str(&cause);
             }
         }

@@ -1,5 +1,6 @@
 //! `hvio trace stats|convert`: look at and convert block traces.
 
+use crate::common::{errln, out, outln};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use hvio_trace::write::{BlkparseWriter, IologWriter};
@@ -104,12 +105,12 @@ pub fn trace(a: TraceArgs) -> Result<()> {
 fn fio(a: FioArgs) -> Result<()> {
     let f = hvio_trace::fio::parse_job_file(&a.file)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&f)?);
+        outln!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
     }
     for j in &f.jobs {
         let split = |v: &Vec<(u64, u32)>| v.iter().map(|(b, p)| format!("{b}/{p}")).collect::<Vec<_>>().join(":");
-        println!(
+        outln!(
             "[{}] rw={} bs={},{},{} bssplit={}|{} size={:?} offset={:?} nrfiles={} numjobs={} iodepth={} thinktime_us={} rate_iops={:?} fsync={} rwmixread={} random_distribution={:?} runtime_us={:?} time_based={}",
             j.name,
             j.rw.name(),
@@ -133,7 +134,7 @@ fn fio(a: FioArgs) -> Result<()> {
         );
     }
     for w in &f.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     Ok(())
 }
@@ -142,12 +143,12 @@ fn stats(a: StatsArgs) -> Result<()> {
     let mut r = TraceReader::open(&a.file, &a.read.options()?)?;
     let s = trace_stats(&mut r)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
     } else {
-        print!("{s}");
+        out!("{s}");
     }
     if a.read.skip_bad && s.skipped_bad > 0 {
-        eprintln!("hvio: skipped {} bad records", s.skipped_bad);
+        errln!("hvio: skipped {} bad records", s.skipped_bad);
     }
     Ok(())
 }
@@ -244,7 +245,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
         d.commit()?;
     }
     if r.skipped() > 0 {
-        eprintln!("hvio: skipped {} bad records", r.skipped());
+        errln!("hvio: skipped {} bad records", r.skipped());
     }
     Ok(())
 }

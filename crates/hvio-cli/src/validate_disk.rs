@@ -1,6 +1,7 @@
 //! `hvio validate-disk`: replay a DiskSim validation trace on a DiskSim disk
 //! description and compare with the real disk (see docs/hdd-model.md).
 
+use crate::common::out;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -24,6 +25,6 @@ pub struct ValidateDiskArgs {
 
 pub fn validate_disk(a: ValidateDiskArgs) -> Result<()> {
     let report = hvio_device::validate::run_cli(&a.spec, &a.trace, a.out.as_deref(), a.disk.as_deref(), a.bench)?;
-    print!("{report}");
+    out!("{report}");
     Ok(())
 }

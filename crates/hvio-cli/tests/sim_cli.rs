@@ -96,14 +96,66 @@ fn a_full_stdout_is_an_error_not_a_panic() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
         return; // no /dev/full here
     };
-    for args in [&["presets"][..], &["schedulers"], &["reproduce", "--list"]] {
+    let dir = std::env::temp_dir().join(format!("hvio-cli-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("ok.toml"),
+        "[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm.job]]\nrw = \"randread\"\nsize = \"1MiB\"\nrequests = 20\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("j.fio"), "[j]\nrw=randread\nsize=1m\n").unwrap();
+    let trace = format!("{}/../hvio-trace/tests/data/sda.blkparse", env!("CARGO_MANIFEST_DIR"));
+    let hdd = format!("{}/../../../shared/data/hdd-validation/", env!("CARGO_MANIFEST_DIR"));
+    let (parv, vtrace) = (format!("{hdd}ibm18es.parv"), format!("{hdd}ibm18es.trace"));
+    // Every subcommand that writes to stdout (all but `serve`); the bench,
+    // trace and validate-disk ones panicked (exit 101).
+    let runs: &[&[&str]] = &[
+        &["sim", "ok.toml"],
+        &["compare", "ok.toml", "--schedulers", "noop"],
+        &["presets"],
+        &["schedulers"],
+        &["reproduce", "--list"],
+        &["bench", "sim", "--requests", "40", "--disk", "simple"],
+        &["bench", "schedulers"],
+        &["trace", "stats", &trace],
+        &["trace", "stats", "--json", &trace],
+        &["trace", "convert", "--to", "iolog3", &trace],
+        &["trace", "fio", "j.fio"],
+        &["trace", "fio", "--json", "j.fio"],
+        &["replay", &trace, "--scheduler", "noop"],
+        &["validate-disk", &parv, &vtrace],
+    ];
+    for args in runs {
         let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
-            .args(args)
+            .current_dir(&dir)
+            .args(*args)
             .stdout(full.try_clone().unwrap())
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.starts_with("hvio: error: writing to stdout: "), "{args:?}: {err}");
+        assert!(err.starts_with("hvio: error: "), "{args:?}: {err}");
+        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
+    // A full stderr too: the error is lost, the exit code is still 1 (was a
+    // panic in `eprintln!`, exit 101).
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .current_dir(&dir)
+        .args(["sim", "missing.toml"])
+        .stderr(full.try_clone().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    // A closed pipe (`hvio X | head`) still ends quietly.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .arg("schedulers")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).ok();
 }
