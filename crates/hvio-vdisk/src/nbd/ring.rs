@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 
 /// Receive buffer for request headers (and small payloads that arrive with them).
 const INBUF: usize = 256 * 1024;
+/// Capacity of the send buffer kept after a send (larger is given back).
+const KEEP_SEND_BUF: usize = 16 << 20;
 /// Replies not yet taken by the kernel beyond which no more requests are
 /// read (a client that sends without reading its replies).
 const MAX_BACKLOG: usize = 64 << 20;
@@ -357,8 +359,11 @@ impl RingConn {
         self.sent += res as usize;
         if self.sent >= self.sending.len() {
             self.sending.clear();
-            // Large read replies would otherwise keep their memory after they went out.
-            self.sending.shrink_to(INBUF);
+            // Keep the buffer for the next replies (no allocation per round),
+            // unless very large replies grew it: that memory goes back.
+            if self.sending.capacity() > KEEP_SEND_BUF {
+                self.sending.shrink_to(INBUF);
+            }
             self.sent = 0;
         }
     }
