@@ -510,3 +510,59 @@ fn an_endless_outv_beside_the_trace_is_not_read_forever() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// DiskSim 4.0 aborts on a negative `Max queue length` and never sends a
+/// request to a disk of length 0; it aborts on fewer than one buffer
+/// segment. hvio made them 1 and 0 silently; now errors at file:line:key.
+#[test]
+fn queue_length_and_segment_count_below_one_are_key_errors() {
+    for (from, to, line, key) in [
+        ("Max queue length = 1,", "Max queue length = 0,", 18, "Max queue length"),
+        (
+            "Max queue length = 1,",
+            "Max queue length = -3,",
+            18,
+            "Max queue length",
+        ),
+        (
+            "Number of buffer segments = 2,",
+            "Number of buffer segments = 0,",
+            34,
+            "Number of buffer segments",
+        ),
+        (
+            "Number of buffer segments = 2,",
+            "Number of buffer segments = -1,",
+            34,
+            "Number of buffer segments",
+        ),
+    ] {
+        let e = hp_error("below-one", "hp_c2247a.diskspecs", from, to);
+        assert!(
+            e.contains(&format!("hp_c2247a.diskspecs:{line}: key `{key}`: ")) && e.contains("must be at least 1"),
+            "{to}: {e}"
+        );
+    }
+}
+
+/// DiskSim 4.0 clamps the read-ahead bounds: a maximum below the minimum
+/// becomes the minimum, and a maximum of 0 reads on to fill the segment. A
+/// negative maximum used to become 0 (no read-ahead at all).
+#[test]
+fn negative_max_read_ahead_is_clamped_as_disksim_does() {
+    let load = |to: &str| {
+        let dir = hp_with(
+            "read-ahead",
+            "hp_c2247a.diskspecs",
+            "Maximum read-ahead (blks) = 128,",
+            to,
+        );
+        let d = load_disk(&dir.join("hp_c2247a.parv"), None).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        (d.model.cache.read_ahead, d.model.cache.min_read_ahead)
+    };
+    let seg = load("Maximum read-ahead (blks) = 256,");
+    assert_eq!(load("Maximum read-ahead (blks) = -5,"), seg);
+    assert_eq!(load("Maximum read-ahead (blks) = 0,"), seg);
+    assert_ne!(load("Maximum read-ahead (blks) = 128,"), seg);
+}

@@ -353,9 +353,18 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     } else {
         base
     };
-    let depth = k
-        .count_max("Max queue length", 1.0, crate::hdd::MAX_QUEUE_DEPTH as f64)?
-        .max(1.0) as usize;
+    // DiskSim 4.0 aborts on a negative queue length (disk_postpass_perdisk:
+    // "Invalid value for maxqlen"); it takes 0, but then its driver never
+    // sends the disk a request (`numout < maxoutstanding`). Both are errors
+    // here (a value ≤ 0 used to become 1).
+    let depth = k.count_max("Max queue length", 1.0, crate::hdd::MAX_QUEUE_DEPTH as f64)?;
+    if depth < 1.0 {
+        return Err(kerr(
+            k.entry("Max queue length").unwrap(),
+            format!("{depth} must be at least 1 (DiskSim 4.0 refuses a negative length, and with 0 never sends the disk a request)"),
+        ));
+    }
+    let depth = depth as usize;
     let mut policy = QueuePolicy::Fcfs;
     if let Ok(s) = k.block("Scheduler") {
         let mut sk = Keys::new(s);
@@ -372,11 +381,17 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     }
     // The buffer cache.
     let caching = k.num("Enable caching in buffer", 1.0)? != 0.0;
-    let segments = if caching {
-        k.num("Number of buffer segments", 1.0)? as usize
-    } else {
-        0
-    };
+    // DiskSim 4.0 aborts on fewer than one segment whether or not the
+    // buffer caches (disk_postpass_perdisk: "Invalid value for numsegs"); a
+    // negative count used to become 0.
+    let nsegs = k.num("Number of buffer segments", 1.0)?;
+    if nsegs.is_nan() || nsegs < 1.0 {
+        return Err(kerr(
+            k.entry("Number of buffer segments").unwrap(),
+            format!("{nsegs} must be at least 1 (DiskSim 4.0 refuses it)"),
+        ));
+    }
+    let segments = if caching { nsegs as usize } else { 0 };
     if segments > crate::hdd::MAX_SEGMENTS {
         return Err(kerr(
             k.entry("Number of buffer segments").unwrap(),
@@ -385,9 +400,24 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     }
     let seg_size = k.count_max("Segment size (in blks)", 1.0, u32::MAX as f64)?.max(1.0) as u64;
     let continuous = k.num("Buffer continuous read", 0.0)? as i64;
-    let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?.max(0.0) as u64;
+    // DiskSim 4.0 clamps the read-ahead bounds rather than refusing them
+    // (its range tests in disk.modspec are empty): disk_postpass_perdisk
+    // raises a maximum below the minimum to the minimum, and a maximum of 0
+    // means none (disk_buffer_get_max_readahead reads on to fill the
+    // segment). So a negative maximum with the usual minimum of 0 reads a
+    // segment's worth ahead; it used to become 0, no read-ahead. A negative
+    // minimum only ever lowers a target below the request's end, as 0 does.
+    let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?;
+    let min_ra = k.num("Minimum read-ahead (blks)", 0.0)?;
+    let max_ra = if max_ra < min_ra { min_ra } else { max_ra };
+    let max_ra = if max_ra == 0.0 {
+        seg_size
+    } else {
+        max_ra.max(0.0) as u64
+    };
+    // Without read-ahead (`Buffer continuous read` = 0) DiskSim zeroes both.
     let read_ahead = if continuous == 0 { 0 } else { max_ra };
-    let min_read_ahead = k.num("Minimum read-ahead (blks)", 0.0)?.max(0.0) as u64;
+    let min_read_ahead = if continuous == 0 { 0 } else { min_ra.max(0.0) as u64 };
     if continuous != 0 && continuous != 3 {
         ctx.warnings.push(format!(
             "{}: `Buffer continuous read` = {continuous}: modelled as read-ahead to the segment end",
