@@ -38,7 +38,7 @@ use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
     ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "bfq",
@@ -195,12 +195,20 @@ struct Entity {
 }
 
 /// One class's service tree of one level (`struct bfq_service_tree`).
+/// Entities are keyed by their timestamps, which do not change while they
+/// are in a tree (they are set before insertion): the backlogged ones by
+/// (finish, id) and (start, id), the idle ones by (finish, id). Linux
+/// augments one red-black tree with the subtree's minimum start; here the
+/// eligible entity with the smallest finish is the first in finish order
+/// whose start is not after V (vectors scanned whole were O(streams) per
+/// decision).
 #[derive(Debug, Clone, Default)]
 struct Tree {
     vtime: u64,
     wsum: u64,
-    active: Vec<usize>,
-    idle: Vec<usize>,
+    active: BTreeSet<(u64, usize)>,
+    active_start: BTreeSet<(u64, usize)>,
+    idle: BTreeSet<(u64, usize)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -548,7 +556,10 @@ impl Bfq {
         let ent = &mut self.ents[e];
         ent.finish = ent.start + delta(ent.budget, ent.weight);
         ent.state = EntState::Active;
-        self.tree(e).active.push(e);
+        let (start, finish) = (ent.start, ent.finish);
+        let t = self.tree(e);
+        t.active.insert((finish, e));
+        t.active_start.insert((start, e));
     }
 
     /// `__bfq_activate_entity`: a free or idle entity becomes backlogged.
@@ -556,8 +567,8 @@ impl Bfq {
         let vtime = self.tree(e).vtime;
         match self.ents[e].state {
             EntState::Idle => {
-                self.tree(e).idle.retain(|&x| x != e);
                 let f = self.ents[e].finish;
+                self.tree(e).idle.remove(&(f, e));
                 self.ents[e].start = vtime.max(f);
             }
             EntState::Free => {
@@ -586,7 +597,7 @@ impl Bfq {
         let (f, w) = (ent.finish, ent.weight);
         let t = self.tree(e);
         if f > t.vtime {
-            t.idle.push(e);
+            t.idle.insert((f, e));
             self.ents[e].state = EntState::Idle;
         } else {
             t.wsum -= w;
@@ -598,36 +609,29 @@ impl Bfq {
     fn forget_idle(&mut self, level: usize, class: usize) {
         let t = &mut self.levels[level].trees[class];
         let v = t.vtime;
-        let ents = &mut self.ents;
-        t.idle.retain(|&e| {
-            if ents[e].finish <= v {
-                t.wsum -= ents[e].weight;
-                ents[e].state = EntState::Free;
-                false
-            } else {
-                true
+        while let Some(&(f, e)) = t.idle.first() {
+            if f > v {
+                break;
             }
-        });
+            t.idle.pop_first();
+            t.wsum -= self.ents[e].weight;
+            self.ents[e].state = EntState::Free;
+        }
     }
 
     /// The eligible entity with the smallest finish time of a tree; V jumps
     /// to the smallest start when none is eligible (`bfq_update_vtime`).
     fn first_eligible(&mut self, level: usize, class: usize) -> Option<usize> {
-        let t = &self.levels[level].trees[class];
-        if t.active.is_empty() {
-            return None;
-        }
-        let min_start = t.active.iter().map(|&e| self.ents[e].start).min().expect("non-empty");
-        if min_start > t.vtime {
+        let &(min_start, _) = self.levels[level].trees[class].active_start.first()?;
+        if min_start > self.levels[level].trees[class].vtime {
             self.levels[level].trees[class].vtime = min_start;
             self.forget_idle(level, class);
         }
         let t = &self.levels[level].trees[class];
         t.active
             .iter()
-            .copied()
-            .filter(|&e| self.ents[e].start <= t.vtime)
-            .min_by_key(|&e| (self.ents[e].finish, e))
+            .map(|&(_, e)| e)
+            .find(|&e| self.ents[e].start <= t.vtime)
     }
 
     /// `bfq_lookup_next_entity`: RT, BE, IDLE, with the idle class served
@@ -648,7 +652,10 @@ impl Bfq {
     }
 
     fn extract(&mut self, e: usize) {
-        self.tree(e).active.retain(|&x| x != e);
+        let (start, finish) = (self.ents[e].start, self.ents[e].finish);
+        let t = self.tree(e);
+        t.active.remove(&(finish, e));
+        t.active_start.remove(&(start, e));
         self.ents[e].state = EntState::InService;
     }
 
@@ -854,10 +861,9 @@ impl Bfq {
         let has_active = self.levels[level].trees.iter().any(|t| !t.active.is_empty());
         if has_active {
             // The group's next budget is that of its next queue.
-            let next = [RT, BE, IDLE].iter().find_map(|&c| {
-                let t = &self.levels[level].trees[c];
-                t.active.iter().copied().min_by_key(|&x| (self.ents[x].finish, x))
-            });
+            let next = [RT, BE, IDLE]
+                .iter()
+                .find_map(|&c| self.levels[level].trees[c].active.first().map(|&(_, x)| x));
             if let Some(n) = next {
                 self.ents[ge].budget = self.ents[n].budget;
             }
@@ -1391,10 +1397,11 @@ mod tests {
     use hvio_core::{DeviceInfo, Op, ParamValues};
 
     /// The weight sets kept for `asymmetric` agree with a scan of every
-    /// queue and group (what it did before, O(streams) per decision) through
+    /// queue and group (what it did before, O(streams) per decision), and
+    /// the service trees' keys with their entities' timestamps, through
     /// raising, expirations, idle groups and weight changes.
     #[test]
-    fn weight_sets_match_a_scan() {
+    fn weight_sets_and_trees_match_a_scan() {
         let streams = (0..6)
             .map(|i| StreamInfo::new(i, format!("s{i}")).with_weight(100 + 100 * (i % 3)))
             .collect();
@@ -1452,6 +1459,17 @@ mod tests {
                     }
                 }
                 _ => b.set_stream(&StreamInfo::new((r % 7) as u32, "x").with_weight(1 + (r % 4) as u32 * 300)),
+            }
+            // The trees' keys are the entities' current timestamps.
+            for t in b.levels.iter().flat_map(|l| l.trees.iter()) {
+                assert_eq!(t.active.len(), t.active_start.len());
+                for &(f, e) in &t.active {
+                    assert_eq!((b.ents[e].finish, b.ents[e].state), (f, EntState::Active));
+                    assert!(t.active_start.contains(&(b.ents[e].start, e)));
+                }
+                for &(f, e) in &t.idle {
+                    assert_eq!((b.ents[e].finish, b.ents[e].state), (f, EntState::Idle));
+                }
             }
             let (busy, pending) = scan(&b);
             assert_eq!(flat(&b.busy_weights), busy);
