@@ -1,7 +1,6 @@
 //! Helpers shared by subcommands.
 
 use anyhow::{Context, Result};
-use std::io::Write;
 use std::path::Path;
 
 /// `print!` that returns an error (stdout on a full disk, `> /dev/full`)
@@ -34,36 +33,12 @@ macro_rules! errln {
 
 pub(crate) use {errln, out, outln};
 
-/// Write `text` to `path` atomically (temporary file, then rename), creating
-/// the parent directory: a failed run never leaves a half-written result.
-///
-/// A path that names something other than a regular file (`/dev/null`, a
-/// FIFO, a terminal) is written in place: renaming over it would replace
-/// the device node with a regular file.
+/// Write `text` to `path` whole or not at all, creating the parent
+/// directory (`hvio_core::output::write_whole`: a temporary file renamed
+/// over it; a special file such as `/dev/null` is written in place).
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    if let Ok(meta) = std::fs::metadata(path) {
-        check_not_dir(path)?;
-        if !meta.is_file() {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .with_context(|| format!("opening {}", path.display()))?;
-            return f
-                .write_all(text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()));
-        }
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let tmp = path.with_extension("tmp~");
-    {
-        let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(text.as_bytes())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    check_not_dir(path)?;
+    hvio_core::output::write_whole(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Fail early, before a long run, when a result would be written onto a
@@ -88,7 +63,11 @@ mod tests {
         write_atomic(&file, "one").unwrap();
         write_atomic(&file, "two").unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "two");
-        assert!(!file.with_extension("tmp~").exists());
+        assert_eq!(
+            std::fs::read_dir(file.parent().unwrap()).unwrap().count(),
+            1,
+            "a temporary file was left"
+        );
 
         // A FIFO stands in for /dev/null: it must still be a FIFO afterwards.
         let fifo = dir.join("fifo");

@@ -3,6 +3,7 @@
 use crate::common::{errln, out, outln};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use hvio_core::output::AtomicFile;
 use hvio_trace::write::{BlkparseWriter, IologWriter};
 use hvio_trace::{trace_stats, BlkAction, Format, ReadOptions, TraceReader};
 use std::io::{BufWriter, Write};
@@ -153,74 +154,61 @@ fn stats(a: StatsArgs) -> Result<()> {
     Ok(())
 }
 
-/// A converted trace's destination: a temporary file beside the output,
-/// renamed over it only when the whole trace converted (an error midway
-/// leaves no half-written file and an existing one untouched; dropping it
-/// uncommitted removes the temporary file). Special files (`/dev/null`, a
-/// FIFO) are written in place.
-struct Output {
-    tmp: Option<(PathBuf, PathBuf)>,
+/// A converted trace's destination: stdout, or a file written whole or not
+/// at all (`hvio_core::output::AtomicFile`: an error midway leaves no
+/// half-written file and an existing one untouched).
+enum Output {
+    Stdout(std::io::StdoutLock<'static>),
+    File(AtomicFile),
 }
 
 impl Output {
-    fn open(path: &Path, input: &Path) -> Result<(Self, Box<dyn Write>)> {
+    fn open(path: &Path, input: &Path) -> Result<Self> {
         crate::common::check_not_dir(path)?;
         if let (Ok(o), Ok(i)) = (std::fs::metadata(path), std::fs::metadata(input)) {
             use std::os::unix::fs::MetadataExt;
             if (o.dev(), o.ino()) == (i.dev(), i.ino()) {
                 bail!("{}: the output is the input trace; write elsewhere", path.display());
             }
-            if !o.is_file() {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .with_context(|| format!("opening {}", path.display()))?;
-                return Ok((Output { tmp: None }, Box::new(f)));
-            }
         }
-        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-        let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        Ok((
-            Output {
-                tmp: Some((tmp, path.to_path_buf())),
-            },
-            Box::new(f),
-        ))
+        let f = AtomicFile::create(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Output::File(f))
     }
 
-    /// Renames the finished temporary file over the output.
-    fn commit(mut self) -> Result<()> {
-        if let Some((tmp, path)) = self.tmp.take() {
-            if let Err(e) = std::fs::rename(&tmp, &path) {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()));
-            }
+    /// Renames a finished file over the output (stdout: nothing to do).
+    fn commit(self) -> Result<()> {
+        if let Output::File(f) = self {
+            let path = f.path().display().to_string();
+            f.commit().with_context(|| format!("writing {path}"))?;
         }
         Ok(())
     }
 }
 
-impl Drop for Output {
-    fn drop(&mut self) {
-        if let Some((tmp, _)) = self.tmp.take() {
-            let _ = std::fs::remove_file(tmp);
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::Stdout(o) => o.write(buf),
+            Output::File(f) => f.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::Stdout(o) => o.flush(),
+            Output::File(f) => f.flush(),
         }
     }
 }
 
 fn convert(a: ConvertArgs) -> Result<()> {
     let mut r = TraceReader::open(&a.file, &a.read.options()?)?;
-    let (dest, out): (Option<Output>, Box<dyn Write>) = match &a.output {
-        Some(p) => {
-            let (o, w) = Output::open(p, &a.file)?;
-            (Some(o), w)
-        }
-        None => (None, Box::new(std::io::stdout().lock())),
+    let out = match &a.output {
+        Some(p) => Output::open(p, &a.file)?,
+        None => Output::Stdout(std::io::stdout().lock()),
     };
     let out = BufWriter::new(out);
     // Device names are known as they appear: collect them lazily per record.
-    match a.to.as_str() {
+    let finished = match a.to.as_str() {
         "blkparse" => {
             let mut w = BlkparseWriter::new(out, &[]);
             while let Some(rec) = r.next() {
@@ -228,7 +216,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
                 w.set_devices(r.devices());
                 w.write(&rec)?;
             }
-            w.finish()?;
+            w.finish()?
         }
         "iolog3" | "iolog" => {
             let mut w = IologWriter::new(out, &[])?;
@@ -237,13 +225,11 @@ fn convert(a: ConvertArgs) -> Result<()> {
                 w.set_devices(r.devices());
                 w.write(&rec)?;
             }
-            w.finish()?;
+            w.finish()?
         }
         other => bail!("unknown output format {other:?}; use blkparse or iolog3"),
-    }
-    if let Some(d) = dest {
-        d.commit()?;
-    }
+    };
+    finished.into_inner().map_err(|e| e.into_error())?.commit()?;
     if r.skipped() > 0 {
         errln!("hvio: skipped {} bad records", r.skipped());
     }

@@ -288,21 +288,14 @@ pub fn validate(spec: &Path, disk: Option<&str>, trace: &Path) -> Result<Validat
 }
 
 impl Validation {
-    /// Writes `cdf.csv`: level, measured ms, simulated ms. Written to a
-    /// temporary file beside it and renamed: never half-written.
+    /// Writes `cdf.csv`: level, measured ms, simulated ms, whole or not at
+    /// all (`hvio_core::output::write_whole`).
     pub fn write_cdfs(&self, path: &Path) -> std::io::Result<()> {
         let mut s = String::from("quantile,measured_ms,simulated_ms\n");
         for (k, (m, x)) in self.measured_q.iter().zip(&self.simulated_q).enumerate() {
             s.push_str(&format!("{:.4},{m:.6},{x:.6}\n", (k + 1) as f64 / 10_000.0));
         }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".tmp{}", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let r = std::fs::write(&tmp, s).and_then(|()| std::fs::rename(&tmp, path));
-        if r.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        r
+        hvio_core::output::write_whole(path, s.as_bytes())
     }
 }
 

@@ -1,28 +1,24 @@
 //! Optional per-request records, streamed to CSV as they complete (never
-//! held in memory): one line per host-level request. They go to a
-//! temporary file beside the target, renamed over it when the run ends
-//! well: a failed run leaves no half-written records (and the previous
+//! held in memory): one line per host-level request. They go through
+//! `hvio_core::output::AtomicFile`, renamed over the target when the run
+//! ends well: a failed run leaves no half-written records (and the previous
 //! file, if any, as it was). A target that is not a regular file
 //! (`/dev/null`, a FIFO) is written in place. The last column is the run's
 //! seed, so a records file names what reproduces it (with the config and
 //! scheduler) and the records of several seeds concatenate cleanly.
 
 use crate::error::{Result, SimError};
+use hvio_core::output::AtomicFile;
 use hvio_core::Completion;
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const HEADER: &str =
     "vm,op,sector,sectors,meta,arrival_ns,dispatch_ns,start_ns,done_ns,overhead_ns,seek_ns,rotation_ns,transfer_ns,cache_hit,seed";
 
 pub struct RecordWriter {
-    path: PathBuf,
-    /// The temporary file being written, renamed to `path` by `finish`
-    /// (None: writing `path` in place).
-    tmp: Option<PathBuf>,
     seed: u64,
-    out: BufWriter<File>,
+    out: BufWriter<AtomicFile>,
     error: Option<std::io::Error>,
 }
 
@@ -33,8 +29,7 @@ impl RecordWriter {
             path: path.display().to_string(),
             source,
         };
-        let meta = std::fs::metadata(path).ok();
-        if meta.as_ref().is_some_and(|m| m.is_dir()) || path.as_os_str().to_string_lossy().ends_with('/') {
+        if path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
             return Err(SimError::invalid(
                 "output",
                 "records",
@@ -42,28 +37,9 @@ impl RecordWriter {
                 "is a directory, not a file to write",
             ));
         }
-        let special = meta.is_some_and(|m| !m.is_file());
-        let tmp = (!special).then(|| {
-            let mut name = path.file_name().unwrap_or_default().to_os_string();
-            name.push(".tmp~");
-            path.with_file_name(name)
-        });
-        let file = match &tmp {
-            Some(t) => {
-                // As the JSON results: a missing directory is made. Errors
-                // name the file asked for, not the temporary one.
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(io)?;
-                }
-                File::create(t).map_err(io)?
-            }
-            None => std::fs::OpenOptions::new().write(true).open(path).map_err(io)?,
-        };
         let mut w = RecordWriter {
-            path: path.to_path_buf(),
-            tmp,
             seed,
-            out: BufWriter::with_capacity(1 << 16, file),
+            out: BufWriter::with_capacity(1 << 16, AtomicFile::create(path).map_err(io)?),
             error: None,
         };
         writeln!(w.out, "{HEADER}").map_err(io)?;
@@ -97,30 +73,19 @@ impl RecordWriter {
     }
 
     pub fn finish(mut self) -> Result<()> {
+        let path = self.out.get_ref().path().display().to_string();
         let io = |source| SimError::Io {
-            path: self.path.display().to_string(),
+            path: path.clone(),
             source,
         };
         if let Some(e) = self.error.take() {
             return Err(io(e));
         }
-        self.out.flush().map_err(io)?;
-        if let Some(tmp) = self.tmp.take() {
-            std::fs::rename(&tmp, &self.path).map_err(|source| {
-                let _ = std::fs::remove_file(&tmp);
-                io(source)
-            })?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for RecordWriter {
-    /// A run that did not finish leaves no temporary file behind.
-    fn drop(&mut self) {
-        if let Some(tmp) = self.tmp.take() {
-            let _ = std::fs::remove_file(tmp);
-        }
+        self.out
+            .into_inner()
+            .map_err(|e| io(e.into_error()))?
+            .commit()
+            .map_err(io)
     }
 }
 
