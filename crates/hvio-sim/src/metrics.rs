@@ -5,6 +5,7 @@
 use hdrhistogram::Histogram;
 use hvio_core::{ns_to_ms, ns_to_s, Nanos};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// A latency histogram in nanoseconds (1 µs .. 1 h, 3 significant digits).
 #[derive(Clone, Debug)]
@@ -162,6 +163,10 @@ pub struct VmResult {
 /// one served upwards does); otherwise forward from the previous end, or
 /// backward from the previous start. `zero_head` counts the stricter
 /// measure of the head's own travel, start − previous end = 0.
+///
+/// `zero_bound` is the most zero seeks (btt's measure) that *any* order of
+/// the same dispatched requests could have had, whatever the scheduler and
+/// however long it waited: see [`LocalityBound`].
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SeekDistribution {
     /// Bucket bound: the (largest) VM image size in sectors.
@@ -176,6 +181,10 @@ pub struct SeekDistribution {
     /// overlap or backward adjacency counted), and their share.
     pub zero_head: u64,
     pub zero_head_frac: f64,
+    /// The most zero distances any order of these dispatches could give
+    /// ([`LocalityBound`]), and its share of `total`.
+    pub zero_bound: u64,
+    pub zero_bound_frac: f64,
     /// Zero or within ± the image size (paper 000 Table 4's second row).
     pub within_image_frac: f64,
     pub beyond_image_frac: f64,
@@ -185,6 +194,8 @@ pub struct SeekDistribution {
     /// Start and end of the previous dispatched request.
     #[serde(skip)]
     last: Option<(u64, u64)>,
+    #[serde(skip)]
+    bound: LocalityBound,
 }
 
 impl SeekDistribution {
@@ -204,6 +215,7 @@ impl SeekDistribution {
             return;
         }
         let (start, end) = (rq.sector, rq.end());
+        self.bound.add(start, end);
         if let Some(last) = self.last {
             if start == last.1 {
                 self.zero_head += 1;
@@ -235,6 +247,8 @@ impl SeekDistribution {
         let t = self.total.max(1) as f64;
         self.zero_frac = self.zero as f64 / t;
         self.zero_head_frac = self.zero_head as f64 / t;
+        self.zero_bound = self.bound.max_zero();
+        self.zero_bound_frac = self.zero_bound as f64 / t;
         self.within_image_frac = (self.zero + self.within_image) as f64 / t;
         self.beyond_image_frac = self.beyond_image as f64 / t;
     }
@@ -252,6 +266,53 @@ pub fn btt_distance(last: (u64, u64), (start, end): (u64, u64)) -> i64 {
         (start - last_end) as i64
     } else {
         start as i64 - last_start as i64
+    }
+}
+
+/// An upper bound on the zero seeks of any dispatch order of a set of
+/// requests: how much spatial locality there was to exploit, as distinct
+/// from how much a scheduler exploited (paper 000's Table 4 question).
+///
+/// btt's distance is zero only between requests whose sector ranges
+/// overlap or touch (closed ranges `[start, end]`). Link every such pair:
+/// a dispatch sequence can have a zero distance only where two consecutive
+/// requests are linked, so each connected group of `k` requests gives at
+/// most `k − 1` zeros, and `n` requests in `c` groups at most `n − c`. The
+/// bound is exact for a stream of contiguous requests and ignores time, so
+/// it holds for a non-work-conserving scheduler that waits as long as it
+/// likes. It is computed over the requests as the device saw them (after
+/// any merging), so a scheduler that merges changes its own set.
+///
+/// Requests linked by a chain of overlaps cover one unbroken range, so the
+/// groups are the disjoint unions of the ranges, kept merged in a map from
+/// start to end: memory grows with the number of groups, not requests.
+#[derive(Clone, Debug, Default)]
+pub struct LocalityBound {
+    requests: u64,
+    groups: BTreeMap<u64, u64>,
+}
+
+impl LocalityBound {
+    /// A request covering sectors `start..end` was dispatched.
+    pub fn add(&mut self, start: u64, end: u64) {
+        self.requests += 1;
+        let (mut lo, mut hi) = (start, end);
+        // Groups are disjoint and do not touch, so those meeting
+        // [start, end] are the last few that start at or before `end`.
+        while let Some((&s, &e)) = self.groups.range(..=hi).next_back() {
+            if e < lo {
+                break;
+            }
+            self.groups.remove(&s);
+            lo = lo.min(s);
+            hi = hi.max(e);
+        }
+        self.groups.insert(lo, hi);
+    }
+
+    /// The most zero distances any order of the requests so far could give.
+    pub fn max_zero(&self) -> u64 {
+        self.requests - self.groups.len() as u64
     }
 }
 
@@ -340,5 +401,46 @@ mod tests {
         assert_eq!(s.zero_head, 1, "only 108 starts where the last one ended");
         assert_eq!(s.within_image, 1);
         assert!((s.zero_frac - 0.75).abs() < 1e-12 && (s.zero_head_frac - 0.25).abs() < 1e-12);
+        // {92..116} is one group of four, 500 a group alone: 5 − 2 = 3,
+        // which this order reached.
+        assert_eq!(s.zero_bound, 3);
+    }
+
+    #[test]
+    fn locality_bound_counts_groups_of_linked_ranges() {
+        let mut b = LocalityBound::default();
+        // Three separate requests: no order has a zero distance.
+        for s in [0, 100, 300] {
+            b.add(s, s + 8);
+        }
+        assert_eq!(b.max_zero(), 0);
+        // 108..116 touches 100..108; 92..100 touches it from below.
+        b.add(108, 116);
+        b.add(92, 100);
+        assert_eq!(b.max_zero(), 2);
+        // One request spanning 8..300 links 0..8, the 92..116 group and
+        // 300..308 into one group of six.
+        b.add(8, 300);
+        assert_eq!(b.max_zero(), 5);
+        // A repeat of the same range overlaps it: one more.
+        b.add(8, 300);
+        assert_eq!(b.max_zero(), 6);
+        // A gap of one sector is not a touch.
+        b.add(309, 317);
+        assert_eq!(b.max_zero(), 6);
+    }
+
+    #[test]
+    fn a_shuffled_stream_can_still_be_served_in_order() {
+        // 64 contiguous requests dispatched in a scrambled order: the
+        // order got few zeros, the bound is every one of them.
+        let mut s = SeekDistribution::new(1 << 20);
+        for i in 0..64u64 {
+            s.dispatched(&rq(((i * 37) % 64) * 8, 8));
+        }
+        s.finish();
+        assert_eq!(s.zero_bound, 63);
+        assert!(s.zero < 10, "{}", s.zero);
+        assert!((s.zero_bound_frac - 1.0).abs() < 1e-12);
     }
 }

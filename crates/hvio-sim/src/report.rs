@@ -128,6 +128,7 @@ pub fn host_table(r: &SimResult) -> Table {
         ("simulated s", f(r.sim_time_s, 2)),
         ("host requests", h.requests.to_string()),
         ("zero seek %", f(100.0 * h.seek.zero_frac, 2)),
+        ("zero seek, any order's most %", f(100.0 * h.seek.zero_bound_frac, 2)),
         ("within ±image %", f(100.0 * h.seek.within_image_frac, 2)),
         ("beyond image %", f(100.0 * h.seek.beyond_image_frac, 2)),
         ("mean seek ms", f(h.mean_seek_ms, 3)),
