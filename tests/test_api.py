@@ -91,3 +91,23 @@ def test_scheduler_table_lists_linux_tunables():
     row = t[(t.scheduler == "deadline") & (t.name == "read_expire")].iloc[0]
     assert row["default"] == 500 and row["unit"] == "ms"
     assert "noop" in hvio.schedulers()
+
+
+def test_pregather_reports_its_slices_over_time():
+    cfg = (
+        'seed = 1\nmax_time_s = 60\n[host]\nscheduler = "pregather"\n'
+        '[[vm]]\nname = "a"\n[[vm.job]]\nrw = "read"\nbs = "64KiB"\nsize = "32MiB"\n'
+        '[[vm]]\nname = "b"\n[[vm.job]]\nrw = "randread"\nbs = "4KiB"\nsize = "64MiB"\nrequests = 400\n'
+    )
+    r = hvio.simulate(cfg)
+    s = r.series
+    assert {"slices", "slice_ms", "slice_used_ms"} <= set(s.columns)
+    # Every slice that ended is in the series, once.
+    counters = dict(r.host["counters"])
+    ended = s.groupby("vm")["slices"].sum()
+    for vm in ("a", "b"):
+        assert 0 < ended[vm] <= counters[f"slices.{vm}"]
+    busy = s[s["slices"] > 0]
+    assert (busy["slice_used_ms"] > 0).all()
+    # A slice-less scheduler leaves the columns out.
+    assert "slices" not in hvio.simulate(cfg.replace("pregather", "deadline")).series.columns

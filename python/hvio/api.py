@@ -75,17 +75,19 @@ class Result:
         self.jobs = pd.DataFrame(_flatten_latency(self.raw["jobs"]))
         s = self.raw["series"]
         frames = []
-        for name, iops, mbps in zip(s["vms"], s["iops"], s["mb_per_s"]):
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "vm": name,
-                        "time_s": [i * s["interval_s"] for i in range(len(iops))],
-                        "iops": iops,
-                        "mb_per_s": mbps,
-                    }
-                )
-            )
+        # Host time slices (Pregather's Eq. 8 slices over time), by the
+        # bucket they began in; only when the host scheduler has slices.
+        slices = ("slices", "slice_ms", "slice_used_ms")
+        for k, (name, iops, mbps) in enumerate(zip(s["vms"], s["iops"], s["mb_per_s"])):
+            cols = {
+                "vm": name,
+                "time_s": [i * s["interval_s"] for i in range(len(iops))],
+                "iops": iops,
+                "mb_per_s": mbps,
+            }
+            if s.get("slices"):
+                cols.update({c: s[c][k] for c in slices})
+            frames.append(pd.DataFrame(cols))
         self.series = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     @property

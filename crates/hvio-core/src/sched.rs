@@ -25,6 +25,33 @@ pub enum Dispatch {
     Empty,
 }
 
+/// One time slice a slice-based scheduler granted a stream, reported when it
+/// ended (paper 000's per-VM slice lengths over time, Fig. 7 and §4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceGrant {
+    pub stream: StreamId,
+    /// When the slice began.
+    pub start: Nanos,
+    /// The slice length in force when it ended (it may have been shortened).
+    pub length: Nanos,
+    /// Time the stream actually held the device.
+    pub used: Nanos,
+}
+
+/// How many ended slices a scheduler keeps for [`Scheduler::take_slices`]
+/// before it drops the oldest: a caller that never reads them (the daemon)
+/// costs bounded memory.
+pub const SLICE_LOG_MAX: usize = 4096;
+
+/// Append `grant` to a scheduler's log of ended slices, dropping the oldest
+/// beyond [`SLICE_LOG_MAX`].
+pub fn log_slice(log: &mut std::collections::VecDeque<SliceGrant>, grant: SliceGrant) {
+    if log.len() >= SLICE_LOG_MAX {
+        log.pop_front();
+    }
+    log.push_back(grant);
+}
+
 /// What a scheduler knows about one stream (a VM at the host, a thread in a guest).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamInfo {
@@ -114,6 +141,13 @@ pub trait Scheduler: Send {
         Vec::new()
     }
 
+    /// The time slices that ended since the last call, oldest first (at
+    /// most [`SLICE_LOG_MAX`]; older ones are dropped). Default: none, for
+    /// schedulers without slices.
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        Vec::new()
+    }
+
     /// The block layer's back merge (`elv_merge` → `ELEVATOR_BACK_MERGE`,
     /// `bio_attach_to_rq`): if a queued, not yet dispatched request of
     /// `rq.stream` with the same direction and sync flag ends where `rq`
@@ -124,5 +158,29 @@ pub trait Scheduler: Send {
     /// (`[host.blktap] elevator_merge`) calls it.
     fn back_merge(&mut self, _rq: &Request, _max_sectors: u32, _now: Nanos) -> Option<crate::request::RequestId> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slice_log_keeps_the_newest() {
+        let mut log = std::collections::VecDeque::new();
+        for i in 0..(SLICE_LOG_MAX as u64 + 10) {
+            log_slice(
+                &mut log,
+                SliceGrant {
+                    stream: 0,
+                    start: i,
+                    length: 1,
+                    used: 1,
+                },
+            );
+        }
+        assert_eq!(log.len(), SLICE_LOG_MAX);
+        assert_eq!(log.front().map(|g| g.start), Some(10));
+        assert_eq!(log.back().map(|g| g.start), Some(SLICE_LOG_MAX as u64 + 9));
     }
 }

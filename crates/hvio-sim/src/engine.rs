@@ -392,6 +392,8 @@ pub struct Engine {
     idle_pending: Nanos,
     idle_since: Option<Nanos>,
     interval: Nanos,
+    /// The host scheduler's time slices, by VM and bucket.
+    slices: SliceSeries,
     records: Option<RecordWriter>,
     events: u64,
     max_time: Nanos,
@@ -660,6 +662,7 @@ impl Engine {
             idle_pending: 0,
             idle_since: None,
             interval: (interval_s * 1e9).round() as Nanos,
+            slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
             records,
             events: 0,
             max_time: (cfg.max_time_s * 1e9).round() as Nanos,
@@ -1123,6 +1126,7 @@ impl Engine {
 
     /// Dispatch from the host scheduler while the device accepts.
     fn host_kick(&mut self) {
+        self.slices.take_from(self.host.as_mut());
         let now = self.now;
         while self.device.can_accept() {
             match self.host.dispatch(now) {
@@ -1546,6 +1550,7 @@ impl Engine {
 
     fn finish(mut self, truncated: bool) -> Result<SimResult> {
         let now = self.now;
+        self.slices.take_from(self.host.as_mut());
         if let Some(w) = self.records.take() {
             w.finish()?;
         }
@@ -1605,8 +1610,14 @@ impl Engine {
         }
         let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
         let interval_s = ns_to_s(self.interval);
-        let buckets = self.vms.iter().map(|v| v.series_ops.len()).max().unwrap_or(0);
-        let series = TimeSeries {
+        let buckets = self
+            .vms
+            .iter()
+            .map(|v| v.series_ops.len())
+            .chain([self.slices.buckets()])
+            .max()
+            .unwrap_or(0);
+        let mut series = TimeSeries {
             interval_s,
             vms: self.vms.iter().map(|v| v.layout.name.clone()).collect(),
             iops: self
@@ -1627,7 +1638,11 @@ impl Engine {
                         .collect()
                 })
                 .collect(),
+            slices: Vec::new(),
+            slice_ms: Vec::new(),
+            slice_used_ms: Vec::new(),
         };
+        self.slices.fill(&mut series, buckets);
         let n = self.host_requests.max(1) as f64;
         let host = HostResult {
             scheduler: self.host.name().to_string(),

@@ -3,7 +3,7 @@
 //! job completion time).
 
 use hdrhistogram::Histogram;
-use hvio_core::{ns_to_ms, ns_to_s, Nanos};
+use hvio_core::{ns_to_ms, ns_to_s, Nanos, Scheduler, SliceGrant};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -335,7 +335,7 @@ pub struct HostResult {
 }
 
 /// Per-VM throughput over time (paper 000 Fig. 7).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct TimeSeries {
     pub interval_s: f64,
     pub vms: Vec<String>,
@@ -343,6 +343,92 @@ pub struct TimeSeries {
     pub iops: Vec<Vec<f64>>,
     /// `mb_per_s[vm][bucket]`.
     pub mb_per_s: Vec<Vec<f64>>,
+    /// Host time slices by the bucket they began in (paper 000's per-VM
+    /// slice lengths over time, §4.2 and Fig. 7): `slices[vm][bucket]`
+    /// how many, `slice_ms` their mean granted length and `slice_used_ms`
+    /// the mean time the VM held the disk in them (0 where none began).
+    /// Empty when the host scheduler has no slices (see
+    /// `Scheduler::take_slices`; Pregather reports them).
+    pub slices: Vec<Vec<f64>>,
+    pub slice_ms: Vec<Vec<f64>>,
+    pub slice_used_ms: Vec<Vec<f64>>,
+}
+
+/// The host scheduler's time slices, gathered as they end
+/// (`Scheduler::take_slices`) into per-VM buckets by the time they began.
+/// Stream `i` is VM `i`; a slice of a stream that is no VM (Pregather's
+/// shared async queue) is not counted.
+#[derive(Clone, Debug)]
+pub struct SliceSeries {
+    interval: Nanos,
+    n_vms: usize,
+    /// The scheduler reported a slice: the series then carries them.
+    seen: bool,
+    /// Per VM, per bucket: slices begun, their granted and used lengths.
+    vms: Vec<Vec<(u64, Nanos, Nanos)>>,
+}
+
+impl SliceSeries {
+    /// Buckets of `interval` for `n_vms` VMs (streams `0..n_vms`).
+    pub fn new(interval: Nanos, n_vms: usize) -> Self {
+        SliceSeries {
+            interval: interval.max(1),
+            n_vms,
+            seen: false,
+            vms: Vec::new(),
+        }
+    }
+
+    /// Take the slices `sched` has ended since the last call.
+    pub fn take_from(&mut self, sched: &mut dyn Scheduler) {
+        for g in sched.take_slices() {
+            self.record(&g);
+        }
+    }
+
+    pub fn record(&mut self, g: &SliceGrant) {
+        self.seen = true;
+        let vm = g.stream as usize;
+        if vm >= self.n_vms {
+            return;
+        }
+        if self.vms.len() <= vm {
+            self.vms.resize(vm + 1, Vec::new());
+        }
+        let b = (g.start / self.interval) as usize;
+        let row = &mut self.vms[vm];
+        if row.len() <= b {
+            row.resize(b + 1, (0, 0, 0));
+        }
+        let cell = &mut row[b];
+        cell.0 += 1;
+        cell.1 = cell.1.saturating_add(g.length);
+        cell.2 = cell.2.saturating_add(g.used);
+    }
+
+    /// Buckets up to the last one a slice began in.
+    pub fn buckets(&self) -> usize {
+        self.vms.iter().map(Vec::len).max().unwrap_or(0)
+    }
+
+    /// Fill `series`' slice columns for its VMs over `buckets` buckets
+    /// (left empty when the scheduler reported no slice).
+    pub fn fill(&self, series: &mut TimeSeries, buckets: usize) {
+        if !self.seen {
+            return;
+        }
+        let cell = |vm: usize, b: usize| self.vms.get(vm).and_then(|r| r.get(b)).copied().unwrap_or((0, 0, 0));
+        let mean = |sum: Nanos, n: u64| if n == 0 { 0.0 } else { ns_to_ms(sum) / n as f64 };
+        let n_vms = series.vms.len();
+        let column = |f: &dyn Fn((u64, Nanos, Nanos)) -> f64| -> Vec<Vec<f64>> {
+            (0..n_vms)
+                .map(|vm| (0..buckets).map(|b| f(cell(vm, b))).collect())
+                .collect()
+        };
+        series.slices = column(&|c| c.0 as f64);
+        series.slice_ms = column(&|c| mean(c.1, c.0));
+        series.slice_used_ms = column(&|c| mean(c.2, c.0));
+    }
 }
 
 /// Everything a run produced.
@@ -442,5 +528,36 @@ mod tests {
         assert_eq!(s.zero_bound, 63);
         assert!(s.zero < 10, "{}", s.zero);
         assert!((s.zero_bound_frac - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn slice_series_buckets_slices_by_their_start() {
+        let sec = 1_000_000_000;
+        let mut ss = SliceSeries::new(sec, 2);
+        let g = |stream, start, length, used| SliceGrant {
+            stream,
+            start,
+            length,
+            used,
+        };
+        ss.record(&g(0, 100, 200_000_000, 150_000_000));
+        ss.record(&g(0, sec - 1, 400_000_000, 50_000_000));
+        ss.record(&g(1, 2 * sec, 100_000_000, 100_000_000));
+        // Pregather's shared async queue: no VM, not counted.
+        ss.record(&g(u32::MAX as _, 0, 40_000_000, 40_000_000));
+        assert_eq!(ss.buckets(), 3);
+        let mut t = TimeSeries {
+            vms: vec!["a".into(), "b".into()],
+            ..Default::default()
+        };
+        ss.fill(&mut t, 4);
+        assert_eq!(t.slices, vec![vec![2.0, 0.0, 0.0, 0.0], vec![0.0, 0.0, 1.0, 0.0]]);
+        assert_eq!(t.slice_ms[0][0], 300.0);
+        assert_eq!(t.slice_used_ms[0][0], 100.0);
+        assert_eq!(t.slice_ms[1][2], 100.0);
+        // Nothing reported: the columns stay empty.
+        let mut t = TimeSeries::default();
+        SliceSeries::new(sec, 2).fill(&mut t, 4);
+        assert!(t.slices.is_empty() && t.slice_ms.is_empty());
     }
 }

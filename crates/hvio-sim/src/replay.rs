@@ -91,6 +91,8 @@ struct Replayer {
     host_requests: u64,
     host_bytes: u64,
     interval: Nanos,
+    /// The host scheduler's time slices, by VM and bucket.
+    slices: SliceSeries,
     events: u64,
     done: Vec<Completion>,
 }
@@ -133,6 +135,7 @@ impl Replayer {
     }
 
     fn host_kick(&mut self) {
+        self.slices.take_from(self.host.as_mut());
         let now = self.now;
         while self.device.can_accept() {
             match self.host.dispatch(now) {
@@ -274,6 +277,7 @@ where
         host_requests: 0,
         host_bytes: 0,
         interval: (interval_s * 1e9).round() as Nanos,
+        slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
         events: 0,
         done: Vec::new(),
     };
@@ -396,16 +400,27 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
     }
     let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
     let interval_s = ns_to_s(e.interval);
-    let buckets = e.vms.iter().map(|v| v.series_ops.len()).max().unwrap_or(0);
+    e.slices.take_from(e.host.as_mut());
+    let buckets = e
+        .vms
+        .iter()
+        .map(|v| v.series_ops.len())
+        .chain([e.slices.buckets()])
+        .max()
+        .unwrap_or(0);
     let col = |v: &Vec<u64>, scale: f64| -> Vec<f64> {
         (0..buckets).map(|b| *v.get(b).unwrap_or(&0) as f64 / scale).collect()
     };
-    let series = TimeSeries {
+    let mut series = TimeSeries {
         interval_s,
         vms: e.vms.iter().map(|v| v.layout.name.clone()).collect(),
         iops: e.vms.iter().map(|v| col(&v.series_ops, interval_s)).collect(),
         mb_per_s: e.vms.iter().map(|v| col(&v.series_bytes, 1e6 * interval_s)).collect(),
+        slices: Vec::new(),
+        slice_ms: Vec::new(),
+        slice_used_ms: Vec::new(),
     };
+    e.slices.fill(&mut series, buckets);
     let n = e.host_requests.max(1) as f64;
     let mut counters = e.host.counters();
     let wrapped: u64 = e.vms.iter().map(|v| v.wrapped).sum();

@@ -183,11 +183,11 @@ pub mod vnavigator;
 use super::util::{back_mergeable, SortKey};
 use super::SchedulerSpec;
 use hvio_core::{
-    Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, StreamId,
-    StreamInfo,
+    log_slice, Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel,
+    SliceGrant, StreamId, StreamInfo,
 };
 use spla::{ArmInput, Timer};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use timeslice::{Locality, SliceParams};
 use vnavigator::{NavParams, VNavigator};
@@ -529,16 +529,6 @@ fn elevator_pick(
     }
 }
 
-/// One granted time slice, for the slice-over-time view (Fig. 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SliceRecord {
-    pub start: Nanos,
-    /// The slice length in force when the slice ended (Eq. 8, maybe halved).
-    pub length: Nanos,
-    /// Disk time the VM actually held.
-    pub used: Nanos,
-}
-
 #[derive(Debug, Clone)]
 struct Vm {
     name: String,
@@ -546,7 +536,10 @@ struct Vm {
     queue: VmQueue,
     nav: VNavigator,
     loc: Locality,
-    slices: Vec<SliceRecord>,
+    /// Slices granted so far and their lengths' sum (`slices.<vm>`,
+    /// `slice_mean_ms.<vm>`); each slice itself goes to `slice_log`.
+    slices: u64,
+    granted: Nanos,
     /// Requests dispatched from this queue and not completed.
     in_flight: usize,
 }
@@ -630,6 +623,8 @@ pub struct Pregather {
     in_flight: usize,
     queued: usize,
     stats: Stats,
+    /// Ended slices not yet taken (the slice-over-time view of Fig. 7).
+    slice_log: VecDeque<SliceGrant>,
 }
 
 impl Pregather {
@@ -675,6 +670,7 @@ impl Pregather {
             in_flight: 0,
             queued: 0,
             stats: Stats::default(),
+            slice_log: VecDeque::new(),
         };
         for info in &ctx.streams {
             s.set_stream(info);
@@ -696,7 +692,8 @@ impl Pregather {
             nav: VNavigator::new(nav),
             loc: Locality::new(w, si, from_completion),
             in_flight: 0,
-            slices: Vec::new(),
+            slices: 0,
+            granted: 0,
         })
     }
 
@@ -740,12 +737,16 @@ impl Pregather {
             }
             self.timer = None;
             self.waiting = false;
-            let rec = SliceRecord {
+            let vm = self.vm_mut(a.vm);
+            vm.slices += 1;
+            vm.granted = vm.granted.saturating_add(a.len);
+            let grant = SliceGrant {
+                stream: a.vm,
                 start: a.start,
                 length: a.len,
                 used: now.saturating_sub(a.start),
             };
-            self.vm_mut(a.vm).slices.push(rec);
+            log_slice(&mut self.slice_log, grant);
             self.last_served = Some(a.vm);
         }
     }
@@ -845,11 +846,6 @@ impl Pregather {
         } else {
             key
         }
-    }
-
-    /// Slices granted to stream `id` so far (the slice-over-time view of Fig. 7).
-    pub fn slice_history(&self, id: StreamId) -> &[SliceRecord] {
-        self.vms.get(&id).map_or(&[], |v| &v.slices)
     }
 
     /// The slice length stream `id` would get now (Eq. 8).
@@ -1045,6 +1041,10 @@ impl Scheduler for Pregather {
         v.region = info.region;
     }
 
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        self.slice_log.drain(..).collect()
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         let ratio = if s.waits_started == 0 {
@@ -1071,15 +1071,14 @@ impl Scheduler for Pregather {
         let ms = |n: Nanos| n as f64 / 1e6;
         for (&id, v) in &self.vms {
             let n = &v.name;
-            let granted: Nanos = v.slices.iter().map(|r| r.length).sum();
-            let mean = if v.slices.is_empty() {
+            let mean = if v.slices == 0 {
                 0.0
             } else {
-                ms(granted) / v.slices.len() as f64
+                ms(v.granted) / v.slices as f64
             };
             out.push((format!("slice_ms.{n}"), ms(self.current_slice(id).unwrap_or(0))));
             out.push((format!("slice_mean_ms.{n}"), mean));
-            out.push((format!("slices.{n}"), v.slices.len() as f64));
+            out.push((format!("slices.{n}"), v.slices as f64));
             out.push((format!("ri.{n}"), v.loc.ri(Self::image(v))));
             out.push((format!("si.{n}"), v.loc.si()));
             out.push((format!("zones.{n}"), v.nav.zones() as f64));

@@ -119,8 +119,10 @@ fn coarse_timer_holds_the_disk_for_the_served_vm() {
     assert_eq!(take(&mut s, us(4900) + 1).id, 5);
     assert_eq!(counter(&s, "slices"), 2.0);
     assert_eq!(counter(&s, "waits_timed_out"), 1.0);
-    assert_eq!(s.slice_history(0).len(), 1);
-    assert_eq!(s.slice_history(0)[0].used, us(4900) + 1 - ms(1));
+    let slices = s.take_slices();
+    assert_eq!(slices.len(), 1, "VM 1's slice has not ended");
+    assert_eq!((slices[0].stream, slices[0].used), (0, us(4900) + 1 - ms(1)));
+    assert!(s.take_slices().is_empty(), "taken once");
 }
 
 #[test]

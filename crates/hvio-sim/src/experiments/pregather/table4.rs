@@ -230,6 +230,42 @@ fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
         tables.push(t);
     }
 
+    // Pregather's slices over the same 10-s windows: the mean length it
+    // granted each VM (Eq. 8, maybe halved) and the share of the window the
+    // VM held the disk in them.
+    if let Some(p) = rs[0].filter(|p| !p.series.slices.is_empty()) {
+        let mut cols = vec!["time (s)".to_string()];
+        cols.extend(p.series.vms.iter().map(|v| format!("{v} ms, share")));
+        let colr: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let mut t = Table::new(
+            format!("Pregather's slices over time: mean granted length, share of disk time, {g} guests"),
+            &colr,
+        );
+        let per = (10.0 / p.series.interval_s).round().max(1.0) as usize;
+        let window_ms = 1000.0 * p.series.interval_s * per as f64;
+        let n = p.series.slices.first().map_or(0, Vec::len).min(10 * per);
+        for start in (0..n).step_by(per) {
+            let mut row = vec![format!("{}–{}", start / per * 10, start / per * 10 + 10)];
+            for vm in 0..p.series.vms.len() {
+                let end = (start + per).min(n);
+                let (mut count, mut granted, mut used) = (0.0, 0.0, 0.0);
+                for b in start..end {
+                    let k = p.series.slices[vm][b];
+                    count += k;
+                    granted += k * p.series.slice_ms[vm][b];
+                    used += k * p.series.slice_used_ms[vm][b];
+                }
+                row.push(if count == 0.0 {
+                    "—".into()
+                } else {
+                    format!("{:.0}, {:.0} %", granted / count, 100.0 * used / window_ms)
+                });
+            }
+            t.row(row);
+        }
+        tables.push(t);
+    }
+
     let mut slices = Table::new(
         format!("Pregather's adaptive time slices (Eq. 8), {g} guests"),
         &[
