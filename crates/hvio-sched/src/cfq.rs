@@ -28,6 +28,25 @@
 //!   time used scaled by `500/weight`, so groups get disk *time* in
 //!   proportion to their weights.
 //!
+//! Slices over time ([`Scheduler::take_slices`]): one [`SliceGrant`] per
+//! queue slice, logged when `__cfq_slice_expired` ends it. As in Linux the
+//! slice starts at the queue's first completion after it became active
+//! (`cfq_set_prio_slice` in `cfq_completed_request`); `start` is then, and
+//! `used` what `cfq_cfqq_slice_usage` charges: the time from then to the
+//! expiry, at most the allocated slice (idling after expiry is not in it).
+//! A slice that ends at or before its first completion starts at selection
+//! (`dispatch_start`) and uses the time since. `length` is the allocated
+//! slice (`cfq_scaled_cfqq_slice`: prio, `low_latency` scaling by the
+//! group's share of `target_latency`); one that ended before it was sized
+//! reports the length it would have had then. A slice is a *queue's*: a
+//! blkio group's service can span several queue slices, but at the host
+//! every VM is one sync queue in its own group, so its queue slices are
+//! the VM's. Sync queues report their stream; async queues report theirs
+//! under `blkio` (one group per stream) and are left out under `cfq`
+//! (shared by every stream of the root group). The `slices` counter counts
+//! selections, so it exceeds the log by the active slice (and, under
+//! `cfq`, the async queues' slices).
+//!
 //! Departures from Linux (see docs/schedulers.md): no cooperating-queue
 //! merging (`cfq_close_cooperator`; streams are VMs whose queues never
 //! share a process), `hw_tag` is taken from the device's queue depth rather
@@ -38,10 +57,10 @@
 use super::util::{elevator_next, key, mul_div, wake_at, SeekHistory, SortedFifo, ThinkTime};
 use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
-    ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, StreamId,
-    StreamInfo,
+    log_slice, ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector,
+    SliceGrant, StreamId, StreamInfo,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 pub const SPEC_CFQ: SchedulerSpec = SchedulerSpec {
     name: "cfq",
@@ -153,6 +172,11 @@ impl ServiceTree {
 #[derive(Debug, Clone)]
 pub struct CfqQueue {
     pub group: GroupId,
+    /// The stream whose slices this queue's are (see [`Cfq::take_slices`]):
+    /// a sync queue's own stream; an async queue's only under `blkio`,
+    /// where its group is one stream's; `None` for `cfq`'s async queues,
+    /// which all streams of the root group share.
+    pub stream: Option<StreamId>,
     pub sync: bool,
     pub class: WlClass,
     pub prio: u8,
@@ -183,9 +207,10 @@ pub struct CfqQueue {
 }
 
 impl CfqQueue {
-    fn new(group: GroupId, sync: bool, class: WlClass, prio: u8, now: Nanos) -> Self {
+    fn new(group: GroupId, stream: Option<StreamId>, sync: bool, class: WlClass, prio: u8, now: Nanos) -> Self {
         CfqQueue {
             group,
+            stream,
             sync,
             class,
             prio: if class == WlClass::Idle { 7 } else { prio.min(7) },
@@ -345,6 +370,8 @@ pub struct Cfq {
     last_delayed_sync: Nanos,
     seq: u64,
     pub stats: CfqStats,
+    /// Ended queue slices, for [`Scheduler::take_slices`].
+    slice_log: VecDeque<SliceGrant>,
 }
 
 impl Cfq {
@@ -401,6 +428,7 @@ impl Cfq {
             last_delayed_sync: 0,
             seq: 0,
             stats: CfqStats::default(),
+            slice_log: VecDeque::new(),
         };
         for s in &ctx.streams {
             cfq.stream_weight.insert(s.id, s.weight as u64);
@@ -430,7 +458,8 @@ impl Cfq {
                 return q;
             }
             let g = self.group_of(rq.stream, now);
-            self.queues.push(CfqQueue::new(g, true, class, rq.prio, now));
+            self.queues
+                .push(CfqQueue::new(g, Some(rq.stream), true, class, rq.prio, now));
             let q = self.queues.len() - 1;
             self.sync_queue.insert(rq.stream, q);
             q
@@ -440,7 +469,8 @@ impl Cfq {
             if let Some(&q) = self.groups[g].async_queues.get(&(class, prio)) {
                 return q;
             }
-            self.queues.push(CfqQueue::new(g, false, class, prio, now));
+            let owner = self.groups_enabled.then_some(rq.stream);
+            self.queues.push(CfqQueue::new(g, owner, false, class, prio, now));
             let q = self.queues.len() - 1;
             self.groups[g].async_queues.insert((class, prio), q);
             q
@@ -476,18 +506,24 @@ impl Cfq {
         mul_div(self.target_latency, self.groups[g].weight, total)
     }
 
-    /// `cfq_group_get_avg_queues`: a slowly decaying maximum of busy queues.
-    fn group_avg_queues(&mut self, g: GroupId, class: WlClass) -> usize {
+    /// `cfq_group_get_avg_queues`: a slowly decaying maximum of busy
+    /// queues, stored in the group only when `commit`.
+    fn group_avg_queues(&mut self, g: GroupId, class: WlClass, commit: bool) -> usize {
         let grp = &mut self.groups[g];
         let busy = grp.busy_in_class(class);
         let avg = grp.busy_queues_avg[class as usize];
         let (lo, hi) = (avg.min(busy), avg.max(busy));
-        grp.busy_queues_avg[class as usize] = (3 * hi + lo + 2) / 4;
-        grp.busy_queues_avg[class as usize]
+        let next = (3 * hi + lo + 2) / 4;
+        if commit {
+            grp.busy_queues_avg[class as usize] = next;
+        }
+        next
     }
 
-    /// `cfq_scaled_cfqq_slice`.
-    fn scaled_slice(&mut self, q: QueueId) -> Nanos {
+    /// `cfq_scaled_cfqq_slice`. `commit = false` only asks what it would
+    /// be (for the slice log), leaving the decaying average of busy queues
+    /// as it is, so that reporting never changes a decision.
+    fn scaled_slice(&mut self, q: QueueId, commit: bool) -> Nanos {
         let (sync, prio, g, class) = {
             let cq = &self.queues[q];
             (cq.sync, cq.prio, cq.group, cq.class)
@@ -496,7 +532,7 @@ impl Cfq {
         if self.low_latency {
             // Linux passes "is RT" as the class index here: BE and IDLE share.
             let cls = if class == WlClass::Rt { WlClass::Rt } else { WlClass::Be };
-            let iq = self.group_avg_queues(g, cls) as u64;
+            let iq = self.group_avg_queues(g, cls, commit) as u64;
             let sync_slice = self.slice[1];
             let expect_latency = sync_slice.saturating_mul(iq);
             let group_slice = self.group_slice(g);
@@ -610,22 +646,27 @@ impl Cfq {
         self.total_weight -= grp.weight;
     }
 
-    /// `cfq_cfqq_slice_usage`: disk time used by the ending slice.
-    fn slice_usage(&self, q: QueueId, now: Nanos) -> Nanos {
+    /// `cfq_cfqq_slice_usage`: when the ending slice began and the disk
+    /// time it used.
+    fn slice_usage(&self, q: QueueId, now: Nanos) -> (Nanos, Nanos) {
         let cq = &self.queues[q];
         if cq.slice_start == 0 || cq.slice_start == now {
             // Expired before (or right at) its first completion: charge the
             // time since its first dispatch, so seeks are not free.
-            now.saturating_sub(cq.dispatch_start).max(1)
+            (cq.dispatch_start, now.saturating_sub(cq.dispatch_start).max(1))
         } else {
-            now.saturating_sub(cq.slice_start).min(cq.allocated_slice)
+            (
+                cq.slice_start,
+                now.saturating_sub(cq.slice_start).min(cq.allocated_slice),
+            )
         }
     }
 
-    /// `cfq_group_served`: charge the group and save its workload state.
-    fn group_served(&mut self, q: QueueId, now: Nanos) {
+    /// `cfq_group_served`: charge the group `used` (disk time of the
+    /// ending slice) and save its workload state.
+    fn group_served(&mut self, q: QueueId, used: Nanos, now: Nanos) {
         let g = self.queues[q].group;
-        let mut charge = self.slice_usage(q, now);
+        let mut charge = used;
         let nr_sync = self.groups[g].nr_cfqq - self.groups[g].busy_async();
         if self.slice_idle == 0 && self.hw_tag {
             // IOPS mode: charge requests, one "ns" each, scaled as time.
@@ -659,15 +700,31 @@ impl Cfq {
         }
         self.queues[q].wait_request = false;
         self.queues[q].wait_busy = false;
+        // The slice log: a slice not yet sized (it ends before its first
+        // completion) reports the length it would have had.
+        let granted = match self.queues[q].slice_new {
+            true => self.scaled_slice(q, false),
+            false => self.queues[q].allocated_slice,
+        };
         if timed_out {
             let resid = if self.queues[q].slice_new {
-                self.scaled_slice(q) as i64
+                self.scaled_slice(q, true) as i64
             } else {
                 self.queues[q].slice_end as i64 - now as i64
             };
             self.queues[q].slice_resid = resid;
         }
-        self.group_served(q, now);
+        let (start, used) = self.slice_usage(q, now);
+        self.group_served(q, used, now);
+        if let Some(stream) = self.queues[q].stream {
+            let grant = SliceGrant {
+                stream,
+                start,
+                length: granted,
+                used,
+            };
+            log_slice(&mut self.slice_log, grant);
+        }
         if self.queues[q].tree.is_some() && self.queues[q].rqs.is_empty() {
             self.del_cfqq_rr(q);
         }
@@ -1227,7 +1284,7 @@ impl Scheduler for Cfq {
         if self.active == Some(q) {
             let empty = self.queues[q].rqs.is_empty();
             if self.queues[q].slice_new {
-                let slice = self.scaled_slice(q);
+                let slice = self.scaled_slice(q, true);
                 let cq = &mut self.queues[q];
                 cq.slice_start = now;
                 cq.slice_end = now + slice;
@@ -1281,6 +1338,10 @@ impl Scheduler for Cfq {
             ("preemptions".into(), s.preemptions as f64),
             ("fifo_expired".into(), s.fifo_expired as f64),
         ]
+    }
+
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        self.slice_log.drain(..).collect()
     }
 }
 
@@ -1473,6 +1534,95 @@ mod tests {
         assert!(idle_waits(false, 1, &set) > 100, "nonrot without hw_tag idles");
         assert_eq!(idle_waits(false, 1, &[]), 0, "unset: zeroed on nonrot");
         assert!(idle_waits(true, 1, &[]) > 100, "unset: 8 ms on rotational");
+    }
+
+    /// One grant per queue slice, as it expires. Stream 0 (prio 4) has
+    /// 100 reads queued, stream 1 (prio 0) one far away; each takes 2 ms.
+    /// Stream 0 is selected at 0; its slice starts at its first completion
+    /// (2 ms) and lasts 100 ms (two busy queues fit into target_latency
+    /// unscaled), so it expires at the completion at 102 ms.
+    /// - cfq: stream 1 is next. Its slice is 100 + 100/5·4 = 180 ms
+    ///   (prio 0); it starts at its completion at 104 ms and ends after an
+    ///   8 ms idle wait for a next request that never comes.
+    /// - blkio: stream 1's group became busy second, so it starts
+    ///   `CFQ_IDLE_DELAY` = 200 ms of vdisktime behind and stream 0's group
+    ///   (charged 100 ms per slice) is served again: a slice from its first
+    ///   completion at 104 ms, which runs dry at 200 ms, is stretched by
+    ///   `wait_busy` to 208 ms and charged its 100 ms allocation, not 104.
+    #[test]
+    fn logs_one_grant_per_queue_slice() {
+        use crate::testutil::{counter, insert_reads, serve_serially};
+        let grant = |stream, start, length, used| SliceGrant {
+            stream,
+            start,
+            length,
+            used,
+        };
+        let cases = [
+            (
+                "cfq",
+                ms(102),
+                [grant(0, ms(2), ms(100), ms(100)), grant(1, ms(104), ms(180), ms(8))],
+            ),
+            (
+                "blkio",
+                ms(208),
+                [grant(0, ms(2), ms(100), ms(100)), grant(0, ms(104), ms(100), ms(100))],
+            ),
+        ];
+        for (name, switch, want) in cases {
+            let mut s = build(name, &[500, 500]);
+            insert_reads(s.as_mut(), 0, 0, 0, 100, 4);
+            insert_reads(s.as_mut(), 1000, 1, 1 << 28, 1, 0);
+            let served = serve_serially(s.as_mut(), 0, ms(300), ms(2));
+            let first = served.iter().find(|(_, r)| r.stream == 1).map(|x| x.0);
+            let g = s.take_slices();
+            assert_eq!(g, want, "{name}");
+            assert!(s.take_slices().is_empty(), "{name}: taken once");
+            // The third slice (stream 0's under cfq, stream 1's under blkio) is running.
+            assert_eq!(counter(s.as_ref(), "slices"), 3.0, "{name}");
+            assert_eq!(first, Some(switch), "{name}");
+        }
+    }
+
+    /// A shared async queue (`cfq`: one for every stream of the root
+    /// group) is left out of the log; under `blkio` it is its stream's.
+    /// Stream 0 has 40 async writes queued, stream 1 40 reads, 1 ms each;
+    /// the writes go first. Under blkio an async slice (40 ms at prio 4)
+    /// ends after its 2·2·(8−4) = 16 dispatches, charged from its first
+    /// completion; the last one when the queue runs dry at 40 ms.
+    #[test]
+    fn async_slices_are_logged_only_for_their_own_group() {
+        use crate::testutil::{counter, insert_reads, serve_serially};
+        for name in ["cfq", "blkio"] {
+            let mut s = build(name, &[500, 500]);
+            for i in 0..40 {
+                s.insert(
+                    Request::new(i, 0, hvio_core::Op::Write, 1000 + i * 8, 8, 0).with_sync(false),
+                    0,
+                );
+            }
+            insert_reads(s.as_mut(), 100, 1, 1 << 28, 40, 4);
+            let served = serve_serially(s.as_mut(), 0, ms(300), ms(1));
+            assert_eq!(served.iter().position(|(_, r)| r.stream == 1), Some(40), "{name}");
+            let g: Vec<_> = s
+                .take_slices()
+                .iter()
+                .map(|g| (g.stream, g.start, g.length, g.used))
+                .collect();
+            if name == "cfq" {
+                assert!(g.is_empty(), "{g:?}");
+                // Three async slices (16 + 16 + 8 writes) and stream 1's running one.
+                assert_eq!(counter(s.as_ref(), "slices"), 4.0);
+            } else {
+                let want = [
+                    (0, ms(1), ms(40), ms(14)),
+                    (0, ms(17), ms(40), ms(14)),
+                    (0, ms(33), ms(40), ms(7)),
+                ];
+                assert_eq!(g, want);
+            }
+        }
     }
 
     fn s_(v: u64) -> Nanos {

@@ -232,3 +232,34 @@ pub fn counter(s: &dyn Scheduler, name: &str) -> f64 {
         .map(|c| c.1)
         .unwrap_or(f64::NAN)
 }
+
+/// Drive `s` by hand, one request at the device at a time, each taking
+/// `service`, from `start` until `until` or until it has nothing to do
+/// (requests are inserted by the caller beforehand): every dispatched
+/// request with its dispatch time. A request completes just before the
+/// dispatch that follows it.
+pub fn serve_serially(s: &mut dyn Scheduler, start: Nanos, until: Nanos, service: Nanos) -> Vec<(Nanos, Request)> {
+    let (mut t, mut out) = (start, Vec::new());
+    while t < until {
+        match s.dispatch(t) {
+            Dispatch::Request(rq) => {
+                out.push((t, rq));
+                t += service;
+                s.completed(&rq, t);
+            }
+            Dispatch::WaitUntil(w) => t = w,
+            Dispatch::Empty => break,
+        }
+    }
+    out
+}
+
+/// `n` reads of 8 sectors by `stream` from `sector` on, ids from `id`,
+/// all arriving at 0, inserted into `s`.
+pub fn insert_reads(s: &mut dyn Scheduler, id: u64, stream: StreamId, sector: Sector, n: u64, prio: u8) {
+    for i in 0..n {
+        let mut rq = Request::new(id + i, stream, Op::Read, sector + 8 * i, 8, 0);
+        rq.prio = prio;
+        s.insert(rq, 0);
+    }
+}
