@@ -28,6 +28,18 @@
 //!   raised ×100 for 300 ms (soft real-time).
 //! - `max_budget` = 0 tunes itself from the estimated peak rate.
 //!
+//! Slices over time ([`Scheduler::take_slices`]): BFQ grants budgets
+//! (sectors), not time slices; the time-slice equivalent is a queue's
+//! in-service period, from its selection (`__bfq_set_in_service_queue`,
+//! which also sets its budget timeout, as in Linux 5.x) to its expiry
+//! (`bfq_bfqq_expire`, for any reason). One [`SliceGrant`] per expiry:
+//! `start` = selection, `length` = the time it was allowed (`timeout_sync`,
+//! times the weight-raising coefficient of an interactive-raised queue, as
+//! `bfq_set_budget_timeout`), `used` = time in service, idle waits
+//! included (so it may exceed `length` when the timeout is only noticed at
+//! a completion). Every queue reports its stream (each group is one
+//! stream's); the expiry counters (`expired_*`) add up to the grants.
+//!
 //! Departures (docs/schedulers.md): no queue merging, no I/O injection, no
 //! large-burst detection; the group hierarchy is one level (stream groups
 //! under the root); eligible-entity lookup scans the (few) active entities
@@ -36,9 +48,10 @@
 use super::util::{elevator_next, key, wake_at, SortedFifo, ThinkTime};
 use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
-    ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo,
+    log_slice, ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant,
+    StreamId, StreamInfo,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "bfq",
@@ -234,6 +247,8 @@ struct Group {
 #[derive(Debug, Clone)]
 struct Queue {
     group: usize,
+    /// The stream whose group the queue is in (every group is one stream's).
+    stream: StreamId,
     sync: bool,
     class: usize,
     orig_weight: u64,
@@ -327,6 +342,11 @@ pub struct Bfq {
     idle_timer: Option<Nanos>,
     last_idling_start: Nanos,
     last_budget_start: Nanos,
+    /// The in-service queue's budget timeout as set at selection
+    /// (`timeout_sync`, times the raising coefficient), for the slice log.
+    service_timeout: Nanos,
+    /// Ended in-service periods, for [`Scheduler::take_slices`].
+    slice_log: VecDeque<SliceGrant>,
     max_budget: u64,
     budgets_assigned: u64,
     busy_per_class: [usize; 3],
@@ -379,6 +399,8 @@ impl Bfq {
             idle_timer: None,
             last_idling_start: 0,
             last_budget_start: 0,
+            service_timeout: 0,
+            slice_log: VecDeque::new(),
             max_budget: if user_max_budget > 0 {
                 user_max_budget
             } else {
@@ -447,7 +469,7 @@ impl Bfq {
         g
     }
 
-    fn new_queue(&mut self, g: usize, sync: bool, class: usize, prio: u8, now: Nanos) -> usize {
+    fn new_queue(&mut self, g: usize, stream: StreamId, sync: bool, class: usize, prio: u8, now: Nanos) -> usize {
         let prio = if class == IDLE { 7 } else { prio.min(7) };
         let w = (8 - prio as u64) * 10;
         let level = self.groups[g].level;
@@ -455,6 +477,7 @@ impl Bfq {
         let max_budget = 2 * self.max_budget() / 3;
         self.queues.push(Queue {
             group: g,
+            stream,
             sync,
             class,
             orig_weight: w,
@@ -495,7 +518,7 @@ impl Bfq {
                 return q;
             }
             let g = self.group_of(rq.stream);
-            let q = self.new_queue(g, true, class, rq.prio, now);
+            let q = self.new_queue(g, rq.stream, true, class, rq.prio, now);
             self.sync_queue.insert(rq.stream, q);
             q
         } else {
@@ -504,7 +527,7 @@ impl Bfq {
             if let Some(&q) = self.groups[g].async_queues.get(&(class, prio)) {
                 return q;
             }
-            let q = self.new_queue(g, false, class, prio, now);
+            let q = self.new_queue(g, rq.stream, false, class, prio, now);
             self.groups[g].async_queues.insert((class, prio), q);
             q
         }
@@ -818,6 +841,13 @@ impl Bfq {
     /// `bfq_bfqq_expire`.
     fn expire(&mut self, q: usize, compensate: bool, reason: Expiration, now: Nanos) {
         self.stats.expirations[reason as usize] += 1;
+        let grant = SliceGrant {
+            stream: self.queues[q].stream,
+            start: self.last_budget_start,
+            length: self.service_timeout,
+            used: now.saturating_sub(self.last_budget_start),
+        };
+        log_slice(&mut self.slice_log, grant);
         let (slow, elapsed) = self.is_slow(q, compensate, now);
         let e = self.queues[q].ent;
         let (budget, service) = (self.ents[e].budget, self.ents[e].service);
@@ -1044,6 +1074,7 @@ impl Bfq {
             qq.wr_coeff
         };
         qq.budget_timeout = now + self.timeout * coeff;
+        self.service_timeout = self.timeout * coeff;
         self.last_budget_start = now;
         self.in_service = Some(q);
         Some(q)
@@ -1388,6 +1419,10 @@ impl Scheduler for Bfq {
         v.push(("max_budget".into(), self.max_budget as f64));
         v
     }
+
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        self.slice_log.drain(..).collect()
+    }
 }
 
 #[cfg(test)]
@@ -1617,6 +1652,39 @@ mod tests {
         }
         let late = &runs[runs.len() / 2..];
         assert!(late.iter().all(|&n| n == 64), "runs {late:?}");
+    }
+
+    /// One grant per in-service period. Stream 0 has 300 sequential reads
+    /// queued, stream 1 one far away; 1 ms each, one at a time.
+    /// - No raising: stream 0 is selected at 0 and times out after
+    ///   `timeout_sync` = 125 ms; stream 1 is served 1 ms, idles 8 ms and
+    ///   expires too idle at 134 ms; stream 0 times out again at 259 ms.
+    /// - Default (`low_latency`): both new queues are raised ×30 for
+    ///   interactivity, so each may hold the disk 30 · 125 ms = 3.75 s;
+    ///   stream 0 exhausts its budget after 128 requests (twice), stream 1
+    ///   has no more requests after 1 ms.
+    #[test]
+    fn logs_one_grant_per_in_service_period() {
+        use crate::testutil::{insert_reads, serve_serially};
+        let plain: &[(&str, f64)] = &[("low_latency", 0.0)];
+        let cases = [
+            (plain, ms(125), vec![(0, 0, 125, 125), (1, 125, 125, 9), (0, 134, 125, 125)]),
+            (&[][..], ms(128), vec![(0, 0, 3750, 128), (1, 128, 3750, 1), (0, 129, 3750, 128), (0, 257, 3750, 44)]),
+        ];
+        for (over, switch, want) in cases {
+            let mut s = build_with(&[100, 100], over);
+            insert_reads(s.as_mut(), 0, 0, 0, 300, 4);
+            insert_reads(s.as_mut(), 1000, 1, 1 << 28, 1, 4);
+            let served = serve_serially(s.as_mut(), 0, ms(1000), ms(1));
+            let first = served.iter().find(|(_, r)| r.stream == 1).map(|x| x.0);
+            assert_eq!(first, Some(switch), "{over:?}");
+            let g: Vec<_> = s.take_slices().iter().map(|g| (g.stream, g.start, g.length, g.used)).collect();
+            let want: Vec<_> = want.iter().map(|&(v, a, l, u)| (v, ms(a), ms(l), ms(u))).collect();
+            assert_eq!(g, want, "{over:?}");
+            assert!(s.take_slices().is_empty(), "taken once");
+            let expired: f64 = s.counters().iter().filter(|c| c.0.starts_with("expired_")).map(|c| c.1).sum();
+            assert_eq!(expired, want.len() as f64, "one grant per expiry");
+        }
     }
 
     fn s_(v: u64) -> Nanos {
