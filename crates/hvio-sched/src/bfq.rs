@@ -48,8 +48,8 @@
 use super::util::{elevator_next, key, wake_at, SortedFifo, ThinkTime};
 use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
-    log_slice, ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant,
-    StreamId, StreamInfo,
+    log_slice, ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector,
+    SliceGrant, StreamId, StreamInfo,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -1668,8 +1668,21 @@ mod tests {
         use crate::testutil::{insert_reads, serve_serially};
         let plain: &[(&str, f64)] = &[("low_latency", 0.0)];
         let cases = [
-            (plain, ms(125), vec![(0, 0, 125, 125), (1, 125, 125, 9), (0, 134, 125, 125)]),
-            (&[][..], ms(128), vec![(0, 0, 3750, 128), (1, 128, 3750, 1), (0, 129, 3750, 128), (0, 257, 3750, 44)]),
+            (
+                plain,
+                ms(125),
+                vec![(0, 0, 125, 125), (1, 125, 125, 9), (0, 134, 125, 125)],
+            ),
+            (
+                &[][..],
+                ms(128),
+                vec![
+                    (0, 0, 3750, 128),
+                    (1, 128, 3750, 1),
+                    (0, 129, 3750, 128),
+                    (0, 257, 3750, 44),
+                ],
+            ),
         ];
         for (over, switch, want) in cases {
             let mut s = build_with(&[100, 100], over);
@@ -1678,11 +1691,20 @@ mod tests {
             let served = serve_serially(s.as_mut(), 0, ms(1000), ms(1));
             let first = served.iter().find(|(_, r)| r.stream == 1).map(|x| x.0);
             assert_eq!(first, Some(switch), "{over:?}");
-            let g: Vec<_> = s.take_slices().iter().map(|g| (g.stream, g.start, g.length, g.used)).collect();
+            let g: Vec<_> = s
+                .take_slices()
+                .iter()
+                .map(|g| (g.stream, g.start, g.length, g.used))
+                .collect();
             let want: Vec<_> = want.iter().map(|&(v, a, l, u)| (v, ms(a), ms(l), ms(u))).collect();
             assert_eq!(g, want, "{over:?}");
             assert!(s.take_slices().is_empty(), "taken once");
-            let expired: f64 = s.counters().iter().filter(|c| c.0.starts_with("expired_")).map(|c| c.1).sum();
+            let expired: f64 = s
+                .counters()
+                .iter()
+                .filter(|c| c.0.starts_with("expired_"))
+                .map(|c| c.1)
+                .sum();
             assert_eq!(expired, want.len() as f64, "one grant per expiry");
         }
     }

@@ -81,6 +81,17 @@
 //! `switch.dyiso_await`), `rounds`, `state.changes`, seconds in each state
 //! (`state.overloaded_s`, `state.underloaded_s`, `state.idle_s`) and each
 //! VM's slice time (`slice_s.<vm>`).
+//!
+//! Slices over time ([`Scheduler::take_slices`]): one [`SliceGrant`] per
+//! slice end, whatever the reason (the `switch.*` counters add up to
+//! them). As under blkio (`cfq_set_prio_slice`), a slice starts at the VM's
+//! first completion after it became the served VM; `start` is then and
+//! `used` the time charged (to the end, at most the slice); a slice that
+//! ends at or before its first completion starts when the VM became the
+//! served VM and is charged the time since. `length` is the slice in force:
+//! the VM's proportional slice of the round less what it used of it
+//! earlier in the round (after DyIso ended a slice early). Summed per VM,
+//! `used` is `slice_s.<vm>`.
 
 pub mod dyiso;
 
@@ -88,10 +99,10 @@ use super::util::{key, SortedFifo};
 use super::{SchedulerSpec, StreamAttr};
 use dyiso::{await_wins, decide, Decision, Peer, TimeWeightedAvg, Weights};
 use hvio_core::{
-    Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo, NS_PER_S,
-    NS_PER_US,
+    log_slice, Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant, StreamId,
+    StreamInfo, NS_PER_S, NS_PER_US,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "ishare",
@@ -336,6 +347,8 @@ pub struct IShare {
     state_time: [Nanos; 3],
     state_changes: u64,
     switches: [u64; 4],
+    /// Ended slices, for [`Scheduler::take_slices`].
+    slice_log: VecDeque<SliceGrant>,
 }
 
 impl IShare {
@@ -369,6 +382,7 @@ impl IShare {
             state_time: [0; 3],
             state_changes: 0,
             switches: [0; 4],
+            slice_log: VecDeque::new(),
         };
         for info in &ctx.streams {
             s.set_stream(info);
@@ -582,14 +596,21 @@ impl IShare {
             // otherwise a VM whose slice DyIso ends at every first
             // completion would get its requests served without ever using
             // up its slice.
-            let charge = match a.start {
-                Some(s) if s < now => (now - s).min(a.slice),
-                _ => now.saturating_sub(a.activated).max(1),
+            let (start, charge) = match a.start {
+                Some(s) if s < now => (s, (now - s).min(a.slice)),
+                _ => (a.activated, now.saturating_sub(a.activated).max(1)),
             };
             let vm = &mut self.vms[a.vm];
             vm.slice_time += charge;
             vm.used += charge;
             self.switches[reason as usize] += 1;
+            let grant = SliceGrant {
+                stream: vm.id,
+                start,
+                length: a.slice,
+                used: charge,
+            };
+            log_slice(&mut self.slice_log, grant);
         }
     }
 
@@ -824,6 +845,10 @@ impl Scheduler for IShare {
             out.push((format!("slice_s.{}", vm.name), secs(vm.slice_time)));
         }
         out
+    }
+
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        self.slice_log.drain(..).collect()
     }
 }
 

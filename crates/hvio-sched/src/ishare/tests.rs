@@ -340,6 +340,48 @@ fn a_slice_ended_at_its_first_completion_is_charged_from_its_activation() {
     assert_eq!(c.stream, 0);
     assert_eq!(s.switches(SwitchReason::DyIsoAwait), 1);
     assert_eq!(s.vms[1].used, ms(2));
+    // Both slices are logged from their activation; VM0's (weight 1000 of
+    // 1500) was 200 ms long, VM1's 100 ms.
+    let grant = |stream, start, length, used| SliceGrant {
+        stream,
+        start,
+        length,
+        used,
+    };
+    let want = [grant(0, 0, ms(200), ms(1)), grant(1, ms(1), ms(100), ms(2))];
+    assert_eq!(s.take_slices(), want);
+    assert!(s.take_slices().is_empty(), "taken once");
+}
+
+/// Without DyIso, slices as blkio's: VM0 (1000 reads queued, weight 1000)
+/// and VM1 (one read, weight 500), 1 ms each, one at a time. VM0's 200 ms
+/// slice starts at its first completion (1 ms) and runs out at 201 ms;
+/// VM1's 100 ms slice starts at its completion at 202 ms and ends after
+/// `group_idle` (8 ms) without a next request. Every VM was served: VM0's
+/// next slice opens a new round, a full 200 ms from 211 ms.
+#[test]
+fn slices_are_logged_as_they_end() {
+    let mut s = ishare(&[1000, 500], &[("dyiso", 0.0)]);
+    testutil::insert_reads(&mut s, 0, 0, 0, 1000, 4);
+    testutil::insert_reads(&mut s, 1000, 1, REGION, 1, 4);
+    let served = testutil::serve_serially(&mut s, 0, ms(500), ms(1));
+    let first = served.iter().find(|(_, r)| r.stream == 1).map(|x| x.0);
+    assert_eq!(first, Some(ms(201)));
+    let g: Vec<_> = s
+        .take_slices()
+        .iter()
+        .map(|g| (g.stream, g.start, g.length, g.used))
+        .collect();
+    let want = [
+        (0, ms(1), ms(200), ms(200)),
+        (1, ms(202), ms(100), ms(8)),
+        (0, ms(211), ms(200), ms(200)),
+    ];
+    assert_eq!(g, want);
+    assert_eq!(s.switches(SwitchReason::SliceExpired), 2);
+    assert_eq!(s.switches(SwitchReason::IdleTimeout), 1);
+    assert!((counter(&s, "slice_s.vm0") - 0.4).abs() < 1e-12);
+    assert!(s.take_slices().is_empty(), "taken once");
 }
 
 #[test]
