@@ -75,7 +75,7 @@ class Result:
         self.jobs = pd.DataFrame(_flatten_latency(self.raw["jobs"]))
         s = self.raw["series"]
         frames = []
-        # Host time slices (Pregather's Eq. 8 slices over time), by the
+        # Host time slices (Pregather, CFQ/Blkio, BFQ, iShare), by the
         # bucket they began in; only when the host scheduler has slices.
         slices = ("slices", "slice_ms", "slice_used_ms")
         for k, (name, iops, mbps) in enumerate(zip(s["vms"], s["iops"], s["mb_per_s"])):

@@ -348,7 +348,8 @@ pub struct TimeSeries {
     /// how many, `slice_ms` their mean granted length and `slice_used_ms`
     /// the mean time the VM held the disk in them (0 where none began).
     /// Empty when the host scheduler has no slices (see
-    /// `Scheduler::take_slices`; Pregather reports them).
+    /// `Scheduler::take_slices`; Pregather, CFQ/Blkio, BFQ and iShare report
+    /// them, docs/schedulers.md "Slices over time").
     pub slices: Vec<Vec<f64>>,
     pub slice_ms: Vec<Vec<f64>>,
     pub slice_used_ms: Vec<Vec<f64>>,
