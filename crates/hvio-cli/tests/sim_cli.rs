@@ -159,3 +159,22 @@ fn a_full_stdout_is_an_error_not_a_panic() {
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn bench_sim_measures_both_runs() {
+    // Its scenario once asked for more than the simulator's max_time_s
+    // bound and the benchmark failed before timing anything; the full-stdout
+    // test above could not tell.
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .args(["bench", "sim", "--requests", "40", "--disk", "simple"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let counts: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<u64>().is_ok())
+        .collect();
+    assert_eq!(counts, ["40", "160"], "{out}");
+}

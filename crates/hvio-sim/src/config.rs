@@ -308,6 +308,13 @@ pub struct OutputConfig {
     pub records: Option<PathBuf>,
     /// Width of the throughput time-series buckets, seconds (default 1).
     pub interval_s: Option<f64>,
+    /// Compute `host.seek.zero_bound`, the most zero seeks any order of the
+    /// run's requests could give (`metrics::LocalityBound`). Off by
+    /// default: it keeps a range per group of touching requests, so its
+    /// memory grows with the run (random requests), not with the requests
+    /// in flight like the rest of a run's state.
+    #[serde(default)]
+    pub locality_bound: bool,
 }
 
 /// A VM after layout: its extents on the disk and its resolved jobs.

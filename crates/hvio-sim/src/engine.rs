@@ -651,7 +651,11 @@ impl Engine {
             device,
             device_event_at: None,
             completions: Vec::new(),
-            seek: SeekDistribution::new(image_sectors),
+            seek: if cfg.output.locality_bound {
+                SeekDistribution::new(image_sectors).with_locality_bound()
+            } else {
+                SeekDistribution::new(image_sectors)
+            },
             host_requests: 0,
             host_bytes: 0,
             busy: 0,

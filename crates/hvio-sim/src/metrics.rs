@@ -182,9 +182,10 @@ pub struct SeekDistribution {
     pub zero_head: u64,
     pub zero_head_frac: f64,
     /// The most zero distances any order of these dispatches could give
-    /// ([`LocalityBound`]), and its share of `total`.
-    pub zero_bound: u64,
-    pub zero_bound_frac: f64,
+    /// ([`LocalityBound`]), and its share of `total`; `None` unless asked
+    /// for (`[output] locality_bound = true`).
+    pub zero_bound: Option<u64>,
+    pub zero_bound_frac: Option<f64>,
     /// Zero or within ± the image size (paper 000 Table 4's second row).
     pub within_image_frac: f64,
     pub beyond_image_frac: f64,
@@ -195,7 +196,7 @@ pub struct SeekDistribution {
     #[serde(skip)]
     last: Option<(u64, u64)>,
     #[serde(skip)]
-    bound: LocalityBound,
+    bound: Option<LocalityBound>,
 }
 
 impl SeekDistribution {
@@ -207,6 +208,13 @@ impl SeekDistribution {
             ..Default::default()
         }
     }
+
+    /// Also compute [`SeekDistribution::zero_bound`] (memory per group of
+    /// touching requests; see [`LocalityBound`]).
+    pub fn with_locality_bound(mut self) -> Self {
+        self.bound = Some(LocalityBound::default());
+        self
+    }
     /// A request went to the device: record its distance from where the
     /// previous one ended (flushes have no position and are skipped).
     #[inline]
@@ -215,7 +223,9 @@ impl SeekDistribution {
             return;
         }
         let (start, end) = (rq.sector, rq.end());
-        self.bound.add(start, end);
+        if let Some(b) = &mut self.bound {
+            b.add(start, end);
+        }
         if let Some(last) = self.last {
             if start == last.1 {
                 self.zero_head += 1;
@@ -247,8 +257,8 @@ impl SeekDistribution {
         let t = self.total.max(1) as f64;
         self.zero_frac = self.zero as f64 / t;
         self.zero_head_frac = self.zero_head as f64 / t;
-        self.zero_bound = self.bound.max_zero();
-        self.zero_bound_frac = self.zero_bound as f64 / t;
+        self.zero_bound = self.bound.as_ref().map(LocalityBound::max_zero);
+        self.zero_bound_frac = self.zero_bound.map(|z| z as f64 / t);
         self.within_image_frac = (self.zero + self.within_image) as f64 / t;
         self.beyond_image_frac = self.beyond_image as f64 / t;
     }
@@ -478,7 +488,7 @@ mod tests {
 
     #[test]
     fn zero_counts_btt_and_head_measures_apart() {
-        let mut s = SeekDistribution::new(1 << 20);
+        let mut s = SeekDistribution::new(1 << 20).with_locality_bound();
         for (sector, n) in [(100, 8), (108, 8), (100, 8), (92, 8), (500, 8)] {
             s.dispatched(&rq(sector, n));
         }
@@ -490,7 +500,12 @@ mod tests {
         assert!((s.zero_frac - 0.75).abs() < 1e-12 && (s.zero_head_frac - 0.25).abs() < 1e-12);
         // {92..116} is one group of four, 500 a group alone: 5 − 2 = 3,
         // which this order reached.
-        assert_eq!(s.zero_bound, 3);
+        assert_eq!(s.zero_bound, Some(3));
+        // Not asked for: not computed.
+        let mut plain = SeekDistribution::new(1 << 20);
+        plain.dispatched(&rq(0, 8));
+        plain.finish();
+        assert_eq!((plain.zero_bound, plain.zero_bound_frac), (None, None));
     }
 
     #[test]
@@ -521,14 +536,14 @@ mod tests {
     fn a_shuffled_stream_can_still_be_served_in_order() {
         // 64 contiguous requests dispatched in a scrambled order: the
         // order got few zeros, the bound is every one of them.
-        let mut s = SeekDistribution::new(1 << 20);
+        let mut s = SeekDistribution::new(1 << 20).with_locality_bound();
         for i in 0..64u64 {
             s.dispatched(&rq(((i * 37) % 64) * 8, 8));
         }
         s.finish();
-        assert_eq!(s.zero_bound, 63);
+        assert_eq!(s.zero_bound, Some(63));
         assert!(s.zero < 10, "{}", s.zero);
-        assert!((s.zero_bound_frac - 1.0).abs() < 1e-12);
+        assert_eq!(s.zero_bound_frac, Some(1.0));
     }
 
     #[test]

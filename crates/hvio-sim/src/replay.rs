@@ -268,7 +268,11 @@ where
         slots: Vec::new(),
         free: Vec::new(),
         seq: 0,
-        seek: SeekDistribution::new(image_sectors),
+        seek: if cfg.output.locality_bound {
+            SeekDistribution::new(image_sectors).with_locality_bound()
+        } else {
+            SeekDistribution::new(image_sectors)
+        },
         busy: 0,
         sum_seek: 0,
         sum_rotation: 0,

@@ -123,12 +123,11 @@ pub fn job_table(r: &SimResult) -> Table {
 pub fn host_table(r: &SimResult) -> Table {
     let h = &r.host;
     let mut t = Table::new(format!("scheduler {}: host", r.scheduler), &["metric", "value"]);
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         ("total MB/s", f(r.total_mb_per_s, 2)),
         ("simulated s", f(r.sim_time_s, 2)),
         ("host requests", h.requests.to_string()),
         ("zero seek %", f(100.0 * h.seek.zero_frac, 2)),
-        ("zero seek, any order's most %", f(100.0 * h.seek.zero_bound_frac, 2)),
         ("within ±image %", f(100.0 * h.seek.within_image_frac, 2)),
         ("beyond image %", f(100.0 * h.seek.beyond_image_frac, 2)),
         ("mean seek ms", f(h.mean_seek_ms, 3)),
@@ -136,6 +135,9 @@ pub fn host_table(r: &SimResult) -> Table {
         ("busy s", f(h.busy_s, 2)),
         ("idle with pending s", f(h.idle_pending_s, 2)),
     ];
+    if let Some(b) = h.seek.zero_bound_frac {
+        rows.insert(4, ("zero seek, any order's most %", f(100.0 * b, 2)));
+    }
     for (k, v) in rows {
         t.row(vec![k.to_string(), v]);
     }

@@ -32,6 +32,7 @@ pub(super) fn scenario(opts: &ExpOptions, guest: Guest, scheduler: &str) -> Resu
     cfg.seed = opts.seed;
     cfg.host.scheduler = scheduler.into();
     cfg.host.params.clear();
+    cfg.output.locality_bound = true;
     guest.apply(&mut cfg, opts.quick);
     Ok(cfg)
 }
@@ -170,7 +171,7 @@ fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
     // (metrics::LocalityBound): what there was to exploit.
     let mut row = vec!["0, most any order gives".to_string()];
     for r in &rs {
-        row.push(cell(*r, |r| pct(r.host.seek.zero_bound_frac)));
+        row.push(cell(*r, |r| r.host.seek.zero_bound_frac.map_or("—".into(), pct)));
         row.push("—".into());
     }
     t4.row(row);
