@@ -109,10 +109,13 @@ fn fio(a: FioArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
     }
+    // One line per job in the job file's own syntax (fio's comma-separated
+    // read,write,trim values; an unset one is left empty, as fio writes it).
+    let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
     for j in &f.jobs {
         let split = |v: &Vec<(u64, u32)>| v.iter().map(|(b, p)| format!("{b}/{p}")).collect::<Vec<_>>().join(":");
-        outln!(
-            "[{}] rw={} bs={},{},{} bssplit={}|{} size={:?} offset={:?} nrfiles={} numjobs={} iodepth={} thinktime_us={} rate_iops={:?} fsync={} rwmixread={} random_distribution={:?} runtime_us={:?} time_based={}",
+        let mut line = format!(
+            "[{}] rw={} bs={},{},{} bssplit={},{}",
             j.name,
             j.rw.name(),
             j.bs[0],
@@ -120,19 +123,31 @@ fn fio(a: FioArgs) -> Result<()> {
             j.bs[2],
             split(&j.bssplit[0]),
             split(&j.bssplit[1]),
-            j.size,
+        );
+        if let Some(size) = j.size {
+            line += &format!(" size={size}");
+        }
+        line += &format!(
+            " offset={} nrfiles={} numjobs={} iodepth={} thinktime_us={} rate_iops={},{},{} fsync={} rwmixread={} random_distribution={}",
             j.offset,
             j.nrfiles,
             j.numjobs,
             j.iodepth,
             j.thinktime_us,
-            j.rate_iops,
+            opt(j.rate_iops[0]),
+            opt(j.rate_iops[1]),
+            opt(j.rate_iops[2]),
             j.fsync,
             j.rwmixread,
             j.random_distribution,
-            j.runtime_us,
-            j.time_based
         );
+        if let Some(r) = j.runtime_us {
+            line += &format!(" runtime_us={r}");
+        }
+        if j.time_based {
+            line += " time_based";
+        }
+        outln!("{line}");
     }
     for w in &f.warnings {
         errln!("warning: {w}");

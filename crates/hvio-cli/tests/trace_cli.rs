@@ -93,7 +93,15 @@ fn fio_job_files_print_jobs_and_warnings() {
     let (ok, out, err) = hvio(&["trace", "fio", p.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(out.contains("[reader] rw=randread bs=4096,4096,4096"), "{out}");
-    assert!(out.contains("size=Some(Bytes(1073741824))"), "{out}");
+    assert!(out.contains(" size=1073741824 offset=0 "), "{out}");
+    assert!(
+        out.contains(" rate_iops=,, ") && out.contains("random_distribution=random"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("Some(") && !out.contains("None"),
+        "no Rust debug syntax: {out}"
+    );
     assert!(
         err.contains("j.fio:2: [global] ioengine: not modelled by hvio; ignored"),
         "{err}"

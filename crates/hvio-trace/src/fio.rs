@@ -89,12 +89,34 @@ pub enum RandomDistribution {
     Normal(f64),
 }
 
+/// In job-file syntax: `random`, `zipf:1.2`, `pareto:0.2`, `normal:5`.
+impl fmt::Display for RandomDistribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RandomDistribution::Random => write!(f, "random"),
+            RandomDistribution::Zipf(t) => write!(f, "zipf:{t}"),
+            RandomDistribution::Pareto(h) => write!(f, "pareto:{h}"),
+            RandomDistribution::Normal(d) => write!(f, "normal:{d}"),
+        }
+    }
+}
+
 /// A size given either in bytes or as a percentage of the file/device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SizeSpec {
     Bytes(u64),
     Percent(u32),
+}
+
+/// In job-file syntax: bytes, or `N%`.
+impl fmt::Display for SizeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeSpec::Bytes(b) => write!(f, "{b}"),
+            SizeSpec::Percent(p) => write!(f, "{p}%"),
+        }
+    }
 }
 
 /// One job of a job file, after `[global]` merging.
