@@ -188,7 +188,9 @@ pub struct ReproduceArgs {
     quick: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Where to write the JSON report (default: out/<name>.json).
+    /// Where to write the JSON report (default: out/<name>.json, with
+    /// `-quick` and `-seed<N>` added for a quick run and a seed other than
+    /// 1, so runs of one experiment do not overwrite each other).
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -207,9 +209,15 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
         return Ok(());
     }
     let name = a.name.expect("checked above");
-    let json = a
-        .json
-        .unwrap_or_else(|| PathBuf::from("out").join(format!("{name}.json")));
+    let json = a.json.unwrap_or_else(|| {
+        let quick = if a.quick { "-quick" } else { "" };
+        let seed = if a.seed == 1 {
+            String::new()
+        } else {
+            format!("-seed{}", a.seed)
+        };
+        PathBuf::from("out").join(format!("{name}{quick}{seed}.json"))
+    });
     check_not_dir(&json)?;
     let r = experiments::run(
         &name,

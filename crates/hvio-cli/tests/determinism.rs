@@ -180,6 +180,18 @@ fn reproduce_is_byte_identical_and_names_its_seed() {
         data(&c.1),
         "htbs-rates draws random requests: the seed must matter"
     );
+    // Without --json, runs with other seeds or --quick get their own
+    // report instead of overwriting the full seed-1 one.
+    for (args, name) in [
+        (&["--quick"][..], "htbs-rates-quick.json"),
+        (&["--quick", "--seed", "4"][..], "htbs-rates-quick-seed4.json"),
+    ] {
+        let mut all = vec!["reproduce", "htbs-rates"];
+        all.extend_from_slice(args);
+        let out = String::from_utf8_lossy(&hvio(&d2, &all)).to_string();
+        assert!(d2.join("out").join(name).is_file(), "{name}: {out}");
+        assert!(out.contains(&format!("report: out/{name}")), "{out}");
+    }
     let _ = std::fs::remove_dir_all(&d1);
     let _ = std::fs::remove_dir_all(&d2);
 }
