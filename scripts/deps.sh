@@ -8,7 +8,8 @@ NEEDED=(
   "qemu-utils:qemu-io"      # hvio-vdisk NBD tests: qemu-io, qemu-img
   "fio:fio"                 # hvio-vdisk NBD and FUSE tests: fio --ioengine=nbd, --verify=crc32c; hvio-trace: fio is the job-file parser oracle
   "e2fsprogs:mkfs.ext4"     # hvio-vdisk FUSE test: mkfs.ext4, e2fsck
-  "util-linux:losetup"      # hvio-vdisk FUSE test: losetup --direct-io=on, fallocate
+  "mount:losetup"           # hvio-vdisk FUSE test: losetup --direct-io=on (Debian ships it in `mount`, not `util-linux`)
+  "mount:mount"             # hvio-vdisk FUSE test, read-only and ENOSPC tests: mount, umount (tmpfs, ext4)
 )
 
 missing=()
