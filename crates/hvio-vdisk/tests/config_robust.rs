@@ -370,32 +370,17 @@ fn read_only_vms_serve_from_a_read_only_file_system() {
         return;
     };
     let ro = guard.0.clone();
-    std::fs::write(ro.join("base.img"), pattern(3, 0).repeat(256)).unwrap();
     // Remounting read-only fails with EBUSY while any process holds a file
-    // of the mount open for writing. The other tests of this binary spawn
-    // processes concurrently, and a child forked while `fs::write` had
-    // base.img open holds a copy of that descriptor until it execs: retry
-    // for that moment to pass.
-    let remount = || {
-        std::process::Command::new("mount")
-            .args(["-o", "remount,ro"])
-            .arg(&ro)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
-    let mut remounted = false;
-    for _ in 0..50 {
-        remounted = remount();
-        if remounted {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    if !remounted {
-        // Fails the test with mount's own message.
-        run(std::process::Command::new("mount").args(["-o", "remount,ro"]).arg(&ro));
-    }
+    // of the mount open for writing, and the other tests of this binary
+    // spawn processes concurrently: a child forked while this process had
+    // base.img open would hold a copy of that descriptor until it execs (it
+    // did once). So this process never opens a file of the mount for
+    // writing: `cp`, a process of its own, writes base.img, and has exited
+    // (its descriptors closed) when the remount runs.
+    let src = dir.path().join("base.src");
+    std::fs::write(&src, pattern(3, 0).repeat(256)).unwrap();
+    run(std::process::Command::new("cp").arg(&src).arg(ro.join("base.img")));
+    run(std::process::Command::new("mount").args(["-o", "remount,ro"]).arg(&ro));
     let img = ro.join("base.img");
     let conf = format!(
         "[store]\n[nbd]\nunix = \"@DIR@/nbd.sock\"\n[[vm]]\nname = \"base\"\nsize = \"1MiB\"\nimage = \"{}\"\nread_only = true\n[[vm]]\nname = \"scratch\"\nsize = \"1MiB\"\nimage = \"@DIR@/scratch.img\"\n",
