@@ -26,6 +26,7 @@ def _table(results: list[api.Result]) -> pd.DataFrame:
         row["total MB/s"] = round(r.total_mb_per_s, 2)
         row["zero seek %"] = round(100 * r.host["seek"]["zero_frac"], 1)
         row["idle-wait s"] = round(r.host["idle_pending_s"], 2)
+        row["sim s"] = round(r.raw["sim_time_s"], 1)
         rows.append(row)
     return pd.DataFrame(rows).set_index("scheduler")
 
