@@ -116,6 +116,9 @@ fn ext4_on_direct_io_loop_device_over_io_uring_buffered() {
 }
 
 fn ext4_on_loop(engine: &str, direct: bool) {
+    if engine == "io_uring" && !have_io_uring() {
+        return;
+    }
     if !can_fuse() || !have("losetup") || !have("mkfs.ext4") || !have("e2fsck") || !have("fio") {
         return;
     }

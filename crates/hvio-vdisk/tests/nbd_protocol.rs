@@ -33,7 +33,9 @@ fn option_haggling() {
 
 #[test]
 fn option_haggling_over_io_uring() {
-    option_haggling_on(&over_io_uring(CONF));
+    if have_io_uring() {
+        option_haggling_on(&over_io_uring(CONF));
+    }
 }
 
 fn option_haggling_on(conf: &str) {
@@ -129,7 +131,9 @@ fn errors_per_spec_and_the_connection_carries_on() {
 
 #[test]
 fn errors_per_spec_and_the_connection_carries_on_over_io_uring() {
-    errors_per_spec_and_the_connection_carries_on_on(&over_io_uring(CONF));
+    if have_io_uring() {
+        errors_per_spec_and_the_connection_carries_on_on(&over_io_uring(CONF));
+    }
 }
 
 fn errors_per_spec_and_the_connection_carries_on_on(conf: &str) {
@@ -193,7 +197,9 @@ fn many_in_flight_multi_conn_and_disconnect_mid_request() {
 
 #[test]
 fn many_in_flight_multi_conn_and_disconnect_mid_request_over_io_uring() {
-    many_in_flight_multi_conn_and_disconnect_mid_request_on(&over_io_uring(CONF));
+    if have_io_uring() {
+        many_in_flight_multi_conn_and_disconnect_mid_request_on(&over_io_uring(CONF));
+    }
 }
 
 fn many_in_flight_multi_conn_and_disconnect_mid_request_on(conf: &str) {
@@ -274,7 +280,9 @@ fn backend_enospc_goes_to_that_client_and_is_counted() {
 
 #[test]
 fn backend_enospc_goes_to_that_client_and_is_counted_over_io_uring() {
-    backend_enospc_on(&over_io_uring(CONF));
+    if have_io_uring() {
+        backend_enospc_on(&over_io_uring(CONF));
+    }
 }
 
 fn backend_enospc_on(conf: &str) {

@@ -85,6 +85,9 @@ fn every_registered_scheduler_serves_real_io() {
 /// timers are served by the ring's timeout.
 #[test]
 fn every_registered_scheduler_serves_real_io_over_io_uring_with_timers() {
+    if !have_io_uring() {
+        return;
+    }
     every_scheduler_serves_real_io("engine = \"io_uring\"\nrotational = true\n");
 }
 
@@ -314,6 +317,9 @@ fn thread_cpu_ticks(tid: u64) -> Option<u64> {
 /// and costs no CPU; with `poll_max_us = 0` it never spins.
 #[test]
 fn io_uring_engine_busy_polls_under_load_and_sleeps_when_idle() {
+    if !have_io_uring() {
+        return;
+    }
     for (max, polling) in [(2000, true), (0, false)] {
         let before = sched_threads();
         let d = Daemon::start(&conf("noop", "").replacen(

@@ -25,6 +25,9 @@ fn sigterm_under_load_loses_no_acknowledged_write() {
 /// handshake: the drain goes through that path.
 #[test]
 fn sigterm_under_load_loses_no_acknowledged_write_over_io_uring() {
+    if !have_io_uring() {
+        return;
+    }
     sigterm_on("io_uring");
 }
 

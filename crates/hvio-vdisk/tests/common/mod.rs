@@ -24,6 +24,20 @@ pub fn have(tool: &str) -> bool {
     ok
 }
 
+/// Whether io_uring is allowed here with what the engine needs (waits with
+/// a timeout, Linux 5.11); if not, say so loudly (the io_uring variants
+/// then skip). A seccomp profile can refuse it: Docker's default does since
+/// 25.0, and `kernel.io_uring_disabled` can.
+pub fn have_io_uring() -> bool {
+    let why = match io_uring::IoUring::new(8) {
+        Ok(r) if r.params().is_feature_ext_arg() => return true,
+        Ok(_) => "no IORING_FEAT_EXT_ARG (Linux < 5.11)".to_string(),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("\n!!!!!!!! SKIPPED: io_uring refused here ({why}): its variants do not run !!!!!!!!\n");
+    false
+}
+
 /// A daemon running in this process, with its own runtime and directory.
 pub struct Daemon {
     pub rt: tokio::runtime::Runtime,
