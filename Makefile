@@ -22,8 +22,11 @@ test: deps lint test-rust test-python
 deps:
 	bash scripts/deps.sh
 
+# The benchmarks run once each in test mode (no timing), so one that can no
+# longer run fails the suite instead of waiting for someone to time it.
 test-rust:
 	$(CARGO) test --workspace --exclude hvio-py
+	$(CARGO) test --workspace --exclude hvio-py --benches
 
 test-python: python
 	$(PY) -m pytest -q
