@@ -111,9 +111,18 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
                     ThreadPool::new(store.clone(), cfg.store.threads, tx.clone())
                         .map_err(io_err("start I/O threads for", "the store"))?,
                 ),
-                EngineKind::IoUring => Box::new(
-                    Uring::new(store.clone(), depth, tx.clone()).map_err(io_err("set up io_uring for", "the store"))?,
-                ),
+                EngineKind::IoUring => {
+                    // Made on a thread of its own that ends at once: the
+                    // kernel ties a ring to the task that created it, and
+                    // tearing the ring down (at stop) queues task work there
+                    // with a signal, which interrupted the caller's next
+                    // blocking read with a timeout (EINTR) — an
+                    // application's thread, or a test's.
+                    let (s, t) = (store.clone(), tx.clone());
+                    let ring = std::thread::scope(|sc| sc.spawn(move || Uring::new(s, depth, t)).join())
+                        .unwrap_or_else(|_| Err(std::io::Error::other("the thread setting up io_uring panicked")));
+                    Box::new(ring.map_err(io_err("set up io_uring for", "the store"))?)
+                }
             };
             (b, device)
         }

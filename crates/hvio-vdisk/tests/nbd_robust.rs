@@ -455,3 +455,24 @@ fn stop_not_reading_on(conf: &str) {
     }
     assert!(n < 100 << 20, "{n} bytes of replies after the abort");
 }
+
+/// The thread that starts a daemon on io_uring is not interrupted when the
+/// daemon stops: the kernel ties a ring to the task that made it and, when
+/// the ring is torn down, queues task work there with a signal, which made
+/// a blocking read with a timeout on that thread fail with EINTR.
+#[test]
+fn stopping_an_io_uring_daemon_does_not_interrupt_the_thread_that_started_it() {
+    if !have_io_uring() {
+        return;
+    }
+    let d = Daemon::start(&over_io_uring(CONF));
+    still_serves(&d, "vm1", 15);
+    d.stop();
+    let (mut a, _b) = UnixStream::pair().unwrap();
+    a.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let e = a.read(&mut [0u8; 1]).unwrap_err();
+    assert!(
+        matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        "a read with nothing to read ended with {e} instead of its timeout"
+    );
+}
