@@ -29,11 +29,18 @@ impl RecordWriter {
             path: path.display().to_string(),
             source,
         };
-        if path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
+        // An empty path is the current directory: `records = ""` in a config
+        // named without a directory (`hvio sim r.toml`) resolves to it.
+        let empty = path.as_os_str().is_empty();
+        if empty || path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
             return Err(SimError::invalid(
                 "output",
                 "records",
-                path.display(),
+                if empty {
+                    "\"\"".into()
+                } else {
+                    path.display().to_string()
+                },
                 "is a directory, not a file to write",
             ));
         }
@@ -117,7 +124,7 @@ mod tests {
 
         // A directory (`records = ""` names the config's own) is refused
         // up front, not written beside it and renamed onto it at the end.
-        for d in [dir.clone(), dir.join("sub/")] {
+        for d in [dir.clone(), dir.join("sub/"), std::path::PathBuf::new()] {
             let e = RecordWriter::create(&d, 1).err().expect("a directory").to_string();
             assert!(e.contains("`records`") && e.contains("is a directory"), "{e}");
         }
