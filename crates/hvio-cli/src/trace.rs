@@ -222,6 +222,12 @@ fn convert(a: ConvertArgs) -> Result<()> {
         None => Output::Stdout(std::io::stdout().lock()),
     };
     let out = BufWriter::new(out);
+    // The writers' errors are I/O errors of the destination: name it.
+    let dest = a
+        .output
+        .as_ref()
+        .map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
+    let wr = |e: std::io::Error| anyhow::anyhow!("writing to {dest}: {e}");
     // Device names are known as they appear: collect them lazily per record.
     let finished = match a.to.as_str() {
         "blkparse" => {
@@ -229,22 +235,22 @@ fn convert(a: ConvertArgs) -> Result<()> {
             while let Some(rec) = r.next() {
                 let rec = rec?;
                 w.set_devices(r.devices());
-                w.write(&rec)?;
+                w.write(&rec).map_err(wr)?;
             }
-            w.finish()?
+            w.finish().map_err(wr)?
         }
         "iolog3" | "iolog" => {
-            let mut w = IologWriter::new(out, &[])?;
+            let mut w = IologWriter::new(out, &[]).map_err(wr)?;
             while let Some(rec) = r.next() {
                 let rec = rec?;
                 w.set_devices(r.devices());
-                w.write(&rec)?;
+                w.write(&rec).map_err(wr)?;
             }
-            w.finish()?
+            w.finish().map_err(wr)?
         }
         other => bail!("unknown output format {other:?}; use blkparse or iolog3"),
     };
-    finished.into_inner().map_err(|e| e.into_error())?.commit()?;
+    finished.into_inner().map_err(|e| wr(e.into_error()))?.commit()?;
     if r.skipped() > 0 {
         errln!("hvio: skipped {} bad records", r.skipped());
     }

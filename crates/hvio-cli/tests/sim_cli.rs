@@ -120,6 +120,7 @@ fn a_full_stdout_is_an_error_not_a_panic() {
         &["trace", "stats", &trace],
         &["trace", "stats", "--json", &trace],
         &["trace", "convert", "--to", "iolog3", &trace],
+        &["trace", "convert", "--to", "blkparse", &trace],
         &["trace", "fio", "j.fio"],
         &["trace", "fio", "--json", "j.fio"],
         &["replay", &trace, "--scheduler", "noop"],
@@ -135,7 +136,10 @@ fn a_full_stdout_is_an_error_not_a_panic() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.starts_with("hvio: error: "), "{args:?}: {err}");
-        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+        assert!(
+            err.contains("writing to stdout: No space left on device"),
+            "{args:?}: {err}"
+        );
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
     // A full stderr too: the error is lost, the exit code is still 1 (was a
