@@ -19,5 +19,5 @@ pub use device::{Completion, Device, DeviceInfo, LinearSeek, SeekModel, ServiceB
 pub use error::ConfigError;
 pub use params::{ParamSpec, ParamValues, Params};
 pub use request::{IoClass, Op, Request, RequestId, Sector, StreamId, SECTOR_BYTES};
-pub use sched::{log_slice, Dispatch, SchedContext, Scheduler, SliceGrant, StreamInfo, SLICE_LOG_MAX};
+pub use sched::{Dispatch, SchedContext, Scheduler, SliceGrant, SliceLog, StreamInfo, SLICE_LOG_MAX};
 pub use time::{ms, ns_to_ms, ns_to_s, s, us, Nanos, NS_PER_MS, NS_PER_S, NS_PER_US};

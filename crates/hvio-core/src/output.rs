@@ -23,16 +23,20 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     /// Opens `path` for writing, creating its missing parent directories.
-    /// A directory is refused (`io::ErrorKind::IsADirectory`). Errors are
+    /// A directory is refused (`io::ErrorKind::IsADirectory`), and so is a
+    /// path that can only name one: empty (a relative path resolved
+    /// against nothing, the current directory) or ending in `/`. Errors are
     /// about `path`, never about the temporary file.
     pub fn create(path: &Path) -> io::Result<AtomicFile> {
-        if let Ok(meta) = std::fs::metadata(path) {
-            if meta.is_dir() {
-                return Err(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    "is a directory, not a file to write",
-                ));
-            }
+        let names_a_dir = path.as_os_str().is_empty() || path.as_os_str().as_encoded_bytes().ends_with(b"/");
+        let meta = std::fs::metadata(path).ok();
+        if names_a_dir || meta.as_ref().is_some_and(|m| m.is_dir()) {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "is a directory, not a file to write",
+            ));
+        }
+        if let Some(meta) = meta {
             if !meta.is_file() {
                 let file = std::fs::OpenOptions::new().write(true).open(path)?;
                 return Ok(AtomicFile {
@@ -119,8 +123,11 @@ mod tests {
             1,
             "a temporary file was left"
         );
-        let e = AtomicFile::create(&dir).err().expect("a directory");
-        assert_eq!(e.kind(), io::ErrorKind::IsADirectory);
+        for d in [dir.clone(), dir.join("new/"), PathBuf::new()] {
+            let e = AtomicFile::create(&d).err().expect("a directory");
+            assert_eq!(e.kind(), io::ErrorKind::IsADirectory, "{}", d.display());
+        }
+        assert!(!dir.join("new").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -43,13 +43,24 @@ pub struct SliceGrant {
 /// costs bounded memory.
 pub const SLICE_LOG_MAX: usize = 4096;
 
-/// Append `grant` to a scheduler's log of ended slices, dropping the oldest
-/// beyond [`SLICE_LOG_MAX`].
-pub fn log_slice(log: &mut std::collections::VecDeque<SliceGrant>, grant: SliceGrant) {
-    if log.len() >= SLICE_LOG_MAX {
-        log.pop_front();
+/// A scheduler's log of ended slices, for [`Scheduler::take_slices`]: at
+/// most [`SLICE_LOG_MAX`] unread, the oldest dropped first.
+#[derive(Debug, Clone, Default)]
+pub struct SliceLog(std::collections::VecDeque<SliceGrant>);
+
+impl SliceLog {
+    /// A slice ended.
+    pub fn push(&mut self, grant: SliceGrant) {
+        if self.0.len() >= SLICE_LOG_MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back(grant);
     }
-    log.push_back(grant);
+
+    /// The slices logged since the last call, oldest first.
+    pub fn take(&mut self) -> Vec<SliceGrant> {
+        self.0.drain(..).collect()
+    }
 }
 
 /// What a scheduler knows about one stream (a VM at the host, a thread in a guest).
@@ -167,20 +178,19 @@ mod tests {
 
     #[test]
     fn the_slice_log_keeps_the_newest() {
-        let mut log = std::collections::VecDeque::new();
+        let mut log = SliceLog::default();
         for i in 0..(SLICE_LOG_MAX as u64 + 10) {
-            log_slice(
-                &mut log,
-                SliceGrant {
-                    stream: 0,
-                    start: i,
-                    length: 1,
-                    used: 1,
-                },
-            );
+            log.push(SliceGrant {
+                stream: 0,
+                start: i,
+                length: 1,
+                used: 1,
+            });
         }
-        assert_eq!(log.len(), SLICE_LOG_MAX);
-        assert_eq!(log.front().map(|g| g.start), Some(10));
-        assert_eq!(log.back().map(|g| g.start), Some(SLICE_LOG_MAX as u64 + 9));
+        let taken = log.take();
+        assert_eq!(taken.len(), SLICE_LOG_MAX);
+        assert_eq!(taken.first().map(|g| g.start), Some(10));
+        assert_eq!(taken.last().map(|g| g.start), Some(SLICE_LOG_MAX as u64 + 9));
+        assert!(log.take().is_empty(), "taken once");
     }
 }

@@ -48,10 +48,10 @@
 use super::util::{elevator_next, key, wake_at, SortedFifo, ThinkTime};
 use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
-    log_slice, ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector,
-    SliceGrant, StreamId, StreamInfo,
+    ms, s, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant, SliceLog,
+    StreamId, StreamInfo,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "bfq",
@@ -346,7 +346,7 @@ pub struct Bfq {
     /// (`timeout_sync`, times the raising coefficient), for the slice log.
     service_timeout: Nanos,
     /// Ended in-service periods, for [`Scheduler::take_slices`].
-    slice_log: VecDeque<SliceGrant>,
+    slice_log: SliceLog,
     max_budget: u64,
     budgets_assigned: u64,
     busy_per_class: [usize; 3],
@@ -400,7 +400,7 @@ impl Bfq {
             last_idling_start: 0,
             last_budget_start: 0,
             service_timeout: 0,
-            slice_log: VecDeque::new(),
+            slice_log: SliceLog::default(),
             max_budget: if user_max_budget > 0 {
                 user_max_budget
             } else {
@@ -847,7 +847,7 @@ impl Bfq {
             length: self.service_timeout,
             used: now.saturating_sub(self.last_budget_start),
         };
-        log_slice(&mut self.slice_log, grant);
+        self.slice_log.push(grant);
         let (slow, elapsed) = self.is_slow(q, compensate, now);
         let e = self.queues[q].ent;
         let (budget, service) = (self.ents[e].budget, self.ents[e].service);
@@ -1421,7 +1421,7 @@ impl Scheduler for Bfq {
     }
 
     fn take_slices(&mut self) -> Vec<SliceGrant> {
-        self.slice_log.drain(..).collect()
+        self.slice_log.take()
     }
 }
 

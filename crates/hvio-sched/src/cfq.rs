@@ -57,10 +57,10 @@
 use super::util::{elevator_next, key, mul_div, wake_at, SeekHistory, SortedFifo, ThinkTime};
 use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
-    log_slice, ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector,
-    SliceGrant, StreamId, StreamInfo,
+    ms, Dispatch, IoClass, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SliceGrant,
+    SliceLog, StreamId, StreamInfo,
 };
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 
 pub const SPEC_CFQ: SchedulerSpec = SchedulerSpec {
     name: "cfq",
@@ -371,7 +371,7 @@ pub struct Cfq {
     seq: u64,
     pub stats: CfqStats,
     /// Ended queue slices, for [`Scheduler::take_slices`].
-    slice_log: VecDeque<SliceGrant>,
+    slice_log: SliceLog,
 }
 
 impl Cfq {
@@ -428,7 +428,7 @@ impl Cfq {
             last_delayed_sync: 0,
             seq: 0,
             stats: CfqStats::default(),
-            slice_log: VecDeque::new(),
+            slice_log: SliceLog::default(),
         };
         for s in &ctx.streams {
             cfq.stream_weight.insert(s.id, s.weight as u64);
@@ -700,15 +700,18 @@ impl Cfq {
         }
         self.queues[q].wait_request = false;
         self.queues[q].wait_busy = false;
-        // The slice log: a slice not yet sized (it ends before its first
-        // completion) reports the length it would have had.
-        let granted = match self.queues[q].slice_new {
-            true => self.scaled_slice(q, false),
-            false => self.queues[q].allocated_slice,
+        // A slice not yet sized (it ends before its first completion) is
+        // sized here: Linux does so for a timed-out queue's residual (and
+        // then updates the busy-queue average); the slice log reports the
+        // length it would have had either way.
+        let granted = if self.queues[q].slice_new {
+            self.scaled_slice(q, timed_out)
+        } else {
+            self.queues[q].allocated_slice
         };
         if timed_out {
             let resid = if self.queues[q].slice_new {
-                self.scaled_slice(q, true) as i64
+                granted as i64
             } else {
                 self.queues[q].slice_end as i64 - now as i64
             };
@@ -723,7 +726,7 @@ impl Cfq {
                 length: granted,
                 used,
             };
-            log_slice(&mut self.slice_log, grant);
+            self.slice_log.push(grant);
         }
         if self.queues[q].tree.is_some() && self.queues[q].rqs.is_empty() {
             self.del_cfqq_rr(q);
@@ -1341,7 +1344,7 @@ impl Scheduler for Cfq {
     }
 
     fn take_slices(&mut self) -> Vec<SliceGrant> {
-        self.slice_log.drain(..).collect()
+        self.slice_log.take()
     }
 }
 

@@ -651,11 +651,7 @@ impl Engine {
             device,
             device_event_at: None,
             completions: Vec::new(),
-            seek: if cfg.output.locality_bound {
-                SeekDistribution::new(image_sectors).with_locality_bound()
-            } else {
-                SeekDistribution::new(image_sectors)
-            },
+            seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
             host_requests: 0,
             host_bytes: 0,
             busy: 0,
@@ -1614,13 +1610,7 @@ impl Engine {
         }
         let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
         let interval_s = ns_to_s(self.interval);
-        let buckets = self
-            .vms
-            .iter()
-            .map(|v| v.series_ops.len())
-            .chain([self.slices.buckets()])
-            .max()
-            .unwrap_or(0);
+        let buckets = self.slices.buckets(self.vms.iter().map(|v| v.series_ops.len()));
         let mut series = TimeSeries {
             interval_s,
             vms: self.vms.iter().map(|v| v.layout.name.clone()).collect(),

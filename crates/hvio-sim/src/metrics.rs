@@ -209,10 +209,10 @@ impl SeekDistribution {
         }
     }
 
-    /// Also compute [`SeekDistribution::zero_bound`] (memory per group of
-    /// touching requests; see [`LocalityBound`]).
-    pub fn with_locality_bound(mut self) -> Self {
-        self.bound = Some(LocalityBound::default());
+    /// Also compute [`SeekDistribution::zero_bound`] when `on` (memory per
+    /// group of touching requests; see [`LocalityBound`]).
+    pub fn with_locality_bound(mut self, on: bool) -> Self {
+        self.bound = on.then(LocalityBound::default);
         self
     }
     /// A request went to the device: record its distance from where the
@@ -417,9 +417,10 @@ impl SliceSeries {
         cell.2 = cell.2.saturating_add(g.used);
     }
 
-    /// Buckets up to the last one a slice began in.
-    pub fn buckets(&self) -> usize {
-        self.vms.iter().map(Vec::len).max().unwrap_or(0)
+    /// Buckets the series needs: up to the last one a slice began in or,
+    /// if later, the longest of the VMs' throughput columns (`ops`).
+    pub fn buckets(&self, ops: impl IntoIterator<Item = usize>) -> usize {
+        self.vms.iter().map(Vec::len).chain(ops).max().unwrap_or(0)
     }
 
     /// Fill `series`' slice columns for its VMs over `buckets` buckets
@@ -488,7 +489,7 @@ mod tests {
 
     #[test]
     fn zero_counts_btt_and_head_measures_apart() {
-        let mut s = SeekDistribution::new(1 << 20).with_locality_bound();
+        let mut s = SeekDistribution::new(1 << 20).with_locality_bound(true);
         for (sector, n) in [(100, 8), (108, 8), (100, 8), (92, 8), (500, 8)] {
             s.dispatched(&rq(sector, n));
         }
@@ -536,7 +537,7 @@ mod tests {
     fn a_shuffled_stream_can_still_be_served_in_order() {
         // 64 contiguous requests dispatched in a scrambled order: the
         // order got few zeros, the bound is every one of them.
-        let mut s = SeekDistribution::new(1 << 20).with_locality_bound();
+        let mut s = SeekDistribution::new(1 << 20).with_locality_bound(true);
         for i in 0..64u64 {
             s.dispatched(&rq(((i * 37) % 64) * 8, 8));
         }
@@ -561,7 +562,8 @@ mod tests {
         ss.record(&g(1, 2 * sec, 100_000_000, 100_000_000));
         // Pregather's shared async queue: no VM, not counted.
         ss.record(&g(u32::MAX as _, 0, 40_000_000, 40_000_000));
-        assert_eq!(ss.buckets(), 3);
+        assert_eq!(ss.buckets([]), 3);
+        assert_eq!(ss.buckets([5]), 5);
         let mut t = TimeSeries {
             vms: vec!["a".into(), "b".into()],
             ..Default::default()

@@ -29,24 +29,26 @@ impl RecordWriter {
             path: path.display().to_string(),
             source,
         };
-        // An empty path is the current directory: `records = ""` in a config
-        // named without a directory (`hvio sim r.toml`) resolves to it.
-        let empty = path.as_os_str().is_empty();
-        if empty || path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
-            return Err(SimError::invalid(
+        // A directory (`AtomicFile` also counts an empty path, which is what
+        // `records = ""` resolves to in a config named without a directory,
+        // and one ending in `/`) is a bad value of the key, refused before
+        // the run.
+        let file = AtomicFile::create(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::IsADirectory => SimError::invalid(
                 "output",
                 "records",
-                if empty {
-                    "\"\"".into()
+                if path.as_os_str().is_empty() {
+                    "\"\"".to_string()
                 } else {
                     path.display().to_string()
                 },
-                "is a directory, not a file to write",
-            ));
-        }
+                e.to_string(),
+            ),
+            _ => io(e),
+        })?;
         let mut w = RecordWriter {
             seed,
-            out: BufWriter::with_capacity(1 << 16, AtomicFile::create(path).map_err(io)?),
+            out: BufWriter::with_capacity(1 << 16, file),
             error: None,
         };
         writeln!(w.out, "{HEADER}").map_err(io)?;

@@ -268,11 +268,7 @@ where
         slots: Vec::new(),
         free: Vec::new(),
         seq: 0,
-        seek: if cfg.output.locality_bound {
-            SeekDistribution::new(image_sectors).with_locality_bound()
-        } else {
-            SeekDistribution::new(image_sectors)
-        },
+        seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
         busy: 0,
         sum_seek: 0,
         sum_rotation: 0,
@@ -405,13 +401,7 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
     let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
     let interval_s = ns_to_s(e.interval);
     e.slices.take_from(e.host.as_mut());
-    let buckets = e
-        .vms
-        .iter()
-        .map(|v| v.series_ops.len())
-        .chain([e.slices.buckets()])
-        .max()
-        .unwrap_or(0);
+    let buckets = e.slices.buckets(e.vms.iter().map(|v| v.series_ops.len()));
     let col = |v: &Vec<u64>, scale: f64| -> Vec<f64> {
         (0..buckets).map(|b| *v.get(b).unwrap_or(&0) as f64 / scale).collect()
     };

@@ -99,10 +99,10 @@ use super::util::{key, SortedFifo};
 use super::{SchedulerSpec, StreamAttr};
 use dyiso::{await_wins, decide, Decision, Peer, TimeWeightedAvg, Weights};
 use hvio_core::{
-    log_slice, Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant, StreamId,
+    Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant, SliceLog, StreamId,
     StreamInfo, NS_PER_S, NS_PER_US,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "ishare",
@@ -348,7 +348,7 @@ pub struct IShare {
     state_changes: u64,
     switches: [u64; 4],
     /// Ended slices, for [`Scheduler::take_slices`].
-    slice_log: VecDeque<SliceGrant>,
+    slice_log: SliceLog,
 }
 
 impl IShare {
@@ -382,7 +382,7 @@ impl IShare {
             state_time: [0; 3],
             state_changes: 0,
             switches: [0; 4],
-            slice_log: VecDeque::new(),
+            slice_log: SliceLog::default(),
         };
         for info in &ctx.streams {
             s.set_stream(info);
@@ -610,7 +610,7 @@ impl IShare {
                 length: a.slice,
                 used: charge,
             };
-            log_slice(&mut self.slice_log, grant);
+            self.slice_log.push(grant);
         }
     }
 
@@ -848,7 +848,7 @@ impl Scheduler for IShare {
     }
 
     fn take_slices(&mut self) -> Vec<SliceGrant> {
-        self.slice_log.drain(..).collect()
+        self.slice_log.take()
     }
 }
 

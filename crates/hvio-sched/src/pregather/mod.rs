@@ -183,11 +183,11 @@ pub mod vnavigator;
 use super::util::{back_mergeable, SortKey};
 use super::SchedulerSpec;
 use hvio_core::{
-    log_slice, Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel,
-    SliceGrant, StreamId, StreamInfo,
+    Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, SliceGrant,
+    SliceLog, StreamId, StreamInfo,
 };
 use spla::{ArmInput, Timer};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use timeslice::{Locality, SliceParams};
 use vnavigator::{NavParams, VNavigator};
@@ -624,7 +624,7 @@ pub struct Pregather {
     queued: usize,
     stats: Stats,
     /// Ended slices not yet taken (the slice-over-time view of Fig. 7).
-    slice_log: VecDeque<SliceGrant>,
+    slice_log: SliceLog,
 }
 
 impl Pregather {
@@ -670,7 +670,7 @@ impl Pregather {
             in_flight: 0,
             queued: 0,
             stats: Stats::default(),
-            slice_log: VecDeque::new(),
+            slice_log: SliceLog::default(),
         };
         for info in &ctx.streams {
             s.set_stream(info);
@@ -746,7 +746,7 @@ impl Pregather {
                 length: a.len,
                 used: now.saturating_sub(a.start),
             };
-            log_slice(&mut self.slice_log, grant);
+            self.slice_log.push(grant);
             self.last_served = Some(a.vm);
         }
     }
@@ -1042,7 +1042,7 @@ impl Scheduler for Pregather {
     }
 
     fn take_slices(&mut self) -> Vec<SliceGrant> {
-        self.slice_log.drain(..).collect()
+        self.slice_log.take()
     }
 
     fn counters(&self) -> Vec<(String, f64)> {

@@ -7,7 +7,7 @@
 use super::{counter, exec, pct, registered, secs, simulate, sum_vm_bandwidth, Guest, DISK};
 use crate::config::Config;
 use crate::experiments::{ExpOptions, Report};
-use crate::metrics::SimResult;
+use crate::metrics::{SimResult, TimeSeries};
 use crate::report::{f, Table};
 use crate::Result;
 
@@ -84,6 +84,30 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
 }
 
 /// The figures and tables of one guest model's four runs (one per scheduler, `None` if missing).
+/// The first 100 s of a run's time series in 10-s windows (Fig. 7's
+/// axis): a row per window, a column per VM headed "VM `unit`", each cell
+/// `cell(vm, buckets of the window)` over `column`'s buckets.
+fn first_100_s(
+    title: String,
+    series: &TimeSeries,
+    column: &[Vec<f64>],
+    unit: &str,
+    cell: impl Fn(usize, std::ops::Range<usize>) -> String,
+) -> Table {
+    let mut cols = vec!["time (s)".to_string()];
+    cols.extend(series.vms.iter().map(|v| format!("{v} {unit}")));
+    let colr: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let mut t = Table::new(title, &colr);
+    let per = (10.0 / series.interval_s).round().max(1.0) as usize;
+    let n = column.first().map_or(0, Vec::len).min(10 * per);
+    for start in (0..n).step_by(per) {
+        let mut row = vec![format!("{}–{}", start / per * 10, start / per * 10 + 10)];
+        row.extend((0..series.vms.len()).map(|vm| cell(vm, start..(start + per).min(n))));
+        t.row(row);
+    }
+    t
+}
+
 fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
     let g = guest.short();
     let rs: Vec<Option<&SimResult>> = runs.iter().map(Option::as_ref).collect();
@@ -210,61 +234,36 @@ fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
         if i > 1 {
             break; // Pregather and CFQ (the paper's Fig. 7a–b)
         }
-        let mut cols = vec!["time (s)".to_string()];
-        cols.extend(r.series.vms.iter().map(|v| format!("{v} IOPS")));
-        let colr: Vec<&str> = cols.iter().map(String::as_str).collect();
-        let mut t = Table::new(
-            format!("Fig. 7: throughput over time under {}, {g} guests", LABELS[i]),
-            &colr,
-        );
-        let per = (10.0 / r.series.interval_s).round().max(1.0) as usize;
-        let n = r.series.iops.first().map_or(0, Vec::len).min(10 * per);
-        for start in (0..n).step_by(per) {
-            let mut row = vec![format!("{}–{}", start / per * 10, start / per * 10 + 10)];
-            for s in &r.series.iops {
-                let end = (start + per).min(s.len());
-                let mean = s[start..end].iter().sum::<f64>() / (end - start).max(1) as f64;
-                row.push(f(mean, 1));
-            }
-            t.row(row);
-        }
-        tables.push(t);
+        let title = format!("Fig. 7: throughput over time under {}, {g} guests", LABELS[i]);
+        let iops = &r.series.iops;
+        tables.push(first_100_s(title, &r.series, iops, "IOPS", |vm, b| {
+            let mean = iops[vm][b.clone()].iter().sum::<f64>() / b.len().max(1) as f64;
+            f(mean, 1)
+        }));
     }
 
     // Pregather's slices over the same 10-s windows: the mean length it
     // granted each VM (Eq. 8, maybe halved) and the share of the window the
     // VM held the disk in them.
     if let Some(p) = rs[0].filter(|p| !p.series.slices.is_empty()) {
-        let mut cols = vec!["time (s)".to_string()];
-        cols.extend(p.series.vms.iter().map(|v| format!("{v} ms, share")));
-        let colr: Vec<&str> = cols.iter().map(String::as_str).collect();
-        let mut t = Table::new(
-            format!("Pregather's slices over time: mean granted length, share of disk time, {g} guests"),
-            &colr,
-        );
-        let per = (10.0 / p.series.interval_s).round().max(1.0) as usize;
-        let window_ms = 1000.0 * p.series.interval_s * per as f64;
-        let n = p.series.slices.first().map_or(0, Vec::len).min(10 * per);
-        for start in (0..n).step_by(per) {
-            let mut row = vec![format!("{}–{}", start / per * 10, start / per * 10 + 10)];
-            for vm in 0..p.series.vms.len() {
-                let end = (start + per).min(n);
-                let (mut count, mut granted, mut used) = (0.0, 0.0, 0.0);
-                for b in start..end {
-                    let k = p.series.slices[vm][b];
-                    count += k;
-                    granted += k * p.series.slice_ms[vm][b];
-                    used += k * p.series.slice_used_ms[vm][b];
-                }
-                row.push(if count == 0.0 {
-                    "—".into()
-                } else {
-                    format!("{:.0}, {:.0} %", granted / count, 100.0 * used / window_ms)
-                });
+        let title = format!("Pregather's slices over time: mean granted length, share of disk time, {g} guests");
+        let s = &p.series;
+        // A whole 10-s window, also for a shorter last one.
+        let window_ms = 1000.0 * s.interval_s * (10.0 / s.interval_s).round().max(1.0);
+        tables.push(first_100_s(title, s, &s.slices, "ms, share", |vm, b| {
+            let (mut count, mut granted, mut used) = (0.0, 0.0, 0.0);
+            for i in b {
+                let k = s.slices[vm][i];
+                count += k;
+                granted += k * s.slice_ms[vm][i];
+                used += k * s.slice_used_ms[vm][i];
             }
-            t.row(row);
-        }
-        tables.push(t);
+            if count == 0.0 {
+                "—".into()
+            } else {
+                format!("{:.0}, {:.0} %", granted / count, 100.0 * used / window_ms)
+            }
+        }));
     }
 
     let mut slices = Table::new(
