@@ -18,6 +18,7 @@ pub mod replay;
 pub mod report;
 pub mod size;
 pub mod testing;
+pub mod tune;
 pub mod workload;
 
 pub use config::{Config, VmConfig};
