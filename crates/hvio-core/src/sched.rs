@@ -159,6 +159,18 @@ pub trait Scheduler: Send {
         Vec::new()
     }
 
+    /// Hand over every queued request (inserted, not yet dispatched), in
+    /// any order, and forget them: afterwards `queued()` is 0 and
+    /// `has_work()` false, and the scheduler still takes `completed` for
+    /// its requests in flight (and new requests, as after dispatching its
+    /// last one). A run-time switch uses it (`block/elevator.c`'s forced
+    /// `elv_drain_elevator`, or handing the queue to the next scheduler).
+    /// Default: `None`, "cannot": the switch then lets this scheduler serve
+    /// its queue itself, so nothing is lost.
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        None
+    }
+
     /// The block layer's back merge (`elv_merge` → `ELEVATOR_BACK_MERGE`,
     /// `bio_attach_to_rq`): if a queued, not yet dispatched request of
     /// `rq.stream` with the same direction and sync flag ends where `rq`

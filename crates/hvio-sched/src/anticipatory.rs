@@ -687,6 +687,21 @@ impl Scheduler for Anticipatory {
         self.queues[SYNC].len() + self.queues[ASYNC].len() + self.dispatch_list.len()
     }
 
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        self.antic_stop();
+        // Aliases on the dispatch list were counted as dispatched.
+        let mut all: Vec<Request> = self.dispatch_list.drain(..).collect();
+        self.nr_dispatched = self.nr_dispatched.saturating_sub(all.len() as u32);
+        for q in &mut self.queues {
+            all.extend(q.take_all());
+        }
+        for ctx in self.streams.values_mut() {
+            ctx.nr_queued = 0;
+        }
+        self.next = [None, None];
+        Some(all)
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         vec![

@@ -1266,6 +1266,34 @@ impl Bfq {
     }
 }
 
+impl Bfq {
+    /// A queue with nothing queued or in flight no longer counts its
+    /// group as pending.
+    fn maybe_not_pending(&mut self, q: usize, now: Nanos) {
+        let g = self.queues[q].group;
+        if self.queues[q].dispatched == 0 && self.queues[q].rqs.is_empty() {
+            if self.groups[g].pending == 1 {
+                self.pending_group_weights.remove(self.ents[self.groups[g].ent].weight);
+            }
+            self.groups[g].pending = self.groups[g].pending.saturating_sub(1);
+            if !self.queues[q].busy {
+                self.queues[q].budget_timeout = now;
+            }
+        }
+    }
+
+    /// Take every queued request of queue `q` into `all`.
+    fn take_queue(&mut self, q: usize, all: &mut Vec<Request>, now: Nanos) {
+        if self.queues[q].rqs.is_empty() {
+            return;
+        }
+        let taken = self.queues[q].rqs.take_all();
+        self.queued -= taken.len();
+        all.extend(taken);
+        self.maybe_not_pending(q, now);
+    }
+}
+
 impl Scheduler for Bfq {
     fn name(&self) -> &'static str {
         "bfq"
@@ -1351,16 +1379,7 @@ impl Scheduler for Bfq {
         }
         self.rq_in_driver = self.rq_in_driver.saturating_sub(1);
         self.queues[q].dispatched -= 1;
-        let g = self.queues[q].group;
-        if self.queues[q].dispatched == 0 && self.queues[q].rqs.is_empty() {
-            if self.groups[g].pending == 1 {
-                self.pending_group_weights.remove(self.ents[self.groups[g].ent].weight);
-            }
-            self.groups[g].pending = self.groups[g].pending.saturating_sub(1);
-            if !self.queues[q].busy {
-                self.queues[q].budget_timeout = now;
-            }
-        }
+        self.maybe_not_pending(q, now);
         self.queues[q].ttime.last_end = now;
         let qq = &self.queues[q];
         if qq.softrt_update && qq.dispatched == 0 && qq.rqs.is_empty() && qq.wr_coeff != WR_COEFF {
@@ -1385,6 +1404,28 @@ impl Scheduler for Bfq {
 
     fn queued(&self) -> usize {
         self.queued
+    }
+
+    /// `bfq_forced_dispatch`: each busy queue in turn, the one in service
+    /// first, gives up its requests and is expired.
+    fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
+        let mut all = Vec::with_capacity(self.queued);
+        self.idle_timer = None;
+        while self.queued > 0 {
+            let Some(q) = self.in_service.or_else(|| self.set_in_service(now)) else {
+                break;
+            };
+            self.take_queue(q, &mut all, now);
+            self.expire(q, false, Expiration::NoMoreRequests, now);
+        }
+        // Any queue the lookup did not reach (none expected).
+        for q in 0..self.queues.len() {
+            self.take_queue(q, &mut all, now);
+            if self.queues[q].busy && self.in_service != Some(q) {
+                self.del_busy(q);
+            }
+        }
+        Some(all)
     }
 
     fn set_stream(&mut self, info: &StreamInfo) {

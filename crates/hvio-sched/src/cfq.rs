@@ -1319,6 +1319,21 @@ impl Scheduler for Cfq {
         self.rq_queued
     }
 
+    /// `cfq_forced_dispatch`: the active slice ends, then every busy queue
+    /// gives up its requests and leaves its service tree.
+    fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
+        self.slice_expired(false, now);
+        let mut all = Vec::with_capacity(self.rq_queued);
+        for q in 0..self.queues.len() {
+            all.extend(self.queues[q].rqs.take_all());
+            self.queues[q].meta_pending = 0;
+            self.del_cfqq_rr(q);
+        }
+        self.rq_queued = 0;
+        self.idle_timer = None;
+        Some(all)
+    }
+
     fn set_stream(&mut self, info: &StreamInfo) {
         let w = (info.weight as u64).max(1);
         self.stream_weight.insert(info.id, w);

@@ -164,6 +164,13 @@ impl Scheduler for Deadline {
     fn queued(&self) -> usize {
         self.queues[READ].len() + self.queues[WRITE].len()
     }
+
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        self.next_rq = [None, None];
+        let mut all = self.queues[READ].take_all();
+        all.extend(self.queues[WRITE].take_all());
+        Some(all)
+    }
 }
 
 #[cfg(test)]

@@ -769,6 +769,19 @@ impl Scheduler for Htbs {
         self.pending
     }
 
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        let mut all = Vec::with_capacity(self.pending);
+        for st in self.streams.values_mut() {
+            all.extend(std::mem::take(&mut st.by_sector).into_values().map(|(rq, _)| rq));
+            st.tags.clear();
+            st.fifo.clear();
+        }
+        self.pending = 0;
+        self.current = None;
+        self.wait = None;
+        Some(all)
+    }
+
     fn set_stream(&mut self, info: &StreamInfo) {
         self.infos.insert(info.id, info.clone());
         if self.streams.contains_key(&info.id) {

@@ -295,6 +295,11 @@ impl Scheduler for Kyber {
         self.queued
     }
 
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        self.queued = 0;
+        Some(self.fifos.iter_mut().flat_map(|f| f.drain(..)).collect())
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let mut v: Vec<(String, f64)> = NAMES
             .iter()

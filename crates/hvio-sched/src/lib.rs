@@ -11,6 +11,7 @@ pub mod bench;
 pub mod bfq;
 pub mod cfq;
 pub mod deadline;
+pub mod driver;
 pub mod htbs;
 pub mod ishare;
 pub mod kyber;
@@ -20,6 +21,8 @@ pub mod pregather;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub mod util;
+
+pub use driver::{Driver, DriverStats, Next, SwitchError, SwitchPolicy, SwitchReport, DRAIN_POLL};
 
 use hvio_core::{ConfigError, ParamSpec, ParamValues, Params, SchedContext, Scheduler};
 

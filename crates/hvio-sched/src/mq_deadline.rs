@@ -286,6 +286,21 @@ impl Scheduler for MqDeadline {
         self.queued
     }
 
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        let mut all = Vec::with_capacity(self.queued);
+        for pp in &mut self.prios {
+            let before = all.len();
+            all.extend(pp.dispatch.drain(..));
+            for q in &mut pp.queues {
+                all.extend(q.take_all());
+            }
+            // What is left of `dd_queued` is in flight.
+            pp.inserted -= (all.len() - before) as u64;
+        }
+        self.queued = 0;
+        Some(all)
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         vec![
             ("aged".into(), self.stats.aged as f64),

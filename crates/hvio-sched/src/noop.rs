@@ -46,4 +46,7 @@ impl Scheduler for Noop {
     fn queued(&self) -> usize {
         self.fifo.len()
     }
+    fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
+        Some(self.fifo.drain(..).collect())
+    }
 }

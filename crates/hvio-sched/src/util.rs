@@ -522,6 +522,15 @@ impl SortedFifo {
     pub fn iter(&self) -> impl Iterator<Item = &Request> + '_ {
         self.by_sector.iter().map(|(_, s)| self.rq(s))
     }
+
+    /// Remove every request, in sector order ([`Scheduler::take_queued`]).
+    ///
+    /// [`Scheduler::take_queued`]: hvio_core::Scheduler::take_queued
+    pub fn take_all(&mut self) -> Vec<Request> {
+        let all = self.iter().copied().collect();
+        *self = SortedFifo::new();
+        all
+    }
 }
 
 /// Whether `rq` may be appended to the queued request `prev`

@@ -9,25 +9,28 @@
 
 mod common;
 
-use common::{arrival, ctx, drive_sched, Arrival, Stub, CAPACITY};
+use common::{arrival, ctx, drive_sched, Arrival, Checked, Stub, SwitchAt, CAPACITY};
 use hvio_core::{Dispatch, Nanos, Op, ParamValues, Request};
+use hvio_sched::{Driver, Next, SwitchError, SwitchPolicy};
 use proptest::prelude::*;
 
 /// A wait longer than this is treated as unbounded idling.
 const MAX_WAIT: Nanos = 60_000_000_000;
 
 /// Drive `name` (default tunables) with the arrivals against a device that
-/// serves one request at a time in `service` ns; check the invariants;
-/// return dispatch order.
-fn drive(name: &str, arrivals: &[Arrival], service: Nanos) -> Vec<u64> {
-    let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(4)).unwrap();
+/// serves one request at a time in `service` ns, switching schedulers as
+/// `switches` say; check the invariants; return dispatch order.
+fn drive(name: &str, arrivals: &[Arrival], service: Nanos, switches: &[SwitchAt]) -> Vec<u64> {
+    let ctx = ctx(4);
+    let s = Checked::boxed(hvio_sched::build(name, &ParamValues::new(), &ctx).unwrap());
+    let mut d = Driver::new(s, ctx);
     let stub = Stub {
         service,
         depth: 1,
         max_wait: MAX_WAIT,
         steps_per_request: 10_000,
     };
-    drive_sched(name, s.as_mut(), arrivals, &[], stub)
+    drive_sched(name, &mut d, arrivals, &[], switches, stub)
 }
 
 #[test]
@@ -78,7 +81,7 @@ fn a_burst_drains_completely() {
         })
         .collect();
     for spec in hvio_sched::SCHEDULERS {
-        drive(spec.name, &arrivals, 100_000);
+        drive(spec.name, &arrivals, 100_000, &[]);
     }
 }
 
@@ -87,7 +90,7 @@ proptest! {
     #[test]
     fn random_streams_dispatch_each_request_once(arrivals in prop::collection::vec(arrival(), 1..300), service in 10_000u64..20_000_000) {
         for spec in hvio_sched::SCHEDULERS {
-            drive(spec.name, &arrivals, service);
+            drive(spec.name, &arrivals, service, &[]);
         }
     }
 }
@@ -149,46 +152,46 @@ const NO_WAIT_BOUND: &[(&str, &str)] = &[];
 /// Drive a sequential reader (4 outstanding) on stream 0 and, at 10 ms, one
 /// read on stream 1 far below the head; return the lone read's wait.
 fn lone_read_wait(name: &str) -> Nanos {
-    let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(4)).unwrap();
+    let mut d = Driver::build(name, &ParamValues::new(), ctx(4)).unwrap();
     let service: Nanos = 1_000_000;
     let mut next_sector = CAPACITY / 2;
     let mut id = 0u64;
     let mut now: Nanos = 0;
     let mut busy: Option<(Nanos, Request)> = None;
     let mut lone_at: Option<Nanos> = None;
-    let mut issue = |s: &mut Box<dyn hvio_core::Scheduler>, now: Nanos, id: &mut u64| {
+    let mut issue = |d: &mut Driver, now: Nanos, id: &mut u64| {
         let rq = Request::new(*id, 0, Op::Read, next_sector, 16, now);
         next_sector += 16;
         *id += 1;
-        s.insert(rq, now);
+        d.insert(rq, now);
     };
     for _ in 0..4 {
-        issue(&mut s, 0, &mut id);
+        issue(&mut d, 0, &mut id);
     }
     while now < 5_000_000_000 {
         if lone_at.is_none() && now >= 10_000_000 {
-            s.insert(Request::new(u64::MAX, 1, Op::Read, 1024, 16, now), now);
+            d.insert(Request::new(u64::MAX, 1, Op::Read, 1024, 16, now), now);
             lone_at = Some(now);
         }
         if busy.is_none() {
-            match s.dispatch(now) {
-                Dispatch::Request(rq) => {
+            match d.poll(now) {
+                Next::Request(rq) => {
                     if rq.id == u64::MAX {
                         return now - lone_at.unwrap();
                     }
                     busy = Some((now + service, rq));
                 }
-                Dispatch::WaitUntil(w) => {
-                    now = w;
+                Next::Wait { until, .. } => {
+                    now = until;
                     continue;
                 }
-                Dispatch::Empty => {}
+                Next::Idle => {}
             }
         }
         let (done, rq) = busy.take().expect("the sequential reader keeps the scheduler busy");
         now = done.max(now);
-        s.completed(&rq, now);
-        issue(&mut s, now, &mut id);
+        d.completed(&rq, now);
+        issue(&mut d, now, &mut id);
     }
     panic!("{name}: the lone read was never dispatched")
 }
@@ -211,5 +214,230 @@ fn wait_bounds_are_honoured_where_promised() {
             wait / 1_000_000,
             bound / 1_000_000
         );
+    }
+}
+
+/// Switches at random moments (before arrival `at`) between random pairs
+/// of registered schedulers, under every policy.
+fn switches() -> impl Strategy<Value = Vec<SwitchAt>> {
+    let n = hvio_sched::SCHEDULERS.len();
+    prop::collection::vec(
+        (
+            0usize..300,
+            0..n,
+            prop_oneof![
+                Just(SwitchPolicy::Drain),
+                Just(SwitchPolicy::Freeze),
+                Just(SwitchPolicy::Migrate)
+            ],
+        ),
+        1..8,
+    )
+    .prop_map(|v| {
+        v.into_iter()
+            .map(|(at, to, policy)| SwitchAt {
+                at,
+                to: hvio_sched::SCHEDULERS[to].name,
+                policy,
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
+    /// Every request is still dispatched exactly once, none is lost, none
+    /// is dispatched while a switch holds it, each scheduler hears only of
+    /// its own completions, and every switch finishes (see `drive_sched`).
+    #[test]
+    fn switches_at_random_moments_lose_nothing(
+        first in 0..hvio_sched::SCHEDULERS.len(),
+        arrivals in prop::collection::vec(arrival(), 1..300),
+        service in 10_000u64..20_000_000,
+        switches in switches(),
+    ) {
+        drive(hvio_sched::SCHEDULERS[first].name, &arrivals, service, &switches);
+    }
+}
+
+/// A burst, then switches from every scheduler to every scheduler under
+/// every policy, each in the middle of the burst.
+#[test]
+fn every_pair_switches_under_every_policy() {
+    let arrivals: Vec<Arrival> = (0..200)
+        .map(|i| Arrival {
+            gap_us: if i % 50 == 0 { 20_000 } else { 100 },
+            stream: (i % 4) as u32,
+            sector: (i * 7919 * 8) % (CAPACITY - 64),
+            sectors: 8,
+            op: if i % 3 == 0 { Op::Write } else { Op::Read },
+        })
+        .collect();
+    for from in hvio_sched::SCHEDULERS {
+        for to in hvio_sched::SCHEDULERS {
+            for policy in SwitchPolicy::ALL {
+                let sw = [
+                    SwitchAt {
+                        at: 60,
+                        to: to.name,
+                        policy,
+                    },
+                    SwitchAt {
+                        at: 61,
+                        to: from.name,
+                        policy,
+                    },
+                ];
+                drive(from.name, &arrivals, 1_000_000, &sw);
+            }
+        }
+    }
+}
+
+/// The legacy drain swaps on a 10 ms tick after the old requests are
+/// done, bypassing arrivals meanwhile; freeze holds them; migrate hands the
+/// queue over at once; a second switch during one is refused by type.
+#[test]
+fn each_policy_costs_what_linux_says() {
+    let ctx = ctx(2);
+    let setup = |policy| {
+        let mut d = Driver::build("noop", &ParamValues::new(), ctx.clone()).unwrap();
+        for i in 0..3 {
+            d.insert(Request::new(i, 0, Op::Read, 1000 * i, 8, 0), 0);
+        }
+        let Next::Request(first) = d.poll(0) else {
+            panic!("noop dispatches")
+        };
+        d.switch_by_name("deadline", &ParamValues::new(), policy, 1_000)
+            .unwrap();
+        let again = d.switch_by_name("cfq", &ParamValues::new(), policy, 1_000);
+        assert_eq!(again, Err(SwitchError::InProgress { to: "deadline" }), "{policy}");
+        d.insert(Request::new(9, 1, Op::Read, 50_000, 8, 2_000), 2_000);
+        (d, first)
+    };
+
+    // drain: the two queued go out FIFO, then the bypassing one; the swap
+    // waits for the tick after the last old request completes.
+    let (mut d, first) = setup(SwitchPolicy::Drain);
+    let mut order = Vec::new();
+    d.completed(&first, 3_000);
+    for t in [3_000, 4_000, 5_000] {
+        let Next::Request(rq) = d.poll(t) else {
+            panic!("drain dispatches the dispatch list")
+        };
+        order.push(rq.id);
+        d.completed(&rq, t + 500);
+    }
+    assert_eq!(order, [1, 2, 9]);
+    assert!(d.switching());
+    assert_eq!(
+        d.poll(6_000),
+        Next::Wait {
+            until: 1_000 + hvio_sched::DRAIN_POLL,
+            new: true
+        }
+    );
+    d.poll(1_000 + hvio_sched::DRAIN_POLL);
+    let r = d.take_reports();
+    assert_eq!(
+        (r[0].from, r[0].to, r[0].handed_over, r[0].bypassed, r[0].held),
+        ("noop", "deadline", 2, 1, 0)
+    );
+    assert_eq!(r[0].drain_time(), hvio_sched::DRAIN_POLL);
+
+    // freeze: the old scheduler serves its queue; the arrival waits.
+    let (mut d, first) = setup(SwitchPolicy::Freeze);
+    d.completed(&first, 3_000);
+    let mut order = Vec::new();
+    for t in [3_000, 4_000] {
+        let Next::Request(rq) = d.poll(t) else {
+            panic!("the old scheduler serves")
+        };
+        order.push(rq.id);
+        d.completed(&rq, t + 500);
+    }
+    let r = d.take_reports();
+    assert_eq!(
+        (r[0].handed_over, r[0].bypassed, r[0].held, r[0].swapped),
+        (0, 0, 1, 4_500)
+    );
+    assert_eq!(d.name(), "deadline");
+    let Next::Request(rq) = d.poll(5_000) else {
+        panic!("the new scheduler serves")
+    };
+    assert_eq!((order, rq.id), (vec![1, 2], 9));
+
+    // migrate: the new scheduler has the queue at once and starts when
+    // the old request in flight completes.
+    let (mut d, first) = setup(SwitchPolicy::Migrate);
+    assert_eq!(d.scheduler().queued(), 0);
+    assert_eq!(d.poll(2_500), Next::Idle, "the new scheduler waits for the device");
+    d.completed(&first, 3_000);
+    let r = d.take_reports();
+    assert_eq!(
+        (r[0].handed_over, r[0].bypassed, r[0].held, r[0].swapped),
+        (2, 0, 0, 3_000)
+    );
+    assert_eq!((d.name(), d.queued()), ("deadline", 3));
+}
+
+/// A scheduler that cannot hand over its queue loses nothing: `migrate`
+/// falls back to `freeze`, and `drain` lets it serve its queue.
+#[test]
+fn a_scheduler_without_take_queued_loses_nothing() {
+    struct Plain(Box<dyn hvio_core::Scheduler>);
+    impl hvio_core::Scheduler for Plain {
+        fn name(&self) -> &'static str {
+            "plain"
+        }
+        fn insert(&mut self, rq: Request, now: Nanos) {
+            self.0.insert(rq, now)
+        }
+        fn dispatch(&mut self, now: Nanos) -> Dispatch {
+            self.0.dispatch(now)
+        }
+        fn completed(&mut self, rq: &Request, now: Nanos) {
+            self.0.completed(rq, now)
+        }
+        fn has_work(&self) -> bool {
+            self.0.has_work()
+        }
+        fn queued(&self) -> usize {
+            self.0.queued()
+        }
+    }
+    for policy in SwitchPolicy::ALL {
+        let ctx = ctx(2);
+        let plain = Plain(hvio_sched::build("noop", &ParamValues::new(), &ctx).unwrap());
+        let mut d = Driver::new(Box::new(plain), ctx);
+        for i in 0..5 {
+            d.insert(Request::new(i, 0, Op::Read, 100 * i, 8, 0), 0);
+        }
+        d.switch_by_name("deadline", &ParamValues::new(), policy, 0).unwrap();
+        let mut got = Vec::new();
+        let mut t = 1;
+        while d.has_work() || d.switching() {
+            match d.poll(t) {
+                Next::Request(rq) => {
+                    got.push(rq.id);
+                    t += 1_000;
+                    d.completed(&rq, t);
+                }
+                Next::Wait { until, .. } => t = until,
+                Next::Idle => {
+                    assert!(!d.has_work() && !d.switching(), "{policy}: idle with work at {t}");
+                    break;
+                }
+            }
+        }
+        got.sort_unstable();
+        assert_eq!(got, [0, 1, 2, 3, 4], "{policy}");
+        let r = d.take_reports();
+        let applied = if policy == SwitchPolicy::Migrate {
+            SwitchPolicy::Freeze
+        } else {
+            policy
+        };
+        assert_eq!((r.len(), r[0].policy, r[0].handed_over), (1, applied, 0), "{policy}");
     }
 }

@@ -8,6 +8,7 @@ mod common;
 
 use common::{arrival, ctx_with, drive_sched, Arrival, Stub};
 use hvio_core::{Nanos, ParamSpec, ParamValues, SchedContext, StreamInfo};
+use hvio_sched::Driver;
 use proptest::prelude::*;
 
 /// Waits longer than this (115 days) are treated as unbounded idling; the
@@ -54,14 +55,14 @@ fn run(
     changes: &[(usize, StreamInfo)],
     service: Nanos,
 ) {
-    let mut s = hvio_sched::build(name, overrides, ctx).unwrap_or_else(|e| panic!("{name} {overrides:?}: {e}"));
+    let mut d = Driver::build(name, overrides, ctx.clone()).unwrap_or_else(|e| panic!("{name} {overrides:?}: {e}"));
     let stub = Stub {
         service,
         depth,
         max_wait: MAX_WAIT,
         steps_per_request: 200,
     };
-    drive_sched(&format!("{name} {overrides:?}"), s.as_mut(), arrivals, changes, stub);
+    drive_sched(&format!("{name} {overrides:?}"), &mut d, arrivals, changes, &[], stub);
 }
 
 /// A fixed mixed workload: a burst, then sparse requests from every stream.

@@ -813,6 +813,14 @@ impl Scheduler for IShare {
         self.queued
     }
 
+    /// The slice in progress ends (as a VM that ran dry); every VM's queue is emptied.
+    fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
+        self.expire(SwitchReason::IdleTimeout, now);
+        let all: Vec<Request> = self.vms.iter_mut().flat_map(|v| v.queue.take_all()).collect();
+        self.queued = 0;
+        Some(all)
+    }
+
     fn set_stream(&mut self, info: &StreamInfo) {
         match self.index.get(&info.id) {
             Some(&i) => {

@@ -416,6 +416,16 @@ impl VmQueue {
         self.sorted.is_empty()
     }
 
+    /// Remove every request, in sector order.
+    fn take_all(&mut self) -> Vec<Request> {
+        self.edf.clear();
+        self.sync.clear();
+        std::mem::take(&mut self.sorted)
+            .into_values()
+            .map(|(rq, _)| rq)
+            .collect()
+    }
+
     /// Grow the queued request nearest below `rq` by `rq.sectors` when
     /// [`back_mergeable`] allows it; it keeps its key and deadline.
     fn back_merge(&mut self, rq: &Request, max_sectors: u32) -> Option<RequestId> {
@@ -1033,6 +1043,14 @@ impl Scheduler for Pregather {
 
     fn queued(&self) -> usize {
         self.queued
+    }
+
+    /// The slice in progress ends; every VM's queue is emptied.
+    fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
+        self.end_slice(now);
+        let all: Vec<Request> = self.vms.values_mut().flat_map(|v| v.queue.take_all()).collect();
+        self.queued = 0;
+        Some(all)
     }
 
     fn set_stream(&mut self, info: &StreamInfo) {

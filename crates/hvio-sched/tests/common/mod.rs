@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use hvio_core::{DeviceInfo, Dispatch, Nanos, Op, Request, SchedContext, Scheduler, StreamInfo};
+use hvio_sched::{Driver, Next, SwitchError, SwitchPolicy};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -85,28 +86,100 @@ pub struct Stub {
     pub steps_per_request: u64,
 }
 
-/// Drive `s` with the arrivals against the stub device; check the
+/// A run-time switch to scheduler `to`, made just before arrival number `at`.
+#[derive(Debug, Clone)]
+pub struct SwitchAt {
+    pub at: usize,
+    pub to: &'static str,
+    pub policy: SwitchPolicy,
+}
+
+/// A scheduler that checks it only hears of completions of requests it
+/// dispatched (a switch must route each completion to its scheduler).
+pub struct Checked {
+    inner: Box<dyn Scheduler>,
+    mine: HashSet<u64>,
+}
+
+impl Checked {
+    pub fn boxed(inner: Box<dyn Scheduler>) -> Box<dyn Scheduler> {
+        Box::new(Checked {
+            inner,
+            mine: HashSet::new(),
+        })
+    }
+}
+
+impl Scheduler for Checked {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn insert(&mut self, rq: Request, now: Nanos) {
+        self.inner.insert(rq, now)
+    }
+    fn dispatch(&mut self, now: Nanos) -> Dispatch {
+        let d = self.inner.dispatch(now);
+        if let Dispatch::Request(rq) = d {
+            self.mine.insert(rq.id);
+        }
+        d
+    }
+    fn completed(&mut self, rq: &Request, now: Nanos) {
+        assert!(
+            self.mine.remove(&rq.id),
+            "{}: told of the completion of request {}, which it did not dispatch",
+            self.name(),
+            rq.id
+        );
+        self.inner.completed(rq, now)
+    }
+    fn has_work(&self) -> bool {
+        self.inner.has_work()
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn set_stream(&mut self, info: &StreamInfo) {
+        self.inner.set_stream(info)
+    }
+    fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
+        self.inner.take_queued(now)
+    }
+}
+
+/// Drive `d` with the arrivals against the stub device; check the
 /// invariants (each request dispatched exactly once, `WaitUntil` strictly
 /// in the future and within `max_wait`, `queued()`/`has_work()` agree with
 /// what went in and out, everything drains); return the dispatch order.
 /// `changes`: `set_stream` calls (a VM's new weight or attributes, or a
 /// stream not known before), each made just before arrival number `.0`.
+/// `switches`: run-time switches; one asked for while another is in
+/// progress must be refused. With switches, also: no request held by a
+/// switch (arriving during a `freeze` or `migrate` switch, or handed to
+/// the new scheduler by `migrate`) is dispatched before the swap, every
+/// switch finishes, and each scheduler hears only of completions of
+/// requests it dispatched.
 pub fn drive_sched(
     name: &str,
-    s: &mut dyn Scheduler,
+    d: &mut Driver,
     arrivals: &[Arrival],
     changes: &[(usize, StreamInfo)],
+    switches: &[SwitchAt],
     stub: Stub,
 ) -> Vec<u64> {
     let mut now: Nanos = 0;
     let mut next_arrival = 0usize;
     let mut t_arrival: Nanos = arrivals.first().map(|a| a.gap_us * 1000).unwrap_or(0);
     let mut busy: Vec<(Nanos, Request)> = Vec::new();
-    let mut wait_until: Option<Nanos> = None;
     let mut dispatched = Vec::new();
     let mut seen = HashSet::new();
     let mut inserted = 0usize;
     let mut steps = 0u64;
+    // Requests a switch in progress holds, and those that bypass a drain.
+    let mut held: HashSet<u64> = HashSet::new();
+    let mut bypassing: HashSet<u64> = HashSet::new();
+    let (mut started, mut refused) = (0usize, 0usize);
+    let mut policy = None;
     loop {
         steps += 1;
         assert!(
@@ -122,20 +195,42 @@ pub fn drive_sched(
         if let Some(c) = busy.iter().map(|b| b.0).min() {
             t = t.min(c);
         }
-        if let Some(w) = wait_until {
+        if let Some(w) = d.wake() {
             t = t.min(w);
         }
         if t == Nanos::MAX {
             break;
         }
         now = now.max(t);
+        d.timer_due(now);
         while let Some(i) = busy.iter().position(|b| b.0 <= now) {
             let (_, rq) = busy.remove(i);
-            s.completed(&rq, now);
+            d.completed(&rq, now);
         }
         while next_arrival < arrivals.len() && t_arrival <= now {
             for (_, info) in changes.iter().filter(|c| c.0 == next_arrival) {
-                s.set_stream(info);
+                d.set_stream(info);
+            }
+            for sw in switches.iter().filter(|s| s.at == next_arrival) {
+                let to = hvio_sched::build(sw.to, &Default::default(), d.context()).unwrap();
+                match d.switch_to(Checked::boxed(to), sw.policy, now) {
+                    Ok(()) => {
+                        started += 1;
+                        policy = Some(sw.policy);
+                        if d.switching() && sw.policy == SwitchPolicy::Migrate {
+                            // Everything queued went to the new scheduler
+                            // (except requests bypassing an earlier drain).
+                            let pending =
+                                (0..inserted as u64).filter(|id| !seen.contains(id) && !bypassing.contains(id));
+                            held.extend(pending);
+                        }
+                    }
+                    Err(SwitchError::InProgress { .. }) => {
+                        assert!(d.switching(), "{name}: switch refused with none in progress");
+                        refused += 1;
+                    }
+                    Err(e) => panic!("{name}: {e}"),
+                }
             }
             let a = &arrivals[next_arrival];
             let (sector, sectors) = if a.op == Op::Flush {
@@ -143,51 +238,90 @@ pub fn drive_sched(
             } else {
                 (a.sector, a.sectors)
             };
-            let rq = Request::new(next_arrival as u64, a.stream, a.op, sector, sectors, now)
+            let id = next_arrival as u64;
+            let rq = Request::new(id, a.stream, a.op, sector, sectors, now)
                 .with_sync(a.op != Op::Write || a.stream.is_multiple_of(2));
-            s.insert(rq, now);
+            if d.switching() {
+                match policy {
+                    Some(SwitchPolicy::Drain) => bypassing.insert(id),
+                    _ => held.insert(id),
+                };
+            }
+            d.insert(rq, now);
             inserted += 1;
             next_arrival += 1;
             if let Some(a) = arrivals.get(next_arrival) {
                 t_arrival = now + a.gap_us * 1000;
             }
         }
-        wait_until = None;
+        if !d.switching() {
+            held.clear();
+        }
         while busy.len() < stub.depth {
-            match s.dispatch(now) {
-                Dispatch::Request(rq) => {
+            match d.poll(now) {
+                Next::Request(rq) => {
                     assert!(seen.insert(rq.id), "{name}: request {} dispatched twice", rq.id);
+                    assert!(
+                        !d.switching() || !held.contains(&rq.id),
+                        "{name}: request {} dispatched while a switch held it",
+                        rq.id
+                    );
                     dispatched.push(rq.id);
                     busy.push((now + stub.service, rq));
                 }
-                Dispatch::WaitUntil(w) => {
-                    assert!(w > now, "{name}: WaitUntil({w}) not in the future (now {now})");
-                    assert!(w - now <= stub.max_wait, "{name}: WaitUntil {} ns ahead", w - now);
-                    wait_until = Some(w);
+                Next::Wait { until, .. } => {
+                    assert_eq!(
+                        d.stats().past_waits,
+                        0,
+                        "{name}: WaitUntil not in the future (now {now})"
+                    );
+                    assert!(
+                        until - now <= stub.max_wait,
+                        "{name}: WaitUntil {} ns ahead",
+                        until - now
+                    );
                     break;
                 }
-                Dispatch::Empty => {
+                Next::Idle => {
                     // With requests in flight a scheduler may hold the rest
                     // back (quantum, async depth, tokens) until one completes.
                     assert!(
-                        !s.has_work() || !busy.is_empty(),
+                        !d.has_work() || !busy.is_empty(),
                         "{name}: Empty while has_work() and the device idle"
                     );
                     break;
                 }
             }
         }
-        assert_eq!(s.queued(), inserted - dispatched.len(), "{name}: queued() disagrees");
+        if !d.switching() {
+            held.clear();
+        }
+        assert_eq!(d.queued(), inserted - dispatched.len(), "{name}: queued() disagrees");
         assert_eq!(
-            s.has_work(),
-            s.queued() > 0,
+            d.has_work(),
+            d.queued() > 0,
             "{name}: has_work() disagrees with queued()"
         );
+        assert_eq!(d.in_flight(), busy.len(), "{name}: in_flight() disagrees");
     }
     assert_eq!(
         dispatched.len(),
         arrivals.len(),
         "{name}: not every request was dispatched"
     );
+    assert!(!d.switching(), "{name}: a switch never finished");
+    let reports = d.take_reports();
+    assert_eq!(
+        reports.len(),
+        started,
+        "{name}: switches started and finished differ ({refused} refused)"
+    );
+    if let Some(last) = reports.last() {
+        assert_eq!(
+            d.name(),
+            last.to,
+            "{name}: the last switch's scheduler is not in charge"
+        );
+    }
     dispatched
 }

@@ -1,0 +1,580 @@
+//! The one scheduler driver: a [`Scheduler`] with its [`SchedContext`], its
+//! `WaitUntil` timer, its in-flight count and counters, and run-time
+//! switching. Every loop that drives a scheduler (the simulated host and
+//! guests, the replayer, the daemon, the bench, the test suites) goes
+//! through it, so that they agree on what a wait, a completion and a switch
+//! mean. Paper 002 (the meta-scheduler) switches schedulers mid-run through
+//! [`Driver::switch_to`].
+//!
+//! The caller owns the device and the clock: it [`insert`](Driver::insert)s
+//! arrivals, asks [`poll`](Driver::poll) for the next request while its
+//! device can take one, reports [`completed`](Driver::completed) requests,
+//! and calls `poll` again at the [`Next::Wait`] time it was given (or when a
+//! request arrives or completes). Time is whatever the caller counts in:
+//! simulated nanoseconds, or the monotonic clock's nanoseconds since start.
+//!
+//! # Waits
+//!
+//! A scheduler's `WaitUntil(t)` must be strictly in the future. One that is
+//! not (a scheduler bug) is counted in [`DriverStats::past_waits`] (the
+//! conformance suite asserts none) and moved to `now + resolution`, so the
+//! caller always makes progress. The resolution is the clock's: 1 ns for
+//! simulated time, where time is integer nanoseconds and a later event is
+//! all that is needed; the daemon sets 1 µs, its timer slack
+//! (`PR_SET_TIMERSLACK`), because a sooner wake-up cannot be honoured and
+//! would only spin. A wait later than `now` is never shortened or lengthened.
+//!
+//! # Switching (`block/elevator.c`)
+//!
+//! Linux has switched elevators at run time in two ways, and hvio models
+//! both, plus a third that Linux does not have:
+//!
+//! - [`SwitchPolicy::Drain`] — the legacy block layer (2.6.3x
+//!   `elevator_switch` → `elv_quiesce_start`): set `QUEUE_FLAG_ELVSWITCH`,
+//!   so requests allocated from then on carry no elevator data and bypass
+//!   the elevator (`__elv_add_request` turns `ELEVATOR_INSERT_SORT` into
+//!   `ELEVATOR_INSERT_BACK`: the tail of the dispatch list, FIFO, served
+//!   before the elevator); force-dispatch everything the old elevator holds
+//!   onto the dispatch list (`elv_drain_elevator`: `dispatch_fn(q, 1)` until
+//!   empty — no idling); then `while (q->rq.elvpriv) { run queue; msleep(10);
+//!   drain }`: wait until no request of the old elevator is queued or in
+//!   flight, checking every 10 ms. Then swap (`elevator_exit` old, attach
+//!   new) and clear the flag. Bypassed requests still on the dispatch list
+//!   go first after the swap, and no elevator ever hears of their
+//!   completion. hvio models exactly that: the forced drain is
+//!   [`Scheduler::take_queued`] (oldest arrival first), the dispatch list is
+//!   the driver's FIFO, and the swap happens at the first 10 ms tick
+//!   ([`DRAIN_POLL`]) after the switch at which the old scheduler's last
+//!   request has completed (at once if it had none). Cost: up to 10 ms with
+//!   the old requests done and the new scheduler not yet in charge, every
+//!   request arriving meanwhile served FIFO, and the old scheduler's queue
+//!   served in arrival order without its idling.
+//! - [`SwitchPolicy::Freeze`] — blk-mq (`elevator_switch` under
+//!   `blk_mq_freeze_queue`): new submitters wait in `blk_queue_enter`; every
+//!   request already entered (queued in the old scheduler or in flight)
+//!   keeps `q_usage_counter` up until it completes, so the old scheduler
+//!   serves its whole queue its own way (idling included); when the counter
+//!   drops to zero (a wake-up, no polling) the elevator is swapped, the
+//!   queue unfrozen, and the held requests enter the new scheduler. Cost:
+//!   every arrival during the switch waits until the old queue and the
+//!   device are empty. `hvio serve` uses this by default.
+//! - [`SwitchPolicy::Migrate`] — hvio's own: the old scheduler hands its
+//!   queued requests to the new one at once ([`Scheduler::take_queued`]),
+//!   arrivals go to the new one, and the new one starts dispatching when
+//!   the old one's requests in flight have completed (so each scheduler
+//!   hears only of completions of requests it dispatched). Cost: the device
+//!   drains its in-flight requests once (at most one service time at depth
+//!   1). A scheduler that cannot hand over (`take_queued` → `None`) is
+//!   switched with [`SwitchPolicy::Freeze`] instead; nothing is lost.
+//!
+//! Each finished switch leaves a [`SwitchReport`] with its cost: time from
+//! request to swap, requests handed over, bypassed and held.
+
+use crate::build;
+use hvio_core::{
+    ms, ConfigError, Dispatch, Nanos, ParamValues, Request, RequestId, SchedContext, Scheduler, SliceGrant, StreamInfo,
+};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::str::FromStr;
+
+/// How often the legacy block layer checks whether the old elevator has
+/// drained during a switch (`msleep(10)` in `elv_quiesce_start`).
+pub const DRAIN_POLL: Nanos = ms(10);
+
+/// How a run-time switch treats the old scheduler's requests (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SwitchPolicy {
+    /// Linux 2.6.3x: force the old queue out FIFO, bypass new arrivals,
+    /// poll every 10 ms until the old requests completed, swap.
+    Drain,
+    /// blk-mq: hold new arrivals, let the old scheduler serve its queue,
+    /// swap when it and the device are empty.
+    Freeze,
+    /// Hand the old queue to the new scheduler; it starts once the old
+    /// requests in flight completed.
+    Migrate,
+}
+
+impl SwitchPolicy {
+    pub const ALL: [SwitchPolicy; 3] = [SwitchPolicy::Drain, SwitchPolicy::Freeze, SwitchPolicy::Migrate];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SwitchPolicy::Drain => "drain",
+            SwitchPolicy::Freeze => "freeze",
+            SwitchPolicy::Migrate => "migrate",
+        }
+    }
+}
+
+impl fmt::Display for SwitchPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SwitchPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        SwitchPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown switch policy `{s}` (known: drain, freeze, migrate)"))
+    }
+}
+
+/// Why a switch was refused. The running scheduler is untouched.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum SwitchError {
+    #[error("a scheduler switch to `{to}` is already in progress")]
+    InProgress { to: &'static str },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// What one finished switch cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchReport {
+    pub from: &'static str,
+    pub to: &'static str,
+    /// The policy applied (a `migrate` from a scheduler that cannot hand
+    /// over is applied as `freeze`).
+    pub policy: SwitchPolicy,
+    /// When the switch was asked for.
+    pub requested: Nanos,
+    /// When the new scheduler took over.
+    pub swapped: Nanos,
+    /// Requests taken from the old scheduler's queue: onto the dispatch
+    /// list (`drain`) or into the new scheduler (`migrate`).
+    pub handed_over: usize,
+    /// Arrivals that bypassed both schedulers (`drain`).
+    pub bypassed: usize,
+    /// Arrivals held until the swap (`freeze`).
+    pub held: usize,
+}
+
+impl SwitchReport {
+    /// Time from the request to the swap.
+    pub fn drain_time(&self) -> Nanos {
+        self.swapped - self.requested
+    }
+}
+
+/// What to do with the device next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Send this request to the device.
+    Request(Request),
+    /// Keep the device idle; poll again at `until` (or when a request
+    /// arrives or completes). `new`: the timer changed, so an event-driven
+    /// caller must schedule a wake-up (an unchanged one is already scheduled).
+    Wait { until: Nanos, new: bool },
+    /// Nothing to dispatch until a request arrives or completes.
+    Idle,
+}
+
+/// The driver's own counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    pub inserted: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+    /// `WaitUntil` answers.
+    pub waits: u64,
+    /// `WaitUntil` answers not in the future (a scheduler bug; moved forward).
+    pub past_waits: u64,
+    pub switches: u64,
+}
+
+struct Switch {
+    new: Box<dyn Scheduler>,
+    policy: SwitchPolicy,
+    requested: Nanos,
+    /// Requests of the old scheduler not yet completed (queued in it, on
+    /// the dispatch list after a forced drain, or in flight); `drain` and
+    /// `migrate` only (`freeze` asks the old scheduler).
+    old_outstanding: usize,
+    /// `drain`: the tick at which the swap happens, once `old_outstanding` is 0.
+    swap_at: Option<Nanos>,
+    /// `freeze`: arrivals waiting for the swap.
+    held: VecDeque<(Request, Nanos)>,
+    handed_over: usize,
+    bypassed: usize,
+}
+
+/// A scheduler, driven (see the module doc).
+pub struct Driver {
+    sched: Box<dyn Scheduler>,
+    ctx: SchedContext,
+    resolution: Nanos,
+    /// The pending wake-up: the last `Wait` given and not yet due.
+    wake: Option<Nanos>,
+    in_flight: usize,
+    /// The block layer's dispatch list: requests force-drained from an old
+    /// scheduler or bypassing it during a `drain` switch, served FIFO
+    /// before any scheduler.
+    dispatch_list: VecDeque<Request>,
+    /// Requests on the dispatch list or in flight that no scheduler holds
+    /// (it handed them over, or they bypassed it): nobody hears of their
+    /// completion. `true`: the old scheduler's, counted in its switch's
+    /// `old_outstanding`.
+    unowned: HashMap<RequestId, bool>,
+    switch: Option<Switch>,
+    reports: Vec<SwitchReport>,
+    /// Slices the replaced schedulers ended and nobody took yet.
+    retired_slices: Vec<SliceGrant>,
+    stats: DriverStats,
+}
+
+impl Driver {
+    /// Drive `sched`, built for `ctx`, in simulated time (resolution 1 ns).
+    pub fn new(sched: Box<dyn Scheduler>, ctx: SchedContext) -> Self {
+        Driver {
+            sched,
+            ctx,
+            resolution: 1,
+            wake: None,
+            in_flight: 0,
+            dispatch_list: VecDeque::new(),
+            unowned: HashMap::new(),
+            switch: None,
+            reports: Vec::new(),
+            retired_slices: Vec::new(),
+            stats: DriverStats::default(),
+        }
+    }
+
+    /// Build scheduler `name` with `params` for `ctx` and drive it.
+    pub fn build(name: &str, params: &ParamValues, ctx: SchedContext) -> Result<Self, ConfigError> {
+        let sched = build(name, params, &ctx)?;
+        Ok(Driver::new(sched, ctx))
+    }
+
+    /// The shortest wait the caller's clock can honour (see the module doc).
+    pub fn with_resolution(mut self, resolution: Nanos) -> Self {
+        self.resolution = resolution.max(1);
+        self
+    }
+
+    /// The scheduler in charge (the old one until a switch swaps).
+    pub fn scheduler(&self) -> &dyn Scheduler {
+        self.sched.as_ref()
+    }
+
+    /// The scheduler in charge, for calls the driver does not wrap.
+    pub fn scheduler_mut(&mut self) -> &mut dyn Scheduler {
+        self.sched.as_mut()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.sched.name()
+    }
+
+    pub fn context(&self) -> &SchedContext {
+        &self.ctx
+    }
+
+    pub fn stats(&self) -> DriverStats {
+        self.stats
+    }
+
+    /// The scheduler's counters (the one in charge).
+    pub fn counters(&self) -> Vec<(String, f64)> {
+        self.sched.counters()
+    }
+
+    /// The pending wake-up, if any.
+    pub fn wake(&self) -> Option<Nanos> {
+        self.wake
+    }
+
+    /// Whether the pending wake-up is due at `now`; if so it is cleared and
+    /// the caller polls. A wake-up that a later `Wait` replaced is not due.
+    pub fn timer_due(&mut self, now: Nanos) -> bool {
+        if self.wake.is_some_and(|t| t <= now) {
+            self.wake = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Requests dispatched and not completed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Requests inserted and not yet dispatched (in a scheduler, on the
+    /// dispatch list, or held by a switch).
+    pub fn queued(&self) -> usize {
+        let switching = self.switch.as_ref().map_or(0, |s| s.held.len() + s.new.queued());
+        self.sched.queued() + self.dispatch_list.len() + switching
+    }
+
+    /// Whether anything waits to be dispatched.
+    pub fn has_work(&self) -> bool {
+        self.sched.has_work()
+            || !self.dispatch_list.is_empty()
+            || self
+                .switch
+                .as_ref()
+                .is_some_and(|s| !s.held.is_empty() || s.new.has_work())
+    }
+
+    /// Whether a switch is in progress.
+    pub fn switching(&self) -> bool {
+        self.switch.is_some()
+    }
+
+    /// Where a request arriving now goes during a switch: held (`freeze`),
+    /// straight to the dispatch list (`drain`), or into the new scheduler
+    /// (`migrate`); else into the scheduler.
+    pub fn insert(&mut self, rq: Request, now: Nanos) {
+        self.stats.inserted += 1;
+        match &mut self.switch {
+            None => self.sched.insert(rq, now),
+            Some(sw) => match sw.policy {
+                SwitchPolicy::Freeze => sw.held.push_back((rq, now)),
+                SwitchPolicy::Drain => {
+                    sw.bypassed += 1;
+                    self.unowned.insert(rq.id, false);
+                    self.dispatch_list.push_back(rq);
+                }
+                SwitchPolicy::Migrate => sw.new.insert(rq, now),
+            },
+        }
+    }
+
+    /// The block layer's back merge into a queued request (see
+    /// [`Scheduler::back_merge`]); none during a switch.
+    pub fn back_merge(&mut self, rq: &Request, max_sectors: u32, now: Nanos) -> Option<RequestId> {
+        if self.switch.is_some() {
+            return None;
+        }
+        self.sched.back_merge(rq, max_sectors, now)
+    }
+
+    /// The device can take a request: the next one, or when to ask again,
+    /// or nothing until a request arrives or completes.
+    pub fn poll(&mut self, now: Nanos) -> Next {
+        self.try_swap(now);
+        if let Some(rq) = self.dispatch_list.pop_front() {
+            return self.dispatched(rq);
+        }
+        let d = match &self.switch {
+            // The new scheduler waits for the old one's requests in flight.
+            Some(sw) if sw.policy == SwitchPolicy::Migrate => return Next::Idle,
+            // The old scheduler is done; the swap waits for the next tick.
+            Some(Switch { swap_at: Some(t), .. }) => Dispatch::WaitUntil(*t),
+            _ => self.sched.dispatch(now),
+        };
+        match d {
+            Dispatch::Request(rq) => self.dispatched(rq),
+            Dispatch::WaitUntil(t) => {
+                self.stats.waits += 1;
+                let until = if t > now {
+                    t
+                } else {
+                    self.stats.past_waits += 1;
+                    now + self.resolution
+                };
+                let until = until.max(now + self.resolution);
+                let new = self.wake != Some(until);
+                self.wake = Some(until);
+                Next::Wait { until, new }
+            }
+            Dispatch::Empty => Next::Idle,
+        }
+    }
+
+    fn dispatched(&mut self, rq: Request) -> Next {
+        self.in_flight += 1;
+        self.stats.dispatched += 1;
+        Next::Request(rq)
+    }
+
+    /// A request [`poll`](Driver::poll) gave has completed at `now`; the
+    /// scheduler that dispatched it hears of it.
+    pub fn completed(&mut self, rq: &Request, now: Nanos) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.stats.completed += 1;
+        let unowned = if self.unowned.is_empty() {
+            None
+        } else {
+            self.unowned.remove(&rq.id)
+        };
+        if unowned == Some(false) {
+            return;
+        }
+        match &mut self.switch {
+            Some(sw) if sw.policy != SwitchPolicy::Freeze && sw.old_outstanding > 0 => {
+                sw.old_outstanding -= 1;
+                if unowned.is_none() {
+                    self.sched.completed(rq, now);
+                }
+                if sw.old_outstanding == 0 && sw.policy == SwitchPolicy::Drain {
+                    // The first `msleep(10)` tick that finds nothing left.
+                    let ticks = (now - sw.requested).div_ceil(DRAIN_POLL).max(1);
+                    sw.swap_at = Some(sw.requested + ticks * DRAIN_POLL);
+                }
+                self.try_swap(now);
+            }
+            _ => {
+                self.sched.completed(rq, now);
+                if self.switch.is_some() {
+                    self.try_swap(now);
+                }
+            }
+        }
+    }
+
+    /// A stream's attributes changed, or a new stream appeared: the
+    /// context, the scheduler and any scheduler being switched to learn it.
+    pub fn set_stream(&mut self, info: &StreamInfo) {
+        match self.ctx.streams.iter_mut().find(|s| s.id == info.id) {
+            Some(s) => *s = info.clone(),
+            None => self.ctx.streams.push(info.clone()),
+        }
+        self.sched.set_stream(info);
+        if let Some(sw) = &mut self.switch {
+            sw.new.set_stream(info);
+        }
+    }
+
+    /// Start switching to `new` (built for [`Driver::context`]) at `now`
+    /// under `policy`. Refused while a switch is in progress.
+    pub fn switch_to(&mut self, new: Box<dyn Scheduler>, policy: SwitchPolicy, now: Nanos) -> Result<(), SwitchError> {
+        if let Some(sw) = &self.switch {
+            return Err(SwitchError::InProgress { to: sw.new.name() });
+        }
+        let mut sw = Switch {
+            new,
+            policy,
+            requested: now,
+            old_outstanding: 0,
+            swap_at: None,
+            held: VecDeque::new(),
+            handed_over: 0,
+            bypassed: 0,
+        };
+        if policy != SwitchPolicy::Freeze {
+            // The old scheduler's requests in flight: not those that
+            // bypassed an earlier switch (every request on the dispatch list
+            // is one; an earlier old scheduler's have all completed).
+            let in_flight = self.in_flight - (self.unowned.len() - self.dispatch_list.len());
+            let queued = self.sched.queued();
+            match self.sched.take_queued(now) {
+                Some(mut taken) => {
+                    assert_eq!(
+                        taken.len(),
+                        queued,
+                        "{}: take_queued handed over {} of {queued} queued requests",
+                        self.sched.name(),
+                        taken.len()
+                    );
+                    taken.sort_by_key(|rq| (rq.arrival, rq.id));
+                    sw.handed_over = taken.len();
+                    if policy == SwitchPolicy::Drain {
+                        sw.old_outstanding = in_flight + taken.len();
+                        self.unowned.extend(taken.iter().map(|rq| (rq.id, true)));
+                        self.dispatch_list.extend(taken);
+                    } else {
+                        sw.old_outstanding = in_flight;
+                        for rq in taken {
+                            sw.new.insert(rq, now);
+                        }
+                    }
+                }
+                None if policy == SwitchPolicy::Drain => {
+                    // No forced drain: the old scheduler serves its queue.
+                    sw.old_outstanding = in_flight + queued;
+                }
+                None => sw.policy = SwitchPolicy::Freeze,
+            }
+            if sw.old_outstanding == 0 && sw.policy == SwitchPolicy::Drain {
+                sw.swap_at = Some(now);
+            }
+        }
+        self.switch = Some(sw);
+        self.try_swap(now);
+        Ok(())
+    }
+
+    /// [`Driver::switch_to`] scheduler `name` with `params`, built here (a
+    /// bad name or parameter leaves the running scheduler alone).
+    pub fn switch_by_name(
+        &mut self,
+        name: &str,
+        params: &ParamValues,
+        policy: SwitchPolicy,
+        now: Nanos,
+    ) -> Result<(), SwitchError> {
+        if let Some(sw) = &self.switch {
+            return Err(SwitchError::InProgress { to: sw.new.name() });
+        }
+        let new = build(name, params, &self.ctx)?;
+        self.switch_to(new, policy, now)
+    }
+
+    /// Swap if the switch in progress is done by `now`.
+    fn try_swap(&mut self, now: Nanos) {
+        let Some(sw) = &self.switch else { return };
+        let done = match sw.policy {
+            SwitchPolicy::Freeze => !self.sched.has_work() && self.in_flight == 0,
+            SwitchPolicy::Migrate => sw.old_outstanding == 0,
+            SwitchPolicy::Drain => sw.swap_at.is_some_and(|t| t <= now),
+        };
+        if !done {
+            return;
+        }
+        let Some(sw) = self.switch.take() else { return };
+        let mut old = std::mem::replace(&mut self.sched, sw.new);
+        self.retired_slices.extend(old.take_slices());
+        let held = sw.held.len();
+        for (rq, _) in sw.held {
+            self.sched.insert(rq, now);
+        }
+        self.stats.switches += 1;
+        self.reports.push(SwitchReport {
+            from: old.name(),
+            to: self.sched.name(),
+            policy: sw.policy,
+            requested: sw.requested,
+            swapped: now,
+            handed_over: sw.handed_over,
+            bypassed: sw.bypassed,
+            held,
+        });
+    }
+
+    /// The switches finished since the last call, oldest first.
+    pub fn take_reports(&mut self) -> Vec<SwitchReport> {
+        std::mem::take(&mut self.reports)
+    }
+
+    /// The slices that ended since the last call (see
+    /// [`Scheduler::take_slices`]), those of replaced schedulers first.
+    pub fn take_slices(&mut self) -> Vec<SliceGrant> {
+        let mut out = std::mem::take(&mut self.retired_slices);
+        out.extend(self.sched.take_slices());
+        out
+    }
+
+    /// The scheduler failed (it panicked): put `sched` in charge with
+    /// `requeue` — every request inserted and not yet dispatched, which the
+    /// caller knows — inserted at `now`. A switch in progress is abandoned
+    /// (its new scheduler dropped); returns what it was switching to.
+    /// Completions of requests in flight go to `sched`.
+    pub fn replace(&mut self, sched: Box<dyn Scheduler>, requeue: Vec<Request>, now: Nanos) -> Option<&'static str> {
+        let abandoned = self.switch.take().map(|sw| sw.new.name());
+        self.sched = sched;
+        self.dispatch_list.clear();
+        self.unowned.clear();
+        self.wake = None;
+        for rq in requeue {
+            self.sched.insert(rq, now);
+        }
+        abandoned
+    }
+}
