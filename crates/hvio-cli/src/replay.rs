@@ -76,6 +76,8 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<()> {
     if let Some(p) = &a.json {
         check_not_dir(p)?;
     }
+    let json: Vec<_> = a.json.iter().map(|p| ("--json", p.as_path())).collect();
+    cfg.check_outputs(&json, &[("trace", &a.trace)])?;
     let (result, skipped) = replay_trace(cfg, &a.trace, &read, &how)?;
     out!(
         "{}\n{}",

@@ -46,6 +46,7 @@ pub fn sim(a: SimArgs) -> Result<()> {
     }
     let json = a.json.clone().unwrap_or_else(|| default_json(&a.config));
     check_not_dir(&json)?;
+    cfg.check_outputs(&[("--json", &json)], &[])?;
     let r = hvio_sim::run(&cfg)?;
     write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
     out!(
@@ -102,6 +103,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         hvio_sched::spec(n).map_err(|e| anyhow::anyhow!("--schedulers: {e}"))?;
     }
     check_not_dir(&a.json)?;
+    cfg.check_outputs(&[("--json", &a.json)], &[])?;
     let results = cmp::compare(&cfg, &names)?;
     write_atomic(&a.json, &serde_json::to_string_pretty(&results)?)?;
     out!(

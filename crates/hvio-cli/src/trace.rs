@@ -180,12 +180,7 @@ enum Output {
 impl Output {
     fn open(path: &Path, input: &Path) -> Result<Self> {
         crate::common::check_not_dir(path)?;
-        if let (Ok(o), Ok(i)) = (std::fs::metadata(path), std::fs::metadata(input)) {
-            use std::os::unix::fs::MetadataExt;
-            if (o.dev(), o.ino()) == (i.dev(), i.ino()) {
-                bail!("{}: the output is the input trace; write elsewhere", path.display());
-            }
-        }
+        hvio_core::output::check_outputs(&[("--output", path)], &[("input trace", input)])?;
         let f = AtomicFile::create(path).with_context(|| format!("creating {}", path.display()))?;
         Ok(Output::File(f))
     }

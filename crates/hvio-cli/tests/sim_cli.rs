@@ -73,7 +73,7 @@ fn config_errors_name_the_file_and_line_and_write_nothing() {
     std::fs::write(dir.join("bin.toml"), b"seed = 1\n\xff\xfe").unwrap();
     let (code, err) = hvio(&dir, &["sim", "bin.toml"]);
     assert_eq!(code, 1);
-    assert!(err.contains("bin.toml: not UTF-8 text (byte 9)"), "{err}");
+    assert!(err.contains("bin.toml:2: byte 9 is not UTF-8"), "{err}");
 
     // A --json that is a directory is an error naming it (checked before the run).
     std::fs::create_dir_all(dir.join("adir")).unwrap();

@@ -9,6 +9,7 @@
 
 pub mod device;
 pub mod error;
+pub mod input;
 pub mod output;
 pub mod params;
 pub mod request;

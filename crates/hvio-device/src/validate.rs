@@ -18,6 +18,8 @@ pub enum ValidateError {
     Trace { file: String, line: usize, msg: String },
     #[error("{file}: {msg}")]
     File { file: String, msg: String },
+    #[error(transparent)]
+    SameFile(#[from] hvio_core::output::SameFile),
 }
 
 /// One measured request of a DiskSim validation trace.
@@ -344,6 +346,10 @@ pub fn run_cli(
     disk: Option<&str>,
     bench_repeats: u32,
 ) -> Result<String, ValidateError> {
+    let cdf = out.map(|dir| dir.join("cdf.csv"));
+    if let Some(p) = &cdf {
+        hvio_core::output::check_outputs(&[("--out", p)], &[("disk spec", spec), ("trace", trace)])?;
+    }
     let mut v = validate(spec, disk, trace)?;
     if bench_repeats > 0 {
         let model = load_disk(spec, disk)?.model;
@@ -368,14 +374,12 @@ pub fn run_cli(
             ));
         }
     }
-    if let Some(dir) = out {
-        let io = |e: std::io::Error| ValidateError::File {
-            file: dir.display().to_string(),
+    if let Some(p) = cdf {
+        // The directory is made with the file (and removed if it fails).
+        v.write_cdfs(&p).map_err(|e| ValidateError::File {
+            file: p.display().to_string(),
             msg: e.to_string(),
-        };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let p = dir.join("cdf.csv");
-        v.write_cdfs(&p).map_err(io)?;
+        })?;
         report.push_str(&format!("  CDFs written to {}\n", p.display()));
     }
     Ok(report)

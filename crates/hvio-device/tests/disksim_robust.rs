@@ -89,6 +89,7 @@ fn exercise(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), String> {
                 Err(format!("trace error without the file: {msg}"))
             }
         }
+        Err(e @ ValidateError::SameFile(_)) => Err(format!("validate writes no file: {e}")),
     }
 }
 

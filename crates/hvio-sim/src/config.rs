@@ -43,6 +43,10 @@ pub struct Config {
     /// The TOML text it was read from, to find the line of a key at fault.
     #[serde(skip)]
     pub source_text: Option<Arc<str>>,
+    /// The file it was read from ([`Config::from_file`]), an input no
+    /// output may overwrite.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// Upper bounds on the numbers a config gives. The simulator allocates per
@@ -52,7 +56,7 @@ pub struct Config {
 pub mod limits {
     /// A config file's size: 64 MiB, room for the largest config the other
     /// limits allow.
-    pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
+    pub const MAX_CONFIG_BYTES: u64 = hvio_core::input::MAX_CONFIG_BYTES;
     /// `[[vm]]` tables in one config.
     pub const MAX_VMS: usize = 1024;
     /// `[[vm.job]]` tables in one VM.
@@ -373,28 +377,47 @@ impl Config {
     /// Read a config file of at most [`limits::MAX_CONFIG_BYTES`] (an endless
     /// input such as `/dev/zero` is an error, not a hang).
     pub fn from_file(path: &Path) -> Result<Config> {
-        use std::io::Read;
-        let io = |source| SimError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .map_err(io)?
-            .take(limits::MAX_CONFIG_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > limits::MAX_CONFIG_BYTES {
-            return Err(SimError::Parse {
-                origin: path.display().to_string(),
-                message: format!("larger than {} MiB: not a config", limits::MAX_CONFIG_BYTES >> 20),
-            });
-        }
-        let text = String::from_utf8(bytes).map_err(|e| SimError::Parse {
-            origin: path.display().to_string(),
-            message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+        use hvio_core::input::{read_text, ReadError};
+        let text = read_text(path, limits::MAX_CONFIG_BYTES, "config").map_err(|e| match e {
+            ReadError::Io { file, source } => SimError::Io { path: file, source },
+            e => SimError::Other(e.to_string()),
         })?;
-        Config::from_toml_str(&text, &path.display().to_string())
+        let mut cfg = Config::from_toml_str(&text, &path.display().to_string())?;
+        cfg.file = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    /// The files the config makes a run read: the config itself and a
+    /// DiskSim `[disk] spec`, with the words that name them in errors.
+    pub fn input_files(&self) -> Vec<(String, PathBuf)> {
+        let mut v = Vec::new();
+        if let Some(f) = &self.file {
+            v.push(("config".to_string(), f.clone()));
+        }
+        if let Some(spec) = self.disk.get("spec").and_then(|v| v.as_str()) {
+            v.push(("[disk] spec".to_string(), self.base_dir.join(spec)));
+        }
+        v
+    }
+
+    /// The rule for outputs (`hvio_core::output::check_outputs`): `outputs`
+    /// and `[output] records` are neither the config's inputs, `inputs`,
+    /// nor each other.
+    pub fn check_outputs(
+        &self,
+        outputs: &[hvio_core::output::Named<'_>],
+        inputs: &[hvio_core::output::Named<'_>],
+    ) -> Result<()> {
+        let own = self.input_files();
+        let mut all_inputs: Vec<hvio_core::output::Named<'_>> = inputs.to_vec();
+        all_inputs.extend(own.iter().map(|(r, p)| (r.as_str(), p.as_path())));
+        let records = self.output.records.as_ref().map(|r| self.base_dir.join(r));
+        let mut all_outputs: Vec<hvio_core::output::Named<'_>> = Vec::new();
+        if let Some(r) = &records {
+            all_outputs.push(("records file", r));
+        }
+        all_outputs.extend_from_slice(outputs);
+        hvio_core::output::check_outputs(&all_outputs, &all_inputs).map_err(|e| SimError::Other(e.to_string()))
     }
 
     /// Check the values and lay out the images on a disk of `capacity` sectors.

@@ -14,8 +14,8 @@ use thiserror::Error;
 /// Why a configuration could not be used.
 #[derive(Debug, Error)]
 pub enum ConfError {
-    #[error("{origin}: cannot read: {err}")]
-    Read { origin: String, err: std::io::Error },
+    #[error(transparent)]
+    Read(#[from] hvio_core::input::ReadError),
     #[error("{origin}: {message}")]
     Toml { origin: String, message: String },
     #[error("{origin}: {err}")]
@@ -394,11 +394,35 @@ impl Config {
     /// Read and check `path`.
     pub fn load(path: &Path) -> Result<Config, ConfError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ConfError::Read {
-            origin: origin.clone(),
-            err,
+        let text = hvio_core::input::read_text(path, hvio_core::input::MAX_CONFIG_BYTES, "config")?;
+        let cfg = Config::from_toml_str(&text, &origin)?;
+        cfg.check_outputs(path).map_err(|err| ConfError::Invalid {
+            origin,
+            err: ConfigError::Other(err.to_string()),
         })?;
-        Config::from_toml_str(&text, &origin)
+        Ok(cfg)
+    }
+
+    /// The rule for outputs (`hvio_core::output::check_outputs`): every
+    /// file the daemon writes, creates or binds (store, images, sockets,
+    /// mountpoint, request log) is neither the configuration `path`, nor a
+    /// `[store.device]` spec, nor another of them (same inode, or same path
+    /// once resolved).
+    pub fn check_outputs(&self, path: &Path) -> Result<(), hvio_core::output::SameFile> {
+        let named = self.named_paths();
+        let outputs: Vec<hvio_core::output::Named<'_>> = named.iter().map(|(r, p)| (r.as_str(), *p)).collect();
+        let spec = self
+            .store
+            .device
+            .as_ref()
+            .and_then(|t| t.get("spec"))
+            .and_then(|v| v.as_str())
+            .map(PathBuf::from);
+        let mut inputs: Vec<hvio_core::output::Named<'_>> = vec![("config", path)];
+        if let Some(s) = &spec {
+            inputs.push(("[store.device] spec", s));
+        }
+        hvio_core::output::check_outputs(&outputs, &inputs)
     }
 
     /// Parse and check a configuration; `origin` names it in errors.

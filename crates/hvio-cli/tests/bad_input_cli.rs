@@ -1,0 +1,188 @@
+//! Bad input never costs a user a file: every command refuses, before it
+//! writes anything, an output that is one of its inputs (naming both); reads
+//! are bounded; a failed command leaves no directory behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hvio-bad-input-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs hvio in `cwd`: exit code and stderr.
+fn hvio(cwd: &Path, args: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const SIM: &str = "[disk]\nmodel = \"simple\"\n[[vm]]\nname = \"a\"\n[[vm.job]]\npreset = \"SR-S\"\n";
+const TRACE: &str = "128166372000000000,host,0,Read,4096,4096,100\n128166372000100000,host,0,Read,8192,4096,100\n";
+
+/// Runs `args` in `d`, expects exit 1 with `want` in the message and every
+/// file in `keep` as it was.
+fn refused(d: &Path, args: &[&str], want: &str, keep: &[(&str, &str)]) {
+    let (code, err) = hvio(d, args);
+    assert_eq!(code, 1, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+    for (f, text) in keep {
+        assert_eq!(
+            std::fs::read_to_string(d.join(f)).unwrap(),
+            *text,
+            "{args:?} changed {f}"
+        );
+    }
+}
+
+#[test]
+fn sim_compare_and_replay_refuse_to_write_over_an_input() {
+    let d = dir("sim");
+    std::fs::write(d.join("c.toml"), SIM).unwrap();
+    std::fs::write(d.join("t.csv"), TRACE).unwrap();
+    std::os::unix::fs::symlink("c.toml", d.join("link.toml")).unwrap();
+    let keep = [("c.toml", SIM), ("t.csv", TRACE)];
+    let same = "the output is the config c.toml; write elsewhere";
+    refused(
+        &d,
+        &["sim", "c.toml", "--json", "c.toml"],
+        &format!("--json c.toml: {same}"),
+        &keep,
+    );
+    refused(&d, &["sim", "c.toml", "--json", "./link.toml"], same, &keep);
+    refused(&d, &["sim", "c.toml", "--records", "c.toml"], same, &keep);
+    refused(
+        &d,
+        &["sim", "c.toml", "--records", "r.csv", "--json", "r.csv"],
+        "--json r.csv: the output is the records file",
+        &keep,
+    );
+    refused(
+        &d,
+        &["compare", "c.toml", "--schedulers", "noop", "--json", "c.toml"],
+        same,
+        &keep,
+    );
+    refused(
+        &d,
+        &["replay", "t.csv", "--format", "msr", "--json", "t.csv"],
+        "--json t.csv: the output is the trace t.csv",
+        &keep,
+    );
+    refused(
+        &d,
+        &[
+            "replay",
+            "t.csv",
+            "--format",
+            "msr",
+            "--config",
+            "c.toml",
+            "--json",
+            "link.toml",
+        ],
+        "the output is the config c.toml",
+        &keep,
+    );
+    // The config's own `[output] records` may not name the config either.
+    let own = format!("{SIM}[output]\nrecords = \"o.toml\"\n");
+    std::fs::write(d.join("o.toml"), &own).unwrap();
+    refused(
+        &d,
+        &["sim", "o.toml", "--json", "r.json"],
+        "the output is the config o.toml",
+        &[("o.toml", &own)],
+    );
+    assert!(!d.join("r.json").exists() && !d.join("r.csv").exists());
+    // A different file is fine.
+    let (code, err) = hvio(&d, &["sim", "c.toml", "--json", "r.json"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn trace_convert_and_validate_disk_refuse_to_write_over_an_input_and_leave_no_directory() {
+    let d = dir("convert");
+    std::fs::write(d.join("t.csv"), TRACE).unwrap();
+    std::fs::hard_link(d.join("t.csv"), d.join("h.csv")).unwrap();
+    refused(
+        &d,
+        &[
+            "trace", "convert", "--format", "msr", "--to", "iolog3", "-o", "h.csv", "t.csv",
+        ],
+        "--output h.csv: the output is the input trace t.csv",
+        &[("t.csv", TRACE)],
+    );
+    // A trace that fails on its second record: no a/, no a/b/.
+    std::fs::write(
+        d.join("bad.csv"),
+        format!("{}x\n", &TRACE[..TRACE.find('\n').unwrap() + 1]),
+    )
+    .unwrap();
+    let (code, err) = hvio(
+        &d,
+        &[
+            "trace", "convert", "--format", "msr", "--to", "iolog3", "-o", "a/b/out", "bad.csv",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("bad.csv"), "{err}");
+    assert!(!d.join("a").exists(), "a failed convert left its directories");
+
+    // validate-disk: the CDF file may not be the trace; a failed write
+    // names the file and leaves no directory.
+    let data = format!("{}/../../../shared/data/hdd-validation", env!("CARGO_MANIFEST_DIR"));
+    let spec = format!("{data}/ibm18es.parv");
+    std::fs::create_dir_all(d.join("vd")).unwrap();
+    let trace = std::fs::read_to_string(format!("{data}/ibm18es.trace")).unwrap();
+    std::fs::write(d.join("vd/cdf.csv"), &trace).unwrap();
+    refused(
+        &d,
+        &["validate-disk", &spec, "vd/cdf.csv", "--out", "vd"],
+        "--out vd/cdf.csv: the output is the trace vd/cdf.csv",
+        &[("vd/cdf.csv", &trace)],
+    );
+    std::fs::write(d.join("t.trace"), &trace).unwrap();
+    std::fs::write(d.join("file"), "").unwrap();
+    let (code, err) = hvio(&d, &["validate-disk", &spec, "t.trace", "--out", "file/vd"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("file/vd/cdf.csv"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn serve_refuses_files_that_are_its_config_and_reads_a_bounded_config() {
+    let d = dir("serve");
+    let host = |extra: &str| format!("{extra}[[vm]]\nname = \"a\"\nsize = \"1MiB\"\nexports = []\n");
+    for (extra, want) in [
+        (
+            "[store]\npath = \"h.toml\"\n",
+            "[store] path h.toml: the output is the config h.toml; write elsewhere",
+        ),
+        (
+            "[store]\npath = \"s.img\"\n[log]\nrequests = \"./h.toml\"\n",
+            "[log] requests ./h.toml: the output is the config h.toml",
+        ),
+        (
+            "[store]\npath = \"s.img\"\n[log]\nrequests = \"sub/../s.img\"\n",
+            "[log] requests sub/../s.img: the output is the [store] path s.img",
+        ),
+    ] {
+        let text = host(extra);
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::write(d.join("h.toml"), &text).unwrap();
+        refused(&d, &["serve", "--check", "h.toml"], want, &[("h.toml", &text)]);
+    }
+    let (code, err) = hvio(&d, &["serve", "--check", "/dev/zero"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/dev/zero: larger than 64 MiB: not a config"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
