@@ -1,0 +1,18 @@
+//! Address reshaping for flash storage under virtual machines (paper 001,
+//! Kim, Eom and Son, IEEE Access 2018), written sans I/O: no file, no clock.
+//!
+//! The simulator drives it as a host-path stage and the daemon as an image
+//! format; both give it guest requests and completions and perform the I/O it
+//! asks for. The parts, by the paper's sections:
+//!
+//! - [`extent_map`]: the remap tables (§III.A.2, §III.C), one per region;
+//! - [`config`]: the metadata and data regions, segments, the log area and
+//!   the checkpoint slots, validated;
+//! - [`encoding`]: the on-disk log transactions and checkpoints (§III.B.3).
+
+pub mod config;
+pub mod encoding;
+pub mod extent_map;
+
+pub use config::{Area, Layout, ReshapeConfig, Victim};
+pub use extent_map::{Extent, ExtentMap, Piece, Target};
