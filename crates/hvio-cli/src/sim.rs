@@ -77,16 +77,39 @@ pub struct CompareArgs {
     /// Comma-separated host schedulers, or `all`.
     #[arg(long, default_value = "all")]
     schedulers: String,
-    /// Where to write the JSON results.
+    /// Run each scheduler with this many seeds (the config's seed, or
+    /// `--seed`, and the ones after it); figures are means with their spread.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// The first seed (default: the config's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where to write the JSON comparison (every figure, the verdict and every run).
     #[arg(long, default_value = "out/compare.json")]
     json: PathBuf,
+    /// Also write one CSV row per scheduler and VM here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also draw the figures into this directory (needs hvio's Python
+    /// package: runs `python3 -m hvio figures`).
+    #[arg(long)]
+    figures: Option<PathBuf>,
 }
 
+/// Most seeds `--seeds` takes: each is a run per scheduler and per VM.
+const MAX_SEEDS: u64 = 1000;
+
 pub fn compare(a: CompareArgs) -> Result<()> {
-    let cfg = match &a.config {
+    let mut cfg = match &a.config {
         Some(p) => load(p)?,
         None => Config::from_toml_str(DEFAULT_SCENARIO, "paper000-four-vms.toml")?,
     };
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    if !(1..=MAX_SEEDS).contains(&a.seeds) {
+        bail!("--seeds {}: must be 1..={MAX_SEEDS}", a.seeds);
+    }
     let names: Vec<&str> = if a.schedulers == "all" {
         hvio_sched::names()
     } else {
@@ -103,15 +126,45 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         hvio_sched::spec(n).map_err(|e| anyhow::anyhow!("--schedulers: {e}"))?;
     }
     check_not_dir(&a.json)?;
-    cfg.check_outputs(&[("--json", &a.json)], &[])?;
-    let results = cmp::compare(&cfg, &names)?;
-    write_atomic(&a.json, &serde_json::to_string_pretty(&results)?)?;
-    out!(
-        "{}\n{}",
-        cmp::comparison_table(&results).render(),
-        cmp::job_comparison_table(&results).render()
-    );
-    outln!("results: {}", a.json.display());
+    let mut outputs: Vec<(&str, &std::path::Path)> = vec![("--json", &a.json)];
+    if let Some(c) = &a.csv {
+        check_not_dir(c)?;
+        outputs.push(("--csv", c));
+    }
+    cfg.check_outputs(&outputs, &[])?;
+    let c = cmp::comparison(&cfg, &names, a.seeds)?;
+    write_atomic(&a.json, &serde_json::to_string_pretty(&c)?)?;
+    if let Some(p) = &a.csv {
+        write_atomic(p, &c.csv())?;
+    }
+    out!("{}", c.render());
+    match &a.csv {
+        Some(p) => outln!("results: {}, {}", a.json.display(), p.display()),
+        None => outln!("results: {}", a.json.display()),
+    }
+    if let Some(dir) = &a.figures {
+        figures(&a.json, dir)?;
+    }
+    Ok(())
+}
+
+/// Draw a comparison's figures with hvio's Python package.
+fn figures(json: &std::path::Path, dir: &std::path::Path) -> Result<()> {
+    let python = std::env::var_os("HVIO_PYTHON").unwrap_or_else(|| "python3".into());
+    let status = std::process::Command::new(&python)
+        .args(["-m", "hvio", "figures"])
+        .arg(json)
+        .arg("--out")
+        .arg(dir)
+        .status()
+        .with_context(|| format!("--figures: cannot run {} (set HVIO_PYTHON to the Python that has hvio installed, e.g. .venv/bin/python)", python.to_string_lossy()))?;
+    if !status.success() {
+        bail!(
+            "--figures: `{} -m hvio figures` failed ({status}); the results are in {}",
+            python.to_string_lossy(),
+            json.display()
+        );
+    }
     Ok(())
 }
 

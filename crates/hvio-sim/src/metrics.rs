@@ -39,6 +39,7 @@ impl Latency {
             p50_ms: q(0.50),
             p95_ms: q(0.95),
             p99_ms: q(0.99),
+            p999_ms: q(0.999),
             max_ms: if h.is_empty() { 0.0 } else { ns_to_ms(h.max()) },
         }
     }
@@ -50,6 +51,7 @@ pub struct LatencySummary {
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub p99_ms: f64,
+    pub p999_ms: f64,
     pub max_ms: f64,
 }
 
