@@ -137,7 +137,8 @@ fn sim_and_compare_are_byte_identical_across_runs_and_directories() {
     let json: serde_json::Value = serde_json::from_str(file(&a, "sim-seed.json")).unwrap();
     assert_eq!(json["seed"], 5);
     let cmp: serde_json::Value = serde_json::from_str(file(&a, "cmp.json")).unwrap();
-    assert!(cmp.as_array().unwrap().iter().all(|r| r["seed"] == 3));
+    assert_eq!(cmp["seeds"], serde_json::json!([3]));
+    assert!(cmp["runs"].as_array().unwrap().iter().all(|r| r["seed"] == 3));
     for (name, seed) in [("rec.csv", "3"), ("rec-seed.csv", "5")] {
         let mut lines = file(&a, name).lines();
         assert!(lines.next().unwrap().ends_with(",seed"));
