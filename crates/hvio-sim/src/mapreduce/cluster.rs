@@ -1,0 +1,399 @@
+//! Running a [`Job`] over several physical nodes.
+//!
+//! Each node is a [`NodeIo`]: something that takes the file-level reads and
+//! writes of its VMs (guest page cache, file layout, guest and host
+//! schedulers, disk), says when its next event is, and steps to a time
+//! reporting what completed. The runner steps every node, the network and
+//! the VCPUs in time order — always to the earliest next event of any of
+//! them — and hands completions to the job in time order (ties by
+//! operation), so a run is deterministic. The network is each node's NIC,
+//! one link each way of `network_bytes_per_s`, shared fairly by the
+//! transfers on it; a VM's one VCPU is shared fairly by its tasks.
+//!
+//! At each phase boundary the job reports, `on_phase` is called with the
+//! nodes, so a plan can switch their schedulers there.
+
+use super::job::{Action, FileOp, Job, JobStats, OpId};
+use super::phases::{PhaseKind, Phases, ProgressLog};
+use super::share::Shared;
+use super::spec::ClusterSpec;
+use crate::error::{Result, SimError};
+use hvio_core::time::{Nanos, NS_PER_S};
+use serde::Serialize;
+
+/// One physical node as the runner drives it.
+pub trait NodeIo {
+    /// Start `op` of one of this node's VMs at `now`.
+    fn submit(&mut self, now: Nanos, op: FileOp);
+    /// The time of this node's next event, if it has one.
+    fn next_event(&self) -> Option<Nanos>;
+    /// Step to `until`; the operations completed by then, with their times.
+    fn advance(&mut self, until: Nanos) -> Vec<(OpId, Nanos)>;
+}
+
+/// What a run of a job produced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClusterRun {
+    pub progress: ProgressLog,
+    pub phases: Phases,
+    /// When the job entered each phase after the first.
+    pub boundaries: Vec<(PhaseKind, Nanos)>,
+    pub stats: JobStats,
+}
+
+/// Run `job` from time 0 on `nodes` (one per physical node of `cluster`).
+pub fn run<N: NodeIo>(
+    job: &mut Job,
+    nodes: &mut [N],
+    cluster: &ClusterSpec,
+    mut on_phase: impl FnMut(PhaseKind, Nanos, &mut [N]),
+) -> Result<ClusterRun> {
+    if nodes.len() != cluster.nodes {
+        return Err(SimError::invalid(
+            "mapreduce",
+            "nodes",
+            cluster.nodes,
+            format!("the runner was given {} node models", nodes.len()),
+        ));
+    }
+    let link = cluster.network_bytes_per_s as f64 / NS_PER_S as f64;
+    let mut fabric = Fabric {
+        // Resource 2n is node n's uplink, 2n + 1 its downlink.
+        network: Shared::new(vec![link; 2 * cluster.nodes]),
+        vcpus: Shared::new(vec![1.0; cluster.vms()]),
+        vms_per_node: cluster.vms_per_node,
+        boundaries: Vec::new(),
+    };
+    let mut now = 0;
+    let first = job.start(now);
+    fabric.dispatch(first, now, nodes, &mut on_phase);
+    while !job.done() {
+        let next = nodes
+            .iter()
+            .filter_map(|n| n.next_event())
+            .chain(fabric.network.next_done())
+            .chain(fabric.vcpus.next_done())
+            .min();
+        let Some(t) = next else {
+            return Err(SimError::Other(format!(
+                "mapreduce: the job stalled at {now} ns with {} operations pending and no event to come",
+                job.pending()
+            )));
+        };
+        now = t.max(now);
+        let mut done: Vec<(Nanos, OpId)> = Vec::new();
+        done.extend(fabric.network.advance(now).into_iter().map(|id| (now, id)));
+        done.extend(fabric.vcpus.advance(now).into_iter().map(|id| (now, id)));
+        for node in nodes.iter_mut() {
+            done.extend(node.advance(now).into_iter().map(|(id, at)| (at, id)));
+        }
+        done.sort_unstable();
+        for (at, id) in done {
+            let actions = job.complete(id, at);
+            fabric.dispatch(actions, now, nodes, &mut on_phase);
+        }
+    }
+    let progress = job.progress().clone();
+    let phases = Phases::from_log(&progress)?;
+    Ok(ClusterRun {
+        progress,
+        phases,
+        boundaries: fabric.boundaries,
+        stats: job.stats().clone(),
+    })
+}
+
+/// What the runner shares between the nodes: the network and the VCPUs.
+struct Fabric {
+    network: Shared,
+    vcpus: Shared,
+    vms_per_node: usize,
+    boundaries: Vec<(PhaseKind, Nanos)>,
+}
+
+impl Fabric {
+    fn dispatch<N: NodeIo>(
+        &mut self,
+        actions: Vec<Action>,
+        now: Nanos,
+        nodes: &mut [N],
+        on_phase: &mut impl FnMut(PhaseKind, Nanos, &mut [N]),
+    ) {
+        for action in actions {
+            match action {
+                Action::Io(op) => nodes[op.vm.node].submit(now, op),
+                Action::Cpu { id, vm, work } => self.vcpus.add(id, vec![vm.node * self.vms_per_node + vm.vm], work),
+                Action::Send { id, from, to, bytes } => self.network.add(id, vec![2 * from, 2 * to + 1], bytes),
+                Action::Entered(kind) => {
+                    self.boundaries.push((kind, now));
+                    on_phase(kind, now, nodes);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::job::{FileKey, VmId};
+    use super::super::spec::{Benchmark, JobSpec};
+    use super::*;
+    use hvio_core::time::ms;
+    use std::collections::{BTreeMap, VecDeque};
+
+    /// A test node: one disk serving its VMs' operations first come first
+    /// served at `bytes_per_ns`, with `seek` added whenever an operation is
+    /// not where the previous one ended. Counts bytes by file kind.
+    struct FifoDisk {
+        bytes_per_ns: f64,
+        seek: Nanos,
+        queue: VecDeque<FileOp>,
+        busy: Option<(FileOp, Nanos)>,
+        head: Option<(VmId, FileKey, u64)>,
+        now: Nanos,
+        bytes: BTreeMap<&'static str, u64>,
+        switches: Vec<(PhaseKind, Nanos)>,
+    }
+
+    impl FifoDisk {
+        fn new() -> FifoDisk {
+            FifoDisk {
+                bytes_per_ns: 0.1,
+                seek: ms(5),
+                queue: VecDeque::new(),
+                busy: None,
+                head: None,
+                now: 0,
+                bytes: BTreeMap::new(),
+                switches: Vec::new(),
+            }
+        }
+
+        fn start_next(&mut self) {
+            if self.busy.is_some() {
+                return;
+            }
+            let Some(op) = self.queue.pop_front() else { return };
+            let contiguous = self.head == Some((op.vm, op.file, op.offset));
+            let service = (op.len as f64 / self.bytes_per_ns).ceil() as Nanos + if contiguous { 0 } else { self.seek };
+            self.head = Some((op.vm, op.file, op.offset + op.len));
+            self.busy = Some((op, self.now + service));
+        }
+    }
+
+    fn kind(file: FileKey, write: bool) -> &'static str {
+        match (file, write) {
+            (FileKey::Input(_), _) => "input",
+            (FileKey::Spill { .. }, true) => "spill-write",
+            (FileKey::Merged { reduce: false, .. } | FileKey::MapOutput(_), true) => "map-merge-write",
+            (FileKey::Spill { .. } | FileKey::Merged { reduce: false, .. } | FileKey::MapOutput(_), false) => {
+                "map-read"
+            }
+            (FileKey::Segment { .. } | FileKey::Merged { reduce: true, .. }, true) => "reduce-write",
+            (FileKey::Segment { .. } | FileKey::Merged { reduce: true, .. }, false) => "reduce-read",
+            (FileKey::Output { .. }, _) => "output",
+        }
+    }
+
+    impl NodeIo for FifoDisk {
+        fn submit(&mut self, now: Nanos, op: FileOp) {
+            self.now = self.now.max(now);
+            *self.bytes.entry(kind(op.file, op.write)).or_default() += op.len;
+            self.queue.push_back(op);
+            self.start_next();
+        }
+
+        fn next_event(&self) -> Option<Nanos> {
+            self.busy.map(|(_, at)| at)
+        }
+
+        fn advance(&mut self, until: Nanos) -> Vec<(OpId, Nanos)> {
+            let mut done = Vec::new();
+            while let Some((op, at)) = self.busy {
+                if at > until {
+                    break;
+                }
+                self.now = at;
+                self.busy = None;
+                done.push((op.id, at));
+                self.start_next();
+            }
+            self.now = self.now.max(until);
+            done
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    fn small(benchmark: Benchmark) -> (JobSpec, ClusterSpec) {
+        let spec = JobSpec {
+            input_per_vm: 128 * MIB,
+            ..JobSpec::preset(benchmark)
+        };
+        let cluster = ClusterSpec {
+            nodes: 2,
+            vms_per_node: 2,
+            ..ClusterSpec::default()
+        };
+        (spec, cluster)
+    }
+
+    fn run_on_disks(spec: &JobSpec, cluster: &ClusterSpec) -> (ClusterRun, Vec<FifoDisk>) {
+        let mut job = Job::new(spec, cluster).unwrap();
+        let mut nodes: Vec<FifoDisk> = (0..cluster.nodes).map(|_| FifoDisk::new()).collect();
+        let run = run(&mut job, &mut nodes, cluster, |kind, at, nodes| {
+            for n in nodes.iter_mut() {
+                n.switches.push((kind, at));
+            }
+        })
+        .unwrap();
+        assert!(job.done());
+        assert_eq!(job.pending(), 0, "every operation completed");
+        (run, nodes)
+    }
+
+    fn total(nodes: &[FifoDisk], what: &str) -> u64 {
+        nodes.iter().map(|n| n.bytes.get(what).copied().unwrap_or(0)).sum()
+    }
+
+    #[test]
+    fn sort_moves_every_byte_where_hadoop_would() {
+        let (spec, cluster) = small(Benchmark::Sort);
+        let (run, nodes) = run_on_disks(&spec, &cluster);
+        let input = spec.input_per_vm * cluster.vms() as u64;
+        let s = &run.stats;
+        // Every block read once; sort's map output is its input, spilled once.
+        assert_eq!(s.input_read, input);
+        assert_eq!(total(&nodes, "input"), input);
+        assert_eq!(s.spilled, input);
+        // 64 MiB blocks against a ~25 MiB spill threshold: several spills
+        // per map, merged once (fewer than io.sort.factor of them).
+        assert_eq!(s.spills, 8 * 3);
+        assert_eq!(s.map_merge_read, s.spilled);
+        assert_eq!(s.map_merge_written, s.spilled);
+        assert_eq!(total(&nodes, "map-merge-write"), s.spilled);
+        // Every partition fetched once: the reads on the serving disks sum
+        // to the map output; half the reducers are on the other node.
+        assert_eq!(s.shuffle_read, s.spilled);
+        assert!(s.shuffle_sent > 0 && s.shuffle_sent < s.shuffle_read);
+        // The reduce reads all its input from disk and writes 2 replicas of
+        // the output (sort: output = input), the second on the other node.
+        assert_eq!(s.reduce_read, s.shuffle_read);
+        assert_eq!(total(&nodes, "output"), 2 * s.reduce_read);
+        assert_eq!(s.replica_sent, s.reduce_read);
+        // Phases in order, each boundary reported once, to every node.
+        let spans = run.phases.spans;
+        assert!(spans[0].end > spans[0].start && spans[1].end >= spans[1].start && spans[2].end > spans[2].start);
+        assert_eq!(run.progress.maps_done.len(), 8);
+        assert_eq!(run.progress.shuffles_done.len(), 8);
+        assert_eq!(
+            run.boundaries,
+            vec![
+                (PhaseKind::Shuffle, spans[1].start),
+                (PhaseKind::Reduce, spans[2].start)
+            ]
+        );
+        assert_eq!(nodes[1].switches, run.boundaries);
+    }
+
+    #[test]
+    fn wordcount_without_combiner_spills_and_shuffles_more_than_with_it() {
+        let (nc, cluster) = small(Benchmark::WordcountNoCombiner);
+        let (c, _) = small(Benchmark::Wordcount);
+        let (without, _) = run_on_disks(&nc, &cluster);
+        let (with, _) = run_on_disks(&c, &cluster);
+        let input = nc.input_per_vm * cluster.vms() as u64;
+        // 1.7 × the input collected; 12-byte records spill every ~3 MiB,
+        // so more spills than io.sort.factor: an intermediate merge pass.
+        // (Each 1 MiB chunk's output is rounded down to a whole byte.)
+        assert!(without.stats.spilled.abs_diff(input * 17 / 10) <= input / MIB);
+        assert!(
+            without.stats.map_merge_read > without.stats.spilled,
+            "more than one merge pass"
+        );
+        assert!(with.stats.spilled * 10 < without.stats.spilled);
+        assert!(with.stats.shuffle_read * 10 < without.stats.shuffle_read);
+    }
+
+    #[test]
+    fn big_map_outputs_go_to_the_reducer_s_disk() {
+        // 16 maps, one spill each; one reducer per VM: 16 MiB partitions,
+        // over a quarter of a 40 MiB heap's 28 MiB shuffle buffer, so each
+        // is written to disk as it arrives; 16 segments are more than
+        // io.sort.factor, so the reducer merges before it reduces.
+        let (spec, cluster) = small(Benchmark::Sort);
+        let spec = JobSpec {
+            input_per_vm: 256 * MIB,
+            reduces_per_vm: 1,
+            io_sort: 400 * MIB,
+            task_heap: 40 * MIB,
+            ..spec
+        };
+        let (run, nodes) = run_on_disks(&spec, &cluster);
+        let s = &run.stats;
+        assert_eq!(s.spills, 16);
+        assert_eq!(s.segments_written, s.shuffle_read);
+        assert!(s.reduce_merge_written > 0);
+        assert_eq!(s.reduce_merge_written, s.reduce_merge_read);
+        assert_eq!(
+            total(&nodes, "reduce-write"),
+            s.segments_written + s.reduce_merge_written
+        );
+    }
+
+    #[test]
+    fn a_slower_network_makes_a_longer_job_and_one_node_sends_nothing() {
+        let (spec, cluster) = small(Benchmark::Sort);
+        let (fast, _) = run_on_disks(&spec, &cluster);
+        let slow_cluster = ClusterSpec {
+            network_bytes_per_s: 5_000_000,
+            ..cluster.clone()
+        };
+        let (slow, _) = run_on_disks(&spec, &slow_cluster);
+        assert!(slow.phases.job() > fast.phases.job());
+        let one = ClusterSpec {
+            nodes: 1,
+            vms_per_node: 4,
+            ..cluster
+        };
+        let (alone, _) = run_on_disks(&spec, &one);
+        assert_eq!(alone.stats.shuffle_sent + alone.stats.replica_sent, 0);
+    }
+
+    #[test]
+    fn reducers_started_late_leave_more_shuffle_after_the_maps() {
+        // Hadoop 0.19 starts reducers with the job, so they fetch while maps
+        // run; held back until every map is done, all the shuffle is Ph2.
+        let (spec, cluster) = small(Benchmark::Sort);
+        let (early, _) = run_on_disks(&spec, &cluster);
+        let late_spec = JobSpec {
+            reduce_slowstart: 1.0,
+            ..spec
+        };
+        let (late, _) = run_on_disks(&late_spec, &cluster);
+        assert!(
+            late.phases.non_concurrent_shuffle_pct() > early.phases.non_concurrent_shuffle_pct(),
+            "{} vs {}",
+            late.phases.non_concurrent_shuffle_pct(),
+            early.phases.non_concurrent_shuffle_pct()
+        );
+        assert!(late.phases.spans[1].duration() > early.phases.spans[1].duration());
+    }
+
+    #[test]
+    fn the_same_job_twice_is_the_same_run() {
+        let (spec, cluster) = small(Benchmark::WordcountNoCombiner);
+        assert_eq!(run_on_disks(&spec, &cluster).0, run_on_disks(&spec, &cluster).0);
+    }
+
+    #[test]
+    fn a_runner_with_the_wrong_number_of_nodes_is_refused() {
+        let (spec, cluster) = small(Benchmark::Sort);
+        let mut job = Job::new(&spec, &cluster).unwrap();
+        let mut nodes = vec![FifoDisk::new()];
+        let err = run(&mut job, &mut nodes, &cluster, |_, _, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nodes") && err.contains("1 node models"), "{err}");
+    }
+}
