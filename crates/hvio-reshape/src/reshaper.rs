@@ -280,6 +280,8 @@ struct RegionState {
     area: Area,
     segs: Vec<Segment>,
     free: VecDeque<usize>,
+    /// Segments in state `Dead`, waiting to become free.
+    dead: Vec<usize>,
     host: Option<Frontier>,
     clean: Option<Frontier>,
     job: Option<CleanJob>,
@@ -406,6 +408,7 @@ impl Reshaper {
                     n
                 ],
                 free: (0..n).collect(),
+                dead: Vec::new(),
                 host: None,
                 clean: None,
                 job: None,
@@ -709,6 +712,7 @@ impl Reshaper {
         let s = &mut st.segs[seg];
         if s.state == SegState::Full && s.valid == 0 && s.pending == 0 && !victim {
             s.state = SegState::Dead { after };
+            st.dead.push(seg);
         }
     }
 
@@ -887,15 +891,18 @@ impl Reshaper {
         let durable = self.durable_seq;
         let mut progress = false;
         for st in &mut self.regions {
-            for (i, s) in st.segs.iter_mut().enumerate() {
-                if let SegState::Dead { after } = s.state {
-                    if after <= durable && s.pins == 0 {
-                        s.state = SegState::Free;
-                        s.valid = 0;
-                        st.free.push_back(i);
-                        progress = true;
-                    }
-                }
+            let segs = &st.segs;
+            let ready =
+                |&i: &usize| matches!(segs[i].state, SegState::Dead { after } if after <= durable) && segs[i].pins == 0;
+            let (mut now, later): (Vec<usize>, Vec<usize>) = st.dead.iter().copied().partition(ready);
+            st.dead = later;
+            // Freed in segment order, whatever order they died in.
+            now.sort_unstable();
+            for i in now {
+                debug_assert_eq!(st.segs[i].valid, 0, "a dead segment holds no valid sector");
+                st.segs[i].state = SegState::Free;
+                st.free.push_back(i);
+                progress = true;
             }
         }
         progress
@@ -1077,12 +1084,7 @@ impl Reshaper {
 
     fn needs_space(&self, region: Region) -> bool {
         let st = &self.regions[region.index()];
-        let soon = st
-            .segs
-            .iter()
-            .filter(|s| matches!(s.state, SegState::Free | SegState::Dead { .. }))
-            .count();
-        soon < self.start_count(region) || self.held_wants(region)
+        st.free.len() + st.dead.len() < self.start_count(region) || self.held_wants(region)
     }
 
     fn held_wants(&self, region: Region) -> bool {
@@ -1100,10 +1102,11 @@ impl Reshaper {
                 return false;
             }
             // Emptied segments waiting for a commit: commit rather than clean more.
-            let dead_waiting = self.regions[ri]
-                .segs
+            let st = &self.regions[ri];
+            let dead_waiting = st
+                .dead
                 .iter()
-                .any(|s| matches!(s.state, SegState::Dead { after } if after > self.durable_seq));
+                .any(|&i| matches!(st.segs[i].state, SegState::Dead { after } if after > self.durable_seq));
             if dead_waiting {
                 self.commit_wanted = true;
                 return false;
@@ -1266,7 +1269,11 @@ impl Reshaper {
         let after = self.covering_seq();
         let s = &mut self.regions[ri].segs[job.victim];
         debug_assert_eq!(s.valid, 0, "every valid piece of the victim was moved");
-        s.state = SegState::Dead { after };
+        // The last move may already have marked it dead (the job is taken).
+        if !matches!(s.state, SegState::Dead { .. }) {
+            self.regions[ri].dead.push(job.victim);
+        }
+        self.regions[ri].segs[job.victim].state = SegState::Dead { after };
         self.stats.segments_cleaned += 1;
         self.commit_wanted = true;
     }
@@ -1377,7 +1384,7 @@ impl Reshaper {
         let busy = st.job.is_some()
             || !self.ios.is_empty()
             || !self.batches.is_empty()
-            || st.segs.iter().any(|s| matches!(s.state, SegState::Dead { .. }))
+            || !st.dead.is_empty()
             || self.pick_victim(region).is_some();
         if busy {
             return;

@@ -389,3 +389,34 @@ fn table_memory_is_counted_per_gib_written() {
     // 64 × 4 KiB = 1/4096 GiB written.
     assert_eq!(per_gib, bytes as f64 * 4096.0);
 }
+
+#[test]
+fn the_same_requests_and_completion_order_give_the_same_io() {
+    let run = || {
+        let cfg = ReshapeConfig {
+            data_region_bytes: 8 << 16,
+            ..fig3_config()
+        };
+        let mut m = Model::new(cfg.layout(1 << 20).unwrap());
+        let mut rng = Rng(1234);
+        for _ in 0..400 {
+            let x = rng.next();
+            let start = (x % 250) * 8;
+            let op = if x.is_multiple_of(11) { Op::Flush } else { Op::Write };
+            let len = if op == Op::Flush {
+                0
+            } else {
+                8 * (1 + (x >> 20) % 4) as u32
+            };
+            let r = m.request(op, start.min(2048 - 32), len, x.is_multiple_of(3), false);
+            m.submit(vec![r]);
+            for _ in 0..(x >> 40) % 4 {
+                m.step(&mut rng);
+            }
+        }
+        m.settle(&mut rng);
+        assert!(m.r.stats().segments_cleaned > 0);
+        (m.issued, m.done, m.r.stats().clone())
+    };
+    assert_eq!(run(), run());
+}
