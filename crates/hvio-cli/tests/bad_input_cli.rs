@@ -186,3 +186,56 @@ fn serve_refuses_files_that_are_its_config_and_reads_a_bounded_config() {
     assert!(err.contains("/dev/zero: larger than 64 MiB: not a config"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn unknown_names_get_a_did_you_mean_and_quotes_stay_short() {
+    let d = dir("names");
+    for (file, text, want) in [
+        ("k.toml", "sede = 1\n", "unknown field `sede`"),
+        (
+            "s.toml",
+            "[host]\nscheduler = \"fcq\"\n[[vm]]\nname = \"a\"\n",
+            "s.toml:2: unknown scheduler `fcq`; did you mean `cfq`?",
+        ),
+        (
+            "p.toml",
+            "[host]\nscheduler = \"cfq\"\nparams = { slice_sycn = 3 }\n[[vm]]\nname = \"a\"\n",
+            "unknown key `slice_sycn`; did you mean `slice_sync`?",
+        ),
+    ] {
+        std::fs::write(d.join(file), text).unwrap();
+        let (code, err) = hvio(&d, &["sim", file]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+    let (_, err) = hvio(&d, &["sim", "k.toml"]);
+    assert!(err.contains("did you mean `seed`?"), "{err}");
+    // The daemon's config too.
+    std::fs::write(d.join("h.toml"), "[stor]\npath = \"s.img\"\n").unwrap();
+    let (code, err) = hvio(&d, &["serve", "--check", "h.toml"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("did you mean `store`?"), "{err}");
+    std::fs::write(d.join("ok.toml"), SIM).unwrap();
+    let (_, err) = hvio(&d, &["sim", "ok.toml", "--scheduler", "bfg"]);
+    assert!(err.contains("unknown scheduler `bfg`; did you mean `bfq`?"), "{err}");
+    // A deeply nested or huge value is quoted in at most ~200 bytes.
+    for (file, text) in [
+        ("deep.toml", format!("x = {}\n", "[".repeat(5000))),
+        ("long.toml", format!("x = \"{}\n", "a".repeat(500_000))),
+    ] {
+        std::fs::write(d.join(file), text).unwrap();
+        let (code, err) = hvio(&d, &["sim", file]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.len() < 800, "{file}: {} bytes of message", err.len());
+        assert!(err.contains(file), "{err}");
+    }
+    // fio: a typo is fio's "Bad option" with its suggestion.
+    std::fs::write(d.join("j.fio"), "[db]\nrw=randrw\niodpeth=8\n").unwrap();
+    let (code, err) = hvio(&d, &["trace", "fio", "j.fio"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("j.fio:3: iodpeth: Bad option <iodpeth=8>") && err.contains("did you mean `iodepth`?"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

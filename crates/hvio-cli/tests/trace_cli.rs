@@ -103,7 +103,7 @@ fn fio_job_files_print_jobs_and_warnings() {
         "no Rust debug syntax: {out}"
     );
     assert!(
-        err.contains("j.fio:2: [global] ioengine: not modelled by hvio; ignored"),
+        err.contains("j.fio:2: [global] ioengine: a fio option hvio does not model; ignored"),
         "{err}"
     );
     std::fs::write(&p, "[reader]\nrw=backwards\n").unwrap();

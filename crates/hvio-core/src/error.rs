@@ -6,7 +6,7 @@ use thiserror::Error;
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ConfigError {
     /// A key nobody knows. `context` says where (e.g. `scheduler cfq` or a file).
-    #[error("{context}: unknown key `{key}` (known: {known})")]
+    #[error("{context}: unknown key `{key}`{} (known: {known})", crate::message::hint(key, known.split(", ")))]
     UnknownKey {
         context: String,
         key: String,
@@ -21,7 +21,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A name (scheduler, device, preset) that does not exist.
-    #[error("unknown {what} `{name}` (known: {known})")]
+    #[error("unknown {what} `{name}`{} (known: {known})", crate::message::hint(name, known.split(", ")))]
     UnknownName { what: String, name: String, known: String },
     /// Anything else, already phrased with its place.
     #[error("{0}")]

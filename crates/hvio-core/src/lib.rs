@@ -10,6 +10,7 @@
 pub mod device;
 pub mod error;
 pub mod input;
+pub mod message;
 pub mod output;
 pub mod params;
 pub mod request;

@@ -355,7 +355,7 @@ impl Config {
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Config> {
         let mut cfg: Config = toml::from_str(text).map_err(|e| SimError::Parse {
             origin: origin.to_string(),
-            message: e.to_string(),
+            message: hvio_core::message::tidy_serde_error(&e.to_string()),
         })?;
         cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
         cfg.origin = origin.to_string();
@@ -367,7 +367,7 @@ impl Config {
     pub fn from_json_str(text: &str, origin: &str) -> Result<Config> {
         let mut cfg: Config = serde_json::from_str(text).map_err(|e| SimError::Parse {
             origin: origin.to_string(),
-            message: e.to_string(),
+            message: hvio_core::message::tidy_serde_error(&e.to_string()),
         })?;
         cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
         cfg.origin = origin.to_string();

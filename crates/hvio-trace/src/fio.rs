@@ -301,6 +301,14 @@ fn load_text(text: &str, path: &Path, depth: u32, includes: &mut u32, out: &mut 
     for (i, raw) in text.lines().enumerate() {
         let no = i as u32 + 1;
         let t = raw.trim();
+        if t == "include" {
+            return Err(FioError::Bad {
+                file: name.clone(),
+                line: no,
+                option: "include".into(),
+                message: "names no file (fio: `include FILE`)".into(),
+            });
+        }
         if let Some(inc) = t.strip_prefix("include ").or_else(|| t.strip_prefix("include\t")) {
             let inc = inc.trim();
             let bad = |m: String| FioError::Bad {
@@ -487,6 +495,9 @@ fn boolean(s: &str) -> Result<bool, String> {
 /// `a,b,` (trim default), `,b` (read default) ...
 fn per_dir<T: Clone>(s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<[Option<T>; 3], String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.iter().all(|p| p.is_empty()) {
+        return Err(format!("{s:?} gives no value (fio: \"failed parsing\")"));
+    }
     if parts.len() > 3 {
         return Err(format!("{s:?}: at most three values (read,write,trim)"));
     }
@@ -589,6 +600,34 @@ fn parse_distribution(s: &str) -> Result<RandomDistribution, String> {
     }
 }
 
+/// The options [`apply`] models: a slip is taken for one of them first.
+const MODELLED: &[&str] = &[
+    "name",
+    "rw",
+    "readwrite",
+    "bs",
+    "blocksize",
+    "bssplit",
+    "size",
+    "offset",
+    "nrfiles",
+    "nr_files",
+    "numjobs",
+    "iodepth",
+    "thinktime",
+    "rate_iops",
+    "fsync",
+    "rwmixread",
+    "rwmixwrite",
+    "random_distribution",
+    "runtime",
+    "timeout",
+    "time_based",
+    "startdelay",
+    "filename",
+    "kb_base",
+];
+
 /// Applies one option to a job; `Ok(Some(msg))` is a warning.
 fn apply(job: &mut FioJob, key: &str, value: Option<&str>) -> Result<Option<String>, String> {
     let need = || value.ok_or_else(|| "needs a value".to_string());
@@ -656,7 +695,17 @@ fn apply(job: &mut FioJob, key: &str, value: Option<&str>) -> Result<Option<Stri
             }
         }
         k if SILENT.contains(&k) => {}
-        _ => return Ok(Some("not modelled by hvio; ignored".into())),
+        k if crate::fio_options::is_fio_option(k) => {
+            return Ok(Some("a fio option hvio does not model; ignored".into()))
+        }
+        k => {
+            let written = value.map_or_else(|| k.to_string(), |v| format!("{k}={v}"));
+            return Err(format!(
+                "Bad option <{}>: not an option fio knows{}",
+                hvio_core::message::shorten(&written),
+                hvio_core::message::hint(k, MODELLED.iter().chain(crate::fio_options::FIO_OPTIONS).copied())
+            ));
+        }
     }
     Ok(None)
 }
@@ -748,8 +797,13 @@ fn resolve(lines: Vec<Line>) -> Result<FioJobFile, FioError> {
                 option: key.clone(),
                 message,
             };
-            let value = value.as_deref().map(expand).transpose().map_err(bad)?;
-            match apply(&mut job, &key, value.as_deref()) {
+            let expanded = value.as_deref().map(expand).transpose().map_err(bad)?;
+            // An error about a value made by `${VAR}` says what it became.
+            let expansion = match (&value, &expanded) {
+                (Some(v), Some(e)) if v != e => format!(" ({v:?} expands to {e:?})"),
+                _ => String::new(),
+            };
+            match apply(&mut job, &key, expanded.as_deref()).map_err(|m| m + &expansion) {
                 Ok(None) => {}
                 Ok(Some(message)) => out.warnings.push(FioWarning {
                     file: l.file.clone(),
@@ -859,5 +913,46 @@ mod tests {
         assert!(e.to_string().contains("zipf"), "{e}");
         let e = parse_job_str("[j]\nnumjobs=0\n", "x.fio").unwrap_err();
         assert!(e.to_string().contains("numjobs"), "{e}");
+    }
+
+    #[test]
+    fn what_fio_refuses_is_an_error_and_a_real_option_ignored_is_a_warning() {
+        let err = |text: &str| parse_job_str(text, "j.fio").unwrap_err().to_string();
+        assert_eq!(
+            err("[a]\niodpeth=8\n"),
+            "j.fio:2: iodpeth: Bad option <iodpeth=8>: not an option fio knows; did you mean `iodepth`?"
+        );
+        assert!(
+            err("[a]\nbz=8k\n").ends_with("did you mean `bs`?"),
+            "{}",
+            err("[a]\nbz=8k\n")
+        );
+        assert_eq!(
+            err("[a]\nxyzzy\n"),
+            "j.fio:2: xyzzy: Bad option <xyzzy>: not an option fio knows"
+        );
+        assert_eq!(
+            err("[a]\nbs=\n"),
+            "j.fio:2: bs: \"\" gives no value (fio: \"failed parsing\")"
+        );
+        std::env::remove_var("HVIO_TEST_UNSET_BS");
+        assert_eq!(
+            err("[a]\nbs=${HVIO_TEST_UNSET_BS}\n"),
+            "j.fio:2: bs: \"\" gives no value (fio: \"failed parsing\") (\"${HVIO_TEST_UNSET_BS}\" expands to \"\")"
+        );
+        assert_eq!(
+            err("[a]\ninclude\n"),
+            "j.fio:2: include: names no file (fio: `include FILE`)"
+        );
+        assert_eq!(
+            err("[a]\ninclude   \n"),
+            "j.fio:2: include: names no file (fio: `include FILE`)"
+        );
+        let long = format!("[a]\nnope={}\n", "x".repeat(10_000));
+        assert!(err(&long).len() < 300, "{}", err(&long));
+        let f = parse_job_str("[a]\nioengine=libaio\nbs=,8k\n", "j.fio").unwrap();
+        assert_eq!(f.warnings[0].message, "a fio option hvio does not model; ignored");
+        assert_eq!(f.jobs[0].bs[1], 8192);
+        assert!(MODELLED.iter().all(|m| crate::fio_options::is_fio_option(m)));
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod fio;
+pub mod fio_options;
 pub mod formats;
 pub mod input;
 pub mod mutate;

@@ -429,7 +429,7 @@ impl Config {
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfError> {
         let cfg: Config = toml::from_str(text).map_err(|e| ConfError::Toml {
             origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
+            message: hvio_core::message::tidy_serde_error(&e.to_string()),
         })?;
         cfg.check().map_err(|err| ConfError::Invalid {
             origin: origin.to_string(),
