@@ -481,6 +481,96 @@ impl Reshaper {
         self.regions[region.index()].free.len()
     }
 
+    /// Check every invariant of the tables and the segments, returning each
+    /// one broken: the forward and reverse maps are inverse (so no two
+    /// original addresses share a transformed sector), every mapping lies in
+    /// the disk and in its region, each segment's valid count is what the
+    /// tables map into it, and the free, emptied and open segments are where
+    /// their states say.
+    pub fn verify(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for region in Region::BOTH {
+            let ri = region.index();
+            let area = self.regions[ri].area;
+            let mut forward: Vec<(Sector, Sector, u64)> = Vec::new();
+            for e in self.tables[ri].iter() {
+                if e.end() > self.layout.disk_sectors {
+                    problems.push(format!("{region:?} table: {}..{} is past the disk", e.start, e.end()));
+                }
+                match e.target {
+                    Target::At(t) => {
+                        if !(area.contains(t) && t + e.sectors <= area.end()) {
+                            problems.push(format!(
+                                "{region:?} table: {}.. maps outside the region to {t}",
+                                e.start
+                            ));
+                        }
+                        forward.push((t, e.start, e.sectors));
+                    }
+                    Target::Zero if region == Region::Meta => problems.push(format!(
+                        "metadata table: {}.. is trimmed (trims live in the data table)",
+                        e.start
+                    )),
+                    Target::Zero => {}
+                }
+            }
+            if let Some(e) = self.tables[ri].iter().find(|e| {
+                let other = &self.tables[1 - ri];
+                other.lookup(e.start, e.sectors).iter().any(|p| p.target.is_some())
+            }) {
+                problems.push(format!("{}..{} is mapped in both tables", e.start, e.end()));
+            }
+            // Forward pieces, sector-exact, against the reverse map.
+            forward.sort_unstable();
+            let mut reverse: Vec<(Sector, Sector, u64)> = Vec::new();
+            for e in self.reverse[ri].iter() {
+                match e.target {
+                    Target::At(orig) => reverse.push((e.start, orig, e.sectors)),
+                    Target::Zero => problems.push(format!("{region:?} reverse map: {}.. is not an address", e.start)),
+                }
+            }
+            let split = |v: &[(Sector, Sector, u64)]| -> Vec<(Sector, Sector)> {
+                v.iter()
+                    .flat_map(|&(a, b, n)| (0..n).map(move |k| (a + k, b + k)))
+                    .collect()
+            };
+            if split(&forward) != split(&reverse) {
+                problems.push(format!("{region:?}: the table and its reverse map disagree"));
+            }
+            let seg_sectors = self.layout.segment_sectors;
+            let mut valid = vec![0u64; self.regions[ri].segs.len()];
+            for (t, _) in split(&reverse) {
+                valid[((t - area.start) / seg_sectors) as usize] += 1;
+            }
+            let st = &self.regions[ri];
+            for (i, s) in st.segs.iter().enumerate() {
+                if s.valid != valid[i] {
+                    problems.push(format!(
+                        "{region:?} segment {i}: {} valid sectors counted, {} mapped",
+                        s.valid, valid[i]
+                    ));
+                }
+                let listed_free = st.free.iter().filter(|&&f| f == i).count();
+                let listed_dead = st.dead.iter().filter(|&&d| d == i).count();
+                let frontier = [st.host, st.clean].iter().flatten().filter(|f| f.seg == i).count();
+                let ok = match s.state {
+                    SegState::Free => listed_free == 1 && listed_dead == 0 && frontier == 0 && valid[i] == 0,
+                    SegState::Dead { .. } => listed_dead == 1 && listed_free == 0 && frontier == 0 && valid[i] == 0,
+                    SegState::Open => listed_free + listed_dead == 0 && frontier == 1,
+                    SegState::Full => listed_free + listed_dead == 0 && frontier == 0,
+                };
+                if !ok {
+                    problems.push(format!(
+                        "{region:?} segment {i}: state {:?} but listed free {listed_free}, emptied {listed_dead}, \
+                         frontier {frontier}, {} valid",
+                        s.state, valid[i]
+                    ));
+                }
+            }
+        }
+        problems
+    }
+
     /// The last transaction known durable.
     pub fn durable_seq(&self) -> u64 {
         self.durable_seq
@@ -498,7 +588,7 @@ impl Reshaper {
             return Err(e.clone());
         }
         for r in batch {
-            let end = r.sector + r.sectors as u64;
+            let end = r.sector.saturating_add(r.sectors as u64);
             if matches!(r.op, Op::Read | Op::Write | Op::Discard) && end > self.layout.disk_sectors {
                 return Err(ReshapeError::PastEnd {
                     request: r.id,
@@ -1537,11 +1627,11 @@ impl Reshaper {
             )));
         }
         if let Mapping::Map(Target::At(t)) = e.mapping {
-            let inside = |a: Area| a.contains(t) && t + e.sectors <= a.end();
+            let inside = |a: Area| a.contains(t) && t.checked_add(e.sectors).is_some_and(|end| end <= a.end());
             if !inside(self.layout.meta) && !inside(self.layout.data) {
                 return Err(bad(format!(
                     "image sectors {t}..{} are outside the metadata and data regions",
-                    t + e.sectors
+                    t.saturating_add(e.sectors)
                 )));
             }
         }

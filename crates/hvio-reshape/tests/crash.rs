@@ -244,6 +244,8 @@ fn run(steps: Vec<Step>, base: bool, victim: Victim, seed: u64) -> Result<Covera
                 cov.crashes += 1;
                 let report = m.crash(&mut rng);
                 cov.recovered_from_checkpoint += report.checkpoint_seq.is_some() as u64;
+                let problems = m.r.verify();
+                prop_assert!(problems.is_empty(), "invariants broken after recovery: {:?}", problems);
                 ex.absorb(&m);
                 reads.clear();
                 check_after_crash(&mut m, &mut ex, &mut rng)?;
@@ -252,6 +254,8 @@ fn run(steps: Vec<Step>, base: bool, victim: Victim, seed: u64) -> Result<Covera
         }
         ex.absorb(&m);
         prop_assert!(m.failed.is_empty(), "requests failed: {:?}", m.failed);
+        let problems = m.r.verify();
+        prop_assert!(problems.is_empty(), "invariants broken: {:?}", problems);
         reads.retain(|(id, start, want)| {
             if !m.done.contains(id) {
                 return true;

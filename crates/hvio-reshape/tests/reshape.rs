@@ -344,6 +344,11 @@ fn bad_requests_and_newer_images_are_refused_naming_what_is_wrong() {
         "request 2: sectors 2044..2052 are past the end of the disk (2048 sectors)"
     );
     assert_eq!(r.poll(), None, "a refused batch changes nothing");
+    let wild = hvio_core::Request::new(4, 0, Op::Read, u64::MAX - 2, 8, 0);
+    assert!(matches!(
+        r.submit(&[wild]),
+        Err(ReshapeError::PastEnd { request: 4, .. })
+    ));
     let huge = hvio_core::Request::new(3, 0, Op::Write, 0, 2048, 0);
     assert!(matches!(
         r.submit(&[huge]),
@@ -361,8 +366,22 @@ fn bad_requests_and_newer_images_are_refused_naming_what_is_wrong() {
         e.to_string(),
         "checkpoint slot 0: format version 9 is newer than this hvio's (1)"
     );
-    let e = Reshaper::recover(layout, [&slot, &slot], &log[..4096]).unwrap_err();
+    let e = Reshaper::recover(layout.clone(), [&slot, &slot], &log[..4096]).unwrap_err();
     assert!(e.to_string().contains("log area"), "{e}");
+    // A committed transaction whose entry points into the log area itself.
+    let stray = Entry {
+        start: 0,
+        sectors: 8,
+        mapping: Mapping::Map(Target::At(layout.log.start)),
+    };
+    let tx = hvio_reshape::encoding::encode_tx(1, &[stray], block);
+    let mut bad_log = log.clone();
+    bad_log[..tx.len()].copy_from_slice(&tx);
+    let e = Reshaper::recover(layout, [&slot, &slot], &bad_log).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "log transaction 1 entry 0: image sectors 1024..1032 are outside the metadata and data regions"
+    );
 }
 
 #[test]
