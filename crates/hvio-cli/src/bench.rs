@@ -17,7 +17,7 @@ pub struct BenchArgs {
     #[arg(value_enum, default_value = "sim")]
     which: Which,
     /// Requests per VM in the long run (the short run is a quarter).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, allow_negative_numbers = true, value_parser = crate::common::positive::<u64>)]
     requests: u64,
     /// Disk model.
     #[arg(long, default_value = "hdd")]

@@ -50,6 +50,31 @@ pub fn check_not_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// clap value parser: an integer ≥ 0 (`--seed`). With
+/// `allow_negative_numbers`, `--seed -1` reaches it and is refused in
+/// words ("must be a non-negative integer, got -1") instead of clap's
+/// "unexpected argument '-1' found".
+pub fn non_negative<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.parse()
+        .map_err(|_| format!("must be a non-negative integer, got {}", hvio_core::message::shorten(s)))
+}
+
+/// clap value parser: an integer ≥ 1 (`--vms`, `--closed`).
+pub fn positive<T: std::str::FromStr + PartialOrd + Default>(s: &str) -> Result<T, String> {
+    s.parse()
+        .ok()
+        .filter(|v| *v > T::default())
+        .ok_or_else(|| format!("must be a positive integer, got {}", hvio_core::message::shorten(s)))
+}
+
+/// clap value parser: a finite number > 0 (`--time-scale`).
+pub fn positive_number(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("must be a positive number, got {}", hvio_core::message::shorten(s)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

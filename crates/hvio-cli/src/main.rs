@@ -59,8 +59,40 @@ fn die_quietly_on_closed_stdout() {
     }
 }
 
+/// Parses the command line. A bad value is an error in hvio's words and
+/// exit status 1, like every other bad input ("`--seed` must be a
+/// non-negative integer, got -1"); help and version print as clap does.
+fn parse_command_line() -> Cli {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let e = match Cli::try_parse() {
+        Ok(cli) => return cli,
+        Err(e) => e,
+    };
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            e.exit()
+        }
+        ErrorKind::ValueValidation => {
+            let arg = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::String(a)) => a.split([' ', '=']).next().unwrap_or_default().to_string(),
+                _ => String::new(),
+            };
+            match std::error::Error::source(&e) {
+                Some(why) if !arg.is_empty() => errln!("hvio: error: `{arg}` {why}"),
+                _ => {
+                    let _ = e.print();
+                }
+            }
+        }
+        _ => {
+            let _ = e.print();
+        }
+    }
+    std::process::exit(1)
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     if !matches!(cli.command, Command::Serve(_)) {
         die_quietly_on_closed_stdout();
     }

@@ -21,22 +21,23 @@ pub struct ReplayArgs {
     /// Without it, each VM gets an image after the previous one on the default disk.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Map traced devices to VMs: `DEVICE=VM,...`; DEVICE may end in `*` (prefix).
+    /// Map traced devices to VMs: `DEVICE=VM,...` (repeatable); DEVICE is a name as
+    /// the trace gives it (blkparse `8,0`) or a prefix ending in `*`.
     /// Unmapped devices get a VM of their own, named after the device.
     #[arg(long)]
-    map: Option<String>,
+    map: Vec<String>,
     /// Map traced devices to N VMs by rule: the device's index (order of first appearance) modulo N.
-    #[arg(long, conflicts_with = "map")]
+    #[arg(long, conflicts_with = "map", allow_negative_numbers = true, value_parser = crate::common::positive::<usize>)]
     vms: Option<usize>,
     /// Image size of VMs created for the trace (e.g. 20GiB); offsets past it wrap.
     /// Default: the largest offset the VM's devices touch, rounded up to 1 MiB.
     #[arg(long)]
     image_size: Option<String>,
     /// Open loop: multiply the recorded gaps by this (0.5 = twice as fast).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = crate::common::positive_number)]
     time_scale: f64,
     /// Closed loop instead: keep this many requests outstanding per VM.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::common::positive::<u32>)]
     closed: Option<u32>,
     /// Where to write the JSON result.
     #[arg(long)]
@@ -47,7 +48,8 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<()> {
     let read = a.read.options()?;
     let mut cfg = match &a.config {
         Some(p) => Config::from_file(p)?,
-        None => Config::from_toml_str("", "replay")?,
+        // No config: what goes wrong is the trace's (its VMs, their images).
+        None => Config::from_toml_str("", &a.trace.display().to_string())?,
     };
     if let Some(s) = &a.scheduler {
         hvio_sched::spec(s).map_err(|e| anyhow::anyhow!("--scheduler: {e}"))?;
@@ -57,7 +59,12 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<()> {
         cfg.host.scheduler = s.clone();
     }
     let how = TraceReplay {
-        map: a.map.as_deref().map(parse_map).transpose()?.unwrap_or_default(),
+        map: a
+            .map
+            .iter()
+            .map(|m| parse_map(m))
+            .collect::<Result<Vec<_>, _>>()?
+            .concat(),
         vms: a.vms,
         image_size: a
             .image_size

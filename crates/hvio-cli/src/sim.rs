@@ -14,7 +14,7 @@ pub struct SimArgs {
     #[arg(long)]
     json: Option<PathBuf>,
     /// Override the config's seed.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u64>)]
     seed: Option<u64>,
     /// Override the host scheduler.
     #[arg(long)]
@@ -79,10 +79,10 @@ pub struct CompareArgs {
     schedulers: String,
     /// Run each scheduler with this many seeds (the config's seed, or
     /// `--seed`, and the ones after it); figures are means with their spread.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = crate::common::positive::<u64>)]
     seeds: u64,
     /// The first seed (default: the config's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u64>)]
     seed: Option<u64>,
     /// Where to write the JSON comparison (every figure, the verdict and every run).
     #[arg(long, default_value = "out/compare.json")]
@@ -241,7 +241,7 @@ pub struct ReproduceArgs {
     /// A scaled-down run.
     #[arg(long)]
     quick: bool,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u64>, default_value_t = 1)]
     seed: u64,
     /// Where to write the JSON report (default: out/<name>.json, with
     /// `-quick` and `-seed<N>` added for a quick run and a seed other than

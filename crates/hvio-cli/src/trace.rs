@@ -54,7 +54,7 @@ pub struct ReadArgs {
     #[arg(long)]
     pub blkparse_format: Option<String>,
     /// MQSim: nanoseconds per trace time unit.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = crate::common::positive::<u64>)]
     pub mqsim_time_unit_ns: u64,
 }
 

@@ -19,7 +19,7 @@ pub struct ValidateDiskArgs {
     #[arg(long)]
     disk: Option<String>,
     /// Also time this many replays and report the best replay speed.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u32>)]
     bench: u32,
 }
 

@@ -239,3 +239,90 @@ fn unknown_names_get_a_did_you_mean_and_quotes_stay_short() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn replay_map_takes_blkparse_devices_and_refuses_bad_entries() {
+    let d = dir("map");
+    let trace = format!("{}/../hvio-trace/tests/data/sda.blkparse", env!("CARGO_MANIFEST_DIR"));
+    let (code, err) = hvio(&d, &["replay", &trace, "--map", "8,0=db,8,16=web"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = hvio(&d, &["replay", &trace, "--map", "8,0=db", "--map", "8,16=web"]);
+    assert_eq!(code, 0, "{err}");
+    for (map, want) in [
+        (vec!["===,"], "--map \"===\": names no device"),
+        (vec!["8,0="], "--map \"8,0=\": names no VM"),
+        (vec!["8,0=a=b"], "is not DEVICE=VM"),
+        (
+            vec!["8,99=a"],
+            "has no device 8,99; did you mean `8,0`? (its devices: 8,0 8,16)",
+        ),
+        (
+            vec!["8,0=a", "8,0=b"],
+            "--map 8,0=b: device 8,0 is mapped twice (also to a)",
+        ),
+    ] {
+        let mut args = vec!["replay", trace.as_str()];
+        for m in &map {
+            args.extend(["--map", m]);
+        }
+        let (code, err) = hvio(&d, &args);
+        assert_eq!(code, 1, "{map:?}: {err}");
+        assert!(err.contains(want), "{map:?}: {err}");
+    }
+    // Replay errors name the trace, not a config the user never wrote.
+    let many: String = (0..1100)
+        .map(|i| format!("{},h{i},0,Read,4096,4096,100\n", 128166372000000000u64 + i * 1000))
+        .collect();
+    std::fs::write(d.join("many.csv"), many).unwrap();
+    let (code, err) = hvio(&d, &["replay", "many.csv", "--format", "msr"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("hvio: error: many.csv: its 1100 devices make 1100 VMs"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn bad_numbers_on_the_command_line_are_named_in_words() {
+    let d = dir("args");
+    std::fs::write(d.join("c.toml"), SIM).unwrap();
+    for (args, want) in [
+        (
+            vec!["sim", "c.toml", "--seed", "-1"],
+            "hvio: error: `--seed` must be a non-negative integer, got -1",
+        ),
+        (
+            vec!["sim", "c.toml", "--seed=x"],
+            "hvio: error: `--seed` must be a non-negative integer, got x",
+        ),
+        (
+            vec!["reproduce", "x", "--seed", "-3"],
+            "`--seed` must be a non-negative integer, got -3",
+        ),
+        (
+            vec!["replay", "t", "--time-scale", "-1"],
+            "`--time-scale` must be a positive number, got -1",
+        ),
+        (
+            vec!["replay", "t", "--vms", "0"],
+            "`--vms` must be a positive integer, got 0",
+        ),
+        (
+            vec!["replay", "t", "--closed", "-2"],
+            "`--closed` must be a positive integer, got -2",
+        ),
+        (
+            vec!["validate-disk", "a", "b", "--bench", "-1"],
+            "`--bench` must be a non-negative integer, got -1",
+        ),
+    ] {
+        let (code, err) = hvio(&d, &args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.trim().starts_with("hvio: error: `") && err.trim().ends_with(want),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

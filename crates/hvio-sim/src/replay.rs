@@ -471,16 +471,83 @@ impl Default for TraceReplay {
     }
 }
 
-/// Parses `DEVICE=VM,...` into a map.
+/// Parses `DEVICE=VM,...` into a map. DEVICE is a device name as the trace
+/// names it (blkparse's `maj,min` too: `8,0=db,8,16=web`) or a prefix
+/// ending in `*`; neither side may be empty, nor hold `=`.
 pub fn parse_map(text: &str) -> Result<Vec<(String, String)>> {
-    text.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| {
-            p.split_once('=')
-                .map(|(d, v)| (d.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| SimError::invalid("replay", "map", p, "is not DEVICE=VM"))
-        })
-        .collect()
+    let bad =
+        |entry: &str, why: &str| SimError::Other(format!("--map {:?}: {why}", hvio_core::message::shorten(entry)));
+    let mut out = Vec::new();
+    let mut major: Option<&str> = None;
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() && major.is_none() {
+            continue;
+        }
+        // A bare number is the major of a blkparse `maj,min` device.
+        if !part.contains('=')
+            && !part.is_empty()
+            && part.bytes().all(|b| b.is_ascii_digit())
+            && major.is_none()
+            && i + 1 < parts.len()
+        {
+            major = Some(part);
+            continue;
+        }
+        let entry = match major.take() {
+            Some(m) => format!("{m},{part}"),
+            None => part.to_string(),
+        };
+        let Some((dev, vm)) = entry.split_once('=') else {
+            return Err(bad(&entry, "is not DEVICE=VM"));
+        };
+        let (dev, vm) = (dev.trim(), vm.trim());
+        if dev.is_empty() || dev == "*" {
+            return Err(bad(
+                &entry,
+                "names no device (DEVICE=VM, DEVICE a name or a prefix ending in *)",
+            ));
+        }
+        if vm.is_empty() {
+            return Err(bad(&entry, "names no VM (DEVICE=VM)"));
+        }
+        if vm.contains('=') {
+            return Err(bad(
+                &entry,
+                "is not DEVICE=VM (one `=` per entry, entries separated by commas)",
+            ));
+        }
+        if dev.trim_end_matches('*').contains('*') {
+            return Err(bad(&entry, "`*` may only end a device prefix"));
+        }
+        out.push((dev.to_string(), vm.to_string()));
+    }
+    Ok(out)
+}
+
+/// A map every entry of which names a traced device (or a prefix of one),
+/// each device pattern once.
+fn check_map(map: &[(String, String)], devices: &[String], trace: &std::path::Path) -> Result<()> {
+    for (i, (dev, vm)) in map.iter().enumerate() {
+        if let Some((_, first)) = map[..i].iter().find(|(d, _)| d == dev) {
+            return Err(SimError::Other(format!(
+                "--map {dev}={vm}: device {dev} is mapped twice (also to {first})"
+            )));
+        }
+        if !devices.iter().any(|d| pattern_matches(dev, d)) {
+            let known = devices.iter().map(String::as_str).collect::<Vec<_>>();
+            let mut list = known.iter().take(8).copied().collect::<Vec<_>>().join(" ");
+            if known.len() > 8 {
+                list.push_str(&format!(" … ({} in all)", known.len()));
+            }
+            return Err(SimError::Other(format!(
+                "--map {dev}={vm}: {} has no device {dev}{} (its devices: {list})",
+                trace.display(),
+                hvio_core::message::hint(dev, known.iter().copied())
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn pattern_matches(pattern: &str, name: &str) -> bool {
@@ -522,8 +589,9 @@ pub fn replay_trace(
         )));
     }
     if how.vms == Some(0) {
-        return Err(SimError::invalid("replay", "vms", 0, "must be at least 1"));
+        return Err(SimError::Other("--vms 0: must be at least 1".into()));
     }
+    check_map(&how.map, &devices, path)?;
     let vm_of_dev: Vec<String> = devices
         .iter()
         .enumerate()
@@ -558,8 +626,19 @@ pub fn replay_trace(
         ));
         names.push(vm.clone());
     }
+    if names.len() > crate::config::limits::MAX_VMS {
+        return Err(SimError::Other(format!(
+            "{}: its {} devices make {} VMs, more than {}; map them onto fewer with --vms N or --map",
+            path.display(),
+            devices.len(),
+            names.len(),
+            crate::config::limits::MAX_VMS
+        )));
+    }
     if !extra.is_empty() {
-        cfg.vms.extend(Config::from_toml_str(&extra, "replay")?.vms);
+        // VMs made for the trace: their errors are the trace's.
+        let origin = path.display().to_string();
+        cfg.vms.extend(Config::from_toml_str(&extra, &origin)?.vms);
     }
     let index: Vec<usize> = vm_of_dev
         .iter()
