@@ -132,14 +132,17 @@ impl Expect {
     }
 }
 
-fn config(base: bool, victim: Victim) -> ReshapeConfig {
+/// A tiny image where cleaning and checkpoints happen all the time: 16
+/// segments of 8 sectors per region and a log of 12 blocks; blocks of 512
+/// bytes (every write is whole blocks) or 4 KiB (most writes are not).
+fn config(base: bool, victim: Victim, block_bytes: u64) -> ReshapeConfig {
     ReshapeConfig {
-        block_bytes: 512,
+        block_bytes,
         base,
         meta_region_bytes: 16 * 4096,
         data_region_bytes: 16 * 4096,
         segment_bytes: 4096,
-        log_bytes: 12 * 512,
+        log_bytes: 12 * block_bytes,
         image_bytes: 0,
         commit_entries: 4,
         checkpoint_at: 0.5,
@@ -168,9 +171,9 @@ impl Coverage {
     }
 }
 
-fn run(steps: Vec<Step>, base: bool, victim: Victim, seed: u64) -> Result<Coverage, TestCaseError> {
+fn run(steps: Vec<Step>, base: bool, victim: Victim, block_bytes: u64, seed: u64) -> Result<Coverage, TestCaseError> {
     let mut cov = Coverage::default();
-    let layout = config(base, victim).layout(DISK * 512).unwrap();
+    let layout = config(base, victim, block_bytes).layout(DISK * 512).unwrap();
     let mut m = Model::new(layout);
     let mut rng = Rng(seed | 1);
     let mut ex = Expect::new(base);
@@ -336,10 +339,11 @@ proptest! {
         steps in prop::collection::vec(step(), 1..80),
         base in any::<bool>(),
         cost_benefit in any::<bool>(),
+        big_blocks in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let victim = if cost_benefit { Victim::CostBenefit } else { Victim::Greedy };
-        run(steps, base, victim, seed)?;
+        run(steps, base, victim, if big_blocks { 4096 } else { 512 }, seed)?;
     }
 }
 
@@ -355,9 +359,9 @@ fn a_long_run_cleans_checkpoints_and_recovers_many_times() {
         .new_tree(&mut runner)
         .unwrap()
         .current();
-    for (base, victim) in [(false, Victim::Greedy), (true, Victim::CostBenefit)] {
-        let cov = run(steps.clone(), base, victim, 42).unwrap();
-        eprintln!("base {base}, {victim:?}: {cov:?}");
+    for (base, victim, block) in [(false, Victim::Greedy, 512), (true, Victim::CostBenefit, 4096)] {
+        let cov = run(steps.clone(), base, victim, block, 42).unwrap();
+        eprintln!("base {base}, {victim:?}, {block}-byte blocks: {cov:?}");
         assert!(cov.crashes >= 100, "{cov:?}");
         assert!(cov.segments_cleaned >= 100, "{cov:?}");
         assert!(cov.checkpoints >= 20, "{cov:?}");
