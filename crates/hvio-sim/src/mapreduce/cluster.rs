@@ -24,7 +24,7 @@ use serde::Serialize;
 /// One physical node as the runner drives it.
 pub trait NodeIo {
     /// Start `op` of one of this node's VMs at `now`.
-    fn submit(&mut self, now: Nanos, op: FileOp);
+    fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()>;
     /// The time of this node's next event, if it has one.
     fn next_event(&self) -> Option<Nanos>;
     /// Step to `until`; the operations completed by then, with their times.
@@ -46,7 +46,7 @@ pub fn run<N: NodeIo>(
     job: &mut Job,
     nodes: &mut [N],
     cluster: &ClusterSpec,
-    mut on_phase: impl FnMut(PhaseKind, Nanos, &mut [N]),
+    mut on_phase: impl FnMut(PhaseKind, Nanos, &mut [N]) -> Result<()>,
 ) -> Result<ClusterRun> {
     if nodes.len() != cluster.nodes {
         return Err(SimError::invalid(
@@ -66,7 +66,7 @@ pub fn run<N: NodeIo>(
     };
     let mut now = 0;
     let first = job.start(now);
-    fabric.dispatch(first, now, nodes, &mut on_phase);
+    fabric.dispatch(first, now, nodes, &mut on_phase)?;
     while !job.done() {
         let next = nodes
             .iter()
@@ -90,7 +90,7 @@ pub fn run<N: NodeIo>(
         done.sort_unstable();
         for (at, id) in done {
             let actions = job.complete(id, at);
-            fabric.dispatch(actions, now, nodes, &mut on_phase);
+            fabric.dispatch(actions, now, nodes, &mut on_phase)?;
         }
     }
     let progress = job.progress().clone();
@@ -117,19 +117,20 @@ impl Fabric {
         actions: Vec<Action>,
         now: Nanos,
         nodes: &mut [N],
-        on_phase: &mut impl FnMut(PhaseKind, Nanos, &mut [N]),
-    ) {
+        on_phase: &mut impl FnMut(PhaseKind, Nanos, &mut [N]) -> Result<()>,
+    ) -> Result<()> {
         for action in actions {
             match action {
-                Action::Io(op) => nodes[op.vm.node].submit(now, op),
+                Action::Io(op) => nodes[op.vm.node].submit(now, op)?,
                 Action::Cpu { id, vm, work } => self.vcpus.add(id, vec![vm.node * self.vms_per_node + vm.vm], work),
                 Action::Send { id, from, to, bytes } => self.network.add(id, vec![2 * from, 2 * to + 1], bytes),
                 Action::Entered(kind) => {
                     self.boundaries.push((kind, now));
-                    on_phase(kind, now, nodes);
+                    on_phase(kind, now, nodes)?;
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -196,11 +197,12 @@ mod tests {
     }
 
     impl NodeIo for FifoDisk {
-        fn submit(&mut self, now: Nanos, op: FileOp) {
+        fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()> {
             self.now = self.now.max(now);
             *self.bytes.entry(kind(op.file, op.write)).or_default() += op.len;
             self.queue.push_back(op);
             self.start_next();
+            Ok(())
         }
 
         fn next_event(&self) -> Option<Nanos> {
@@ -245,6 +247,7 @@ mod tests {
             for n in nodes.iter_mut() {
                 n.switches.push((kind, at));
             }
+            Ok(())
         })
         .unwrap();
         assert!(job.done());
@@ -391,7 +394,7 @@ mod tests {
         let (spec, cluster) = small(Benchmark::Sort);
         let mut job = Job::new(&spec, &cluster).unwrap();
         let mut nodes = vec![FifoDisk::new()];
-        let err = run(&mut job, &mut nodes, &cluster, |_, _, _| {})
+        let err = run(&mut job, &mut nodes, &cluster, |_, _, _| Ok(()))
             .unwrap_err()
             .to_string();
         assert!(err.contains("nodes") && err.contains("1 node models"), "{err}");

@@ -75,6 +75,11 @@ pub struct FileOp {
     pub offset: u64,
     pub len: u64,
     pub write: bool,
+    /// The guest thread doing it, unique in the job: map `m` is thread `m`
+    /// (its HDFS reads, spills and merges), reducer `r` is `M + r` (its
+    /// merges, reduce and output, and the DataNode writing its replicas),
+    /// and the TaskTracker thread serving `r`'s fetches is `M + R + r`.
+    pub thread: u32,
 }
 
 /// What the job asks its runner to do.
@@ -480,6 +485,7 @@ impl Job {
     }
 
     fn io(&mut self, vm: VmId, file: (FileKey, u64), offset: u64, len: u64, write: bool, next: Next) {
+        let thread = self.thread(&next);
         let id = self.ask(next);
         self.out.push(Action::Io(FileOp {
             id,
@@ -489,7 +495,31 @@ impl Job {
             offset,
             len,
             write,
+            thread,
         }));
+    }
+
+    /// The thread an operation belongs to (see [`FileOp::thread`]).
+    fn thread(&self, next: &Next) -> u32 {
+        let (maps, reduces) = (self.maps.len() as u32, self.reduces.len() as u32);
+        match *next {
+            Next::MapRead { m, .. }
+            | Next::MapCpu { m, .. }
+            | Next::Spill { m, .. }
+            | Next::MapMergeRead { m, .. }
+            | Next::MapMergeWrite { m } => m as u32,
+            Next::FetchRead { r, .. } => maps + reduces + r as u32,
+            Next::FetchSent { r, .. }
+            | Next::FetchWrite { r, .. }
+            | Next::BufferWrite { r, .. }
+            | Next::ReduceMergeRead { r, .. }
+            | Next::ReduceMergeWrite { r }
+            | Next::ReduceRead { r, .. }
+            | Next::ReduceCpu { r, .. }
+            | Next::OutputLocal { r }
+            | Next::ReplicaSent { r, .. }
+            | Next::ReplicaWritten { r } => maps + r as u32,
+        }
     }
 
     fn cpu(&mut self, vm: VmId, work: Nanos, next: Next) {

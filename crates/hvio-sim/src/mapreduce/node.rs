@@ -1,0 +1,471 @@
+//! A physical node for the MapReduce runner, built from hvio's scheduler
+//! driver and device models: each VM's guest scheduler and virtio ring, the
+//! host scheduler (streams = VMs) and the disk. Both schedulers sit behind
+//! [`hvio_sched::Driver`], so a plan can switch either at run time
+//! ([`HostNode::switch`]), the paper's (host, guest) pairs.
+//!
+//! What this node does not model yet, and the simulator's guest layer
+//! ([`crate::run`]) does: the guest page cache (a file operation becomes
+//! block requests at once — reads synchronous, writes asynchronous — and the
+//! task waits for all of them, as if every write were flushed), the guest
+//! file system's layout and journal (a file is placed at the next free
+//! sectors of its VM's image when first touched, at its whole size), and the
+//! virtio latency. The job's requests are split at `max_request` bytes, as
+//! Linux splits at `max_sectors_kb` (512 KiB by default).
+
+use super::cluster::NodeIo;
+use super::job::{FileKey, FileOp, OpId};
+use crate::error::{Result, SimError};
+use hvio_core::time::Nanos;
+use hvio_core::*;
+use hvio_sched::{Driver, Next, SwitchPolicy};
+use std::collections::BTreeMap;
+
+/// How a node is set up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSpec {
+    pub host: String,
+    pub guest: String,
+    pub vms: usize,
+    /// Requests a VM keeps in flight to the host (its virtio ring).
+    pub virtio_depth: u32,
+    /// Each VM's image, laid out one after the other from sector 0.
+    pub image_bytes: u64,
+    /// The largest request (bytes).
+    pub max_request: u64,
+}
+
+impl NodeSpec {
+    pub fn new(host: &str, guest: &str, vms: usize) -> NodeSpec {
+        NodeSpec {
+            host: host.into(),
+            guest: guest.into(),
+            vms,
+            virtio_depth: 32,
+            image_bytes: 32 << 30,
+            max_request: 512 << 10,
+        }
+    }
+}
+
+struct Guest {
+    driver: Driver,
+    timer: Option<Nanos>,
+    ring_used: u32,
+    base: Sector,
+    sectors: Sector,
+    next_free: Sector,
+    files: BTreeMap<FileKey, Sector>,
+}
+
+/// One physical node; see the module doc.
+pub struct HostNode {
+    host: Driver,
+    host_timer: Option<Nanos>,
+    guests: Vec<Guest>,
+    device: Box<dyn Device>,
+    ring_depth: u32,
+    max_sectors: u64,
+    next_rq: RequestId,
+    /// Each request in flight: its operation, its VM and the request as
+    /// the guest scheduler holds it.
+    parts: BTreeMap<RequestId, (OpId, usize, Request)>,
+    /// Requests an operation still waits for.
+    left: BTreeMap<OpId, usize>,
+    completions: Vec<Completion>,
+    done: Vec<(OpId, Nanos)>,
+    now: Nanos,
+}
+
+fn sectors(bytes: u64) -> Sector {
+    bytes.div_ceil(SECTOR_BYTES)
+}
+
+impl HostNode {
+    pub fn new(spec: &NodeSpec, device: Box<dyn Device>) -> Result<HostNode> {
+        let info = device.info();
+        let image = sectors(spec.image_bytes);
+        if spec.vms == 0 || image == 0 || spec.max_request < SECTOR_BYTES || spec.virtio_depth == 0 {
+            return Err(SimError::invalid(
+                "mapreduce node",
+                "vms",
+                spec.vms,
+                "a node needs VMs, an image, a ring and requests of at least a sector",
+            ));
+        }
+        if image.saturating_mul(spec.vms as u64) > info.capacity {
+            return Err(SimError::invalid(
+                "mapreduce node",
+                "image_bytes",
+                spec.image_bytes,
+                format!("{} images do not fit the disk's {} sectors", spec.vms, info.capacity),
+            ));
+        }
+        let streams = (0..spec.vms)
+            .map(|v| {
+                let mut s = StreamInfo::new(v as StreamId, format!("vm{v}"));
+                s.region = Some((v as u64 * image, image));
+                s
+            })
+            .collect();
+        let host = Driver::build(
+            &spec.host,
+            &ParamValues::new(),
+            SchedContext {
+                streams,
+                device: info.clone(),
+            },
+        )
+        .map_err(|e| SimError::invalid("mapreduce node", "host", &spec.host, e.to_string()))?;
+        let guest_info = DeviceInfo {
+            capacity: image,
+            ..info
+        };
+        let guests = (0..spec.vms)
+            .map(|v| {
+                let ctx = SchedContext {
+                    streams: Vec::new(),
+                    device: guest_info.clone(),
+                };
+                let driver = Driver::build(&spec.guest, &ParamValues::new(), ctx)
+                    .map_err(|e| SimError::invalid("mapreduce node", "guest", &spec.guest, e.to_string()))?;
+                Ok(Guest {
+                    driver,
+                    timer: None,
+                    ring_used: 0,
+                    base: v as u64 * image,
+                    sectors: image,
+                    next_free: 0,
+                    files: BTreeMap::new(),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(HostNode {
+            host,
+            host_timer: None,
+            guests,
+            device,
+            ring_depth: spec.virtio_depth,
+            max_sectors: sectors(spec.max_request),
+            next_rq: 0,
+            parts: BTreeMap::new(),
+            left: BTreeMap::new(),
+            completions: Vec::new(),
+            done: Vec::new(),
+            now: 0,
+        })
+    }
+
+    /// Switch the host scheduler, every guest's, or both, at `now`.
+    pub fn switch(&mut self, host: Option<&str>, guest: Option<&str>, policy: SwitchPolicy, now: Nanos) -> Result<()> {
+        let params = ParamValues::new();
+        let fail =
+            |key: &str, name: &str, e: hvio_sched::SwitchError| SimError::invalid("switch", key, name, e.to_string());
+        if let Some(name) = host {
+            self.host
+                .switch_by_name(name, &params, policy, now)
+                .map_err(|e| fail("host", name, e))?;
+        }
+        if let Some(name) = guest {
+            for g in &mut self.guests {
+                g.driver
+                    .switch_by_name(name, &params, policy, now)
+                    .map_err(|e| fail("guest", name, e))?;
+            }
+        }
+        self.pump(now);
+        Ok(())
+    }
+
+    /// The scheduler pair running now (host, guest).
+    pub fn pair(&self) -> (&'static str, &'static str) {
+        (self.host.name(), self.guests[0].driver.name())
+    }
+
+    /// Whether a switch is still in progress anywhere on the node.
+    pub fn switching(&self) -> bool {
+        self.host.switching() || self.guests.iter().any(|g| g.driver.switching())
+    }
+
+    fn place(&mut self, op: &FileOp) -> Result<Sector> {
+        let guest = &mut self.guests[op.vm.vm];
+        if let Some(&start) = guest.files.get(&op.file) {
+            return Ok(start);
+        }
+        let size = sectors(op.file_size.max(op.offset + op.len));
+        if guest.next_free + size > guest.sectors {
+            return Err(SimError::invalid(
+                "mapreduce node",
+                "image_bytes",
+                guest.sectors * SECTOR_BYTES,
+                format!("VM {} of node {} ran out of image space", op.vm.vm, op.vm.node),
+            ));
+        }
+        let start = guest.next_free;
+        guest.next_free += size;
+        guest.files.insert(op.file, start);
+        Ok(start)
+    }
+
+    /// Move requests down: guests to the host while their rings have room,
+    /// the host to the disk while it takes them.
+    fn pump(&mut self, now: Nanos) {
+        for (v, g) in self.guests.iter_mut().enumerate() {
+            while g.ring_used < self.ring_depth {
+                match g.driver.poll(now) {
+                    Next::Request(rq) => {
+                        g.ring_used += 1;
+                        let mut host_rq = rq;
+                        host_rq.sector = g.base + rq.sector;
+                        host_rq.stream = v as StreamId;
+                        host_rq.arrival = now;
+                        self.host.insert(host_rq, now);
+                    }
+                    Next::Wait { until, .. } => {
+                        g.timer = Some(until);
+                        break;
+                    }
+                    Next::Idle => break,
+                }
+            }
+        }
+        while self.device.can_accept() {
+            match self.host.poll(now) {
+                Next::Request(rq) => self.device.submit(rq, now),
+                Next::Wait { until, .. } => {
+                    self.host_timer = Some(until);
+                    break;
+                }
+                Next::Idle => break,
+            }
+        }
+    }
+
+    fn next(&self) -> Option<Nanos> {
+        self.device
+            .next_event()
+            .into_iter()
+            .chain(self.host_timer)
+            .chain(self.guests.iter().filter_map(|g| g.timer))
+            .min()
+    }
+}
+
+impl NodeIo for HostNode {
+    fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()> {
+        self.now = self.now.max(now);
+        let start = self.place(&op)?;
+        let first = start + op.offset / SECTOR_BYTES;
+        let total = sectors(op.offset % SECTOR_BYTES + op.len).max(1);
+        let pieces = total.div_ceil(self.max_sectors);
+        self.left.insert(op.id, pieces as usize);
+        let kind = if op.write { Op::Write } else { Op::Read };
+        for k in 0..pieces {
+            let sector = first + k * self.max_sectors;
+            let len = self.max_sectors.min(total - k * self.max_sectors) as u32;
+            let id = self.next_rq;
+            self.next_rq += 1;
+            let rq = Request::new(id, op.thread as StreamId, kind, sector, len, self.now);
+            self.parts.insert(id, (op.id, op.vm.vm, rq));
+            self.guests[op.vm.vm].driver.insert(rq, self.now);
+        }
+        self.pump(self.now);
+        Ok(())
+    }
+
+    fn next_event(&self) -> Option<Nanos> {
+        self.next()
+    }
+
+    fn advance(&mut self, until: Nanos) -> Vec<(OpId, Nanos)> {
+        while let Some(t) = self.next().filter(|&t| t <= until) {
+            let t = t.max(self.now);
+            self.now = t;
+            self.device.advance(t, &mut self.completions);
+            for c in std::mem::take(&mut self.completions) {
+                self.host.completed(&c.rq, c.done);
+                let Some((op, v, guest_rq)) = self.parts.remove(&c.rq.id) else {
+                    continue;
+                };
+                let g = &mut self.guests[v];
+                g.ring_used -= 1;
+                g.driver.completed(&guest_rq, c.done);
+                let left = self.left.get_mut(&op).expect("an operation in flight is counted");
+                *left -= 1;
+                if *left == 0 {
+                    self.left.remove(&op);
+                    self.done.push((op, c.done));
+                }
+            }
+            if self.host_timer.is_some_and(|at| at <= t) {
+                self.host_timer = None;
+                self.host.timer_due(t);
+            }
+            for g in &mut self.guests {
+                if g.timer.is_some_and(|at| at <= t) {
+                    g.timer = None;
+                    g.driver.timer_due(t);
+                }
+            }
+            self.pump(t);
+        }
+        self.now = self.now.max(until);
+        std::mem::take(&mut self.done)
+    }
+}
+
+/// A switch at a phase boundary: when the job enters `at`, switch the host
+/// to `host` and every guest to `guest` (either may stay).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseSwitch {
+    pub at: super::phases::PhaseKind,
+    pub host: Option<String>,
+    pub guest: Option<String>,
+    pub policy: SwitchPolicy,
+}
+
+/// Run `job` on `cluster`, each physical node a [`HostNode`] set up as
+/// `node` on its own disk built from the `[disk]` table `disk`, switching
+/// pairs at the phases `switches` name. A switch at a shuffle that is empty
+/// (no reducers) happens with the reduce's.
+pub fn simulate(
+    job: &super::spec::JobSpec,
+    cluster: &super::spec::ClusterSpec,
+    node: &NodeSpec,
+    disk: &toml::Table,
+    switches: &[PhaseSwitch],
+) -> Result<super::cluster::ClusterRun> {
+    let node = NodeSpec {
+        vms: cluster.vms_per_node,
+        ..node.clone()
+    };
+    let mut nodes = (0..cluster.nodes)
+        .map(|_| {
+            HostNode::new(
+                &node,
+                crate::testing::device_from_table(disk, std::path::Path::new("."))?,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut job = super::job::Job::new(job, cluster)?;
+    super::cluster::run(&mut job, &mut nodes, cluster, |kind, now, nodes| {
+        for s in switches.iter().filter(|s| s.at == kind) {
+            for n in nodes.iter_mut() {
+                n.switch(s.host.as_deref(), s.guest.as_deref(), s.policy, now)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::phases::PhaseKind;
+    use super::super::spec::{Benchmark, ClusterSpec, JobSpec};
+    use super::*;
+
+    fn small() -> (JobSpec, ClusterSpec) {
+        let spec = JobSpec {
+            input_per_vm: 128 << 20,
+            ..JobSpec::preset(Benchmark::Sort)
+        };
+        (
+            spec,
+            ClusterSpec {
+                nodes: 2,
+                vms_per_node: 2,
+                ..ClusterSpec::default()
+            },
+        )
+    }
+
+    fn hdd() -> toml::Table {
+        toml::Table::new()
+    }
+
+    #[test]
+    fn sort_runs_on_the_hdd_model_under_any_pair() {
+        let (spec, cluster) = small();
+        let run =
+            |host: &str, guest: &str| simulate(&spec, &cluster, &NodeSpec::new(host, guest, 2), &hdd(), &[]).unwrap();
+        let cfq = run("cfq", "cfq");
+        let noop = run("noop", "noop");
+        let spans = cfq.phases.spans;
+        assert!(spans[0].duration() > 0 && spans[2].duration() > 0);
+        assert_eq!(cfq.stats.input_read, 4 * (128 << 20));
+        // Same job, same bytes; the pair changes only the time.
+        assert_eq!(cfq.stats, noop.stats);
+        assert_ne!(cfq.phases.job(), noop.phases.job());
+        // Deterministic.
+        assert_eq!(run("cfq", "cfq"), cfq);
+    }
+
+    #[test]
+    fn a_plan_switches_the_pair_when_the_job_enters_a_phase() {
+        let (spec, cluster) = small();
+        let node = NodeSpec {
+            vms: cluster.vms_per_node,
+            ..NodeSpec::new("cfq", "cfq", 2)
+        };
+        let mut nodes: Vec<HostNode> = (0..2)
+            .map(|_| {
+                HostNode::new(
+                    &node,
+                    crate::testing::device_from_table(&hdd(), std::path::Path::new(".")).unwrap(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let mut job = super::super::job::Job::new(&spec, &cluster).unwrap();
+        let mut seen = Vec::new();
+        let run = super::super::cluster::run(&mut job, &mut nodes, &cluster, |kind, now, nodes| {
+            if kind == PhaseKind::Shuffle {
+                for n in nodes.iter_mut() {
+                    n.switch(Some("anticipatory"), Some("deadline"), SwitchPolicy::Drain, now)?;
+                }
+            }
+            seen.push((kind, nodes[0].pair()));
+            Ok(())
+        })
+        .unwrap();
+        // Right after the switch the host still drains its queue under cfq
+        // (the guests' queues were empty: they switched at once); by the
+        // reduce both have switched.
+        assert_eq!(seen[0].0, PhaseKind::Shuffle);
+        assert_eq!(seen[0].1 .0, "cfq");
+        assert_eq!(seen[1], (PhaseKind::Reduce, ("anticipatory", "deadline")));
+        assert!(!nodes[0].switching());
+        // The switched run differs from the one that stays on (cfq, cfq).
+        let stay = simulate(&spec, &cluster, &node, &hdd(), &[]).unwrap();
+        assert_eq!(stay.phases.spans[0], run.phases.spans[0], "identical until the switch");
+        assert_ne!(stay.phases.job(), run.phases.job());
+    }
+
+    #[test]
+    fn bad_names_and_a_switch_during_a_switch_are_errors() {
+        let (spec, cluster) = small();
+        let err = simulate(&spec, &cluster, &NodeSpec::new("fifo", "cfq", 2), &hdd(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("host") && err.contains("fifo"), "{err}");
+        let twice = |kind| PhaseSwitch {
+            at: kind,
+            host: Some("noop".into()),
+            guest: None,
+            policy: SwitchPolicy::Drain,
+        };
+        let err = simulate(
+            &spec,
+            &cluster,
+            &NodeSpec::new("cfq", "cfq", 2),
+            &hdd(),
+            &[twice(PhaseKind::Shuffle), twice(PhaseKind::Shuffle)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("host") && err.contains("noop") && err.contains("in progress"),
+            "{err}"
+        );
+    }
+}
