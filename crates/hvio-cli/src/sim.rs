@@ -1,6 +1,6 @@
 //! `hvio sim`, `hvio compare`, `hvio schedulers`, `hvio presets`, `hvio reproduce`.
 
-use crate::common::{check_not_dir, out, outln, write_atomic};
+use crate::common::{check_not_dir, errln, out, outln, write_atomic};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use hvio_sim::{compare as cmp, experiments, report, Config, DEFAULT_SCENARIO};
@@ -43,6 +43,9 @@ pub fn sim(a: SimArgs) -> Result<()> {
     }
     if let Some(r) = a.records {
         cfg.output.records = Some(std::env::current_dir()?.join(r));
+    }
+    for w in cfg.warnings.iter().chain(&cfg.ignored_by(&cfg.host.scheduler)) {
+        errln!("warning: {w}");
     }
     let json = a.json.clone().unwrap_or_else(|| default_json(&a.config));
     check_not_dir(&json)?;
@@ -132,7 +135,8 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         outputs.push(("--csv", c));
     }
     cfg.check_outputs(&outputs, &[])?;
-    let c = cmp::comparison(&cfg, &names, a.seeds)?;
+    let mut c = cmp::comparison(&cfg, &names, a.seeds)?;
+    c.notes.extend(cfg.warnings.iter().map(|w| format!("fio: {w}")));
     write_atomic(&a.json, &serde_json::to_string_pretty(&c)?)?;
     if let Some(p) = &a.csv {
         write_atomic(p, &c.csv())?;

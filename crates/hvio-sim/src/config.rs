@@ -47,6 +47,13 @@ pub struct Config {
     /// output may overwrite.
     #[serde(skip)]
     pub file: Option<PathBuf>,
+    /// The fio job files its jobs were read from (`[[vm.job]] fio`), inputs too.
+    #[serde(skip)]
+    pub fio_files: Vec<PathBuf>,
+    /// What reading it had to say without refusing it: fio options the
+    /// simulator does not model or reads differently (the CLI prints them).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// Upper bounds on the numbers a config gives. The simulator allocates per
@@ -360,6 +367,7 @@ impl Config {
         cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
         cfg.origin = origin.to_string();
         cfg.source_text = Some(text.into());
+        crate::fiojob::expand(&mut cfg)?;
         Ok(cfg)
     }
 
@@ -371,6 +379,7 @@ impl Config {
         })?;
         cfg.base_dir = Path::new(origin).parent().map(Path::to_path_buf).unwrap_or_default();
         cfg.origin = origin.to_string();
+        crate::fiojob::expand(&mut cfg)?;
         Ok(cfg)
     }
 
@@ -397,6 +406,9 @@ impl Config {
         if let Some(spec) = self.disk.get("spec").and_then(|v| v.as_str()) {
             v.push(("[disk] spec".to_string(), self.base_dir.join(spec)));
         }
+        for f in &self.fio_files {
+            v.push(("fio job file".to_string(), f.clone()));
+        }
         v
     }
 
@@ -418,6 +430,45 @@ impl Config {
         }
         all_outputs.extend_from_slice(outputs);
         hvio_core::output::check_outputs(&all_outputs, &all_inputs).map_err(|e| SimError::Other(e.to_string()))
+    }
+
+    /// Settings the config makes that `scheduler` does not read: differing
+    /// VM weights under a scheduler without weights, and per-VM `attrs` it
+    /// has no use for. One message per setting, naming what reads it.
+    pub fn ignored_by(&self, scheduler: &str) -> Vec<String> {
+        let Ok(spec) = hvio_sched::spec(scheduler) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let weights: std::collections::BTreeSet<u32> = self.vms.iter().map(|v| v.weight).collect();
+        if weights.len() > 1 && !spec.stream_attrs.iter().any(|a| a.range.is_none()) {
+            let readers: Vec<&str> = hvio_sched::SCHEDULERS
+                .iter()
+                .filter(|s| s.stream_attrs.iter().any(|a| a.range.is_none()))
+                .map(|s| s.name)
+                .collect();
+            out.push(format!(
+                "the VMs' weights differ, but {scheduler} ignores weights (these read them: {})",
+                readers.join(", ")
+            ));
+        }
+        for vm in &self.vms {
+            for k in vm.attrs.keys() {
+                if !spec.stream_attrs.iter().any(|a| a.range.is_some() && a.name == k) {
+                    let readers: Vec<&str> = hvio_sched::SCHEDULERS
+                        .iter()
+                        .filter(|s| s.stream_attrs.iter().any(|a| a.range.is_some() && a.name == k))
+                        .map(|s| s.name)
+                        .collect();
+                    out.push(format!(
+                        "vm \"{}\" attrs.{k}: {scheduler} does not read it ({} does)",
+                        vm.name,
+                        readers.join(", ")
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// Check the values and lay out the images on a disk of `capacity` sectors.

@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod experiments;
+pub mod fiojob;
 pub mod mapreduce;
 pub mod metrics;
 pub mod pagecache;

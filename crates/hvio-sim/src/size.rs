@@ -1,6 +1,13 @@
 //! Byte sizes in configs: a whole number of bytes, or a string with a binary
-//! suffix (`4k`, `16KiB`, `12G`, `1GiB`: k/m/g/t with optional `i`/`b`/`ib`,
-//! all powers of 1024, as fio's default `kb_base=1024`).
+//! suffix: `k`/`m`/`g`/`t` (as fio reads them with its default
+//! `kb_base=1024`) or `KiB`/`MiB`/`GiB`/`TiB` (IEC), all powers of 1024, and
+//! `b` for bytes.
+//!
+//! `kb`/`mb`/`gb`/`tb` are refused: fio's default reads `10GB` as 10 × 2³⁰
+//! bytes, its `kb_base=1000` and SI as 10 × 10⁹, and `hvio serve`'s config
+//! (as disk makers do) as 10⁹ multiples; `ki`/`mi`/... are refused too, as
+//! fio's documentation reads `1mi` as 10⁶ and fio itself as 2²⁰. Which one a
+//! writer meant cannot be told, so a config must say it unambiguously.
 
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -28,11 +35,23 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let n: f64 = num.parse().map_err(|_| format!("`{text}` is not a size"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "k" | "kb" | "ki" | "kib" => 1 << 10,
-        "m" | "mb" | "mi" | "mib" => 1 << 20,
-        "g" | "gb" | "gi" | "gib" => 1 << 30,
-        "t" | "tb" | "ti" | "tib" => 1 << 40,
-        other => return Err(format!("`{text}`: unknown size unit `{other}` (use k, m, g, t)")),
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        u @ ("kb" | "mb" | "gb" | "tb" | "ki" | "mi" | "gi" | "ti") => {
+            let p = &u[..1];
+            return Err(format!(
+                "`{text}`: `{}` is ambiguous (fio's default kb_base=1024 reads it as a power of 1024, SI and kb_base=1000 as a power of 1000): write {num}{}iB or {num}{p} for powers of 1024, or the number of bytes",
+                unit.trim(),
+                p.to_ascii_uppercase()
+            ));
+        }
+        other => {
+            return Err(format!(
+                "`{text}`: unknown size unit `{other}` (use k, m, g, t or KiB, MiB, GiB, TiB)"
+            ))
+        }
     };
     let too_big = || format!("`{text}` is too large (at most 2^64 - 1 bytes)");
     if !num.contains('.') {
@@ -101,6 +120,14 @@ mod tests {
         assert_eq!(parse_size("1.5k").unwrap(), 1536);
         assert_eq!(parse_size("512").unwrap(), 512);
         assert!(parse_size("4q").is_err());
+        assert_eq!(parse_size("10 GiB").unwrap(), 10 << 30);
+        assert_eq!(parse_size("10g").unwrap(), 10 << 30);
+        // SI-looking units are refused, never read as powers of 1024.
+        for ambiguous in ["10 GB", "10GB", "4kb", "1mi", "2TB"] {
+            let e = parse_size(ambiguous).unwrap_err();
+            assert!(e.contains("ambiguous") && e.contains("iB"), "{ambiguous}: {e}");
+        }
+        assert!(parse_size("10 GB").unwrap_err().contains("10GiB or 10g"));
         assert!(parse_size("k").is_err());
         assert!(parse_size("-4k").is_err());
         // Past u64: an error, not a silent 2^64 - 1; whole numbers exactly.

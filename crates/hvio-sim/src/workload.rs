@@ -75,6 +75,11 @@ pub enum Sharing {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobConfig {
+    /// An fio job file (relative to the config) giving the whole job: each
+    /// of its jobs becomes one job of the VM (see `crate::fiojob`).
+    pub fio: Option<std::path::PathBuf>,
+    /// Take only this job (its `name`, or its section) of the `fio` file.
+    pub fio_job: Option<String>,
     pub name: Option<String>,
     pub preset: Option<String>,
     pub rw: Option<Rw>,
@@ -300,9 +305,72 @@ pub const PRESETS: &[&str] = &[
 ];
 
 impl JobConfig {
+    /// The keys set besides `fio` and `fio_job` (a job from an fio file takes
+    /// nothing else).
+    pub fn keys_besides_fio(&self) -> Vec<&'static str> {
+        let JobConfig {
+            fio: _,
+            fio_job: _,
+            name,
+            preset,
+            rw,
+            bs,
+            bssplit,
+            size,
+            nrfiles,
+            numjobs,
+            iodepth,
+            thinktime_us,
+            fsync,
+            direct,
+            rwmixread,
+            requests,
+            io_size,
+            runtime_s,
+            start_s,
+            sharing,
+            offset_increment,
+            inode_lock,
+        } = self;
+        [
+            ("name", name.is_some()),
+            ("preset", preset.is_some()),
+            ("rw", rw.is_some()),
+            ("bs", bs.is_some()),
+            ("bssplit", bssplit.is_some()),
+            ("size", size.is_some()),
+            ("nrfiles", nrfiles.is_some()),
+            ("numjobs", numjobs.is_some()),
+            ("iodepth", iodepth.is_some()),
+            ("thinktime_us", thinktime_us.is_some()),
+            ("fsync", fsync.is_some()),
+            ("direct", direct.is_some()),
+            ("rwmixread", rwmixread.is_some()),
+            ("requests", requests.is_some()),
+            ("io_size", io_size.is_some()),
+            ("runtime_s", runtime_s.is_some()),
+            ("start_s", start_s.is_some()),
+            ("sharing", sharing.is_some()),
+            ("offset_increment", offset_increment.is_some()),
+            ("inode_lock", inode_lock.is_some()),
+        ]
+        .into_iter()
+        .filter(|k| k.1)
+        .map(|k| k.0)
+        .collect()
+    }
+
     /// Fill unset fields from the preset and defaults, and check every value.
     /// `context` names the job for errors (e.g. `vm "vm1" job 0`).
     pub fn resolve(&self, context: &str) -> Result<Job> {
+        if let Some(f) = &self.fio {
+            return Err(SimError::invalid(
+                context,
+                "fio",
+                f.display(),
+                "fio job files are read when the config is loaded (Config::from_toml_str / from_file)",
+            ));
+        }
         let base = match &self.preset {
             Some(p) => preset(p).ok_or_else(|| {
                 SimError::invalid(

@@ -146,6 +146,10 @@ pub struct FioJob {
     pub startdelay_us: u64,
     pub filename: Option<String>,
     pub kb_base: u32,
+    /// `direct=1` (or `buffered=0`): O_DIRECT; fio's default is buffered.
+    pub direct: bool,
+    /// `ioengine`, as written (`None`: fio's default, `psync`).
+    pub ioengine: Option<String>,
 }
 
 impl Default for FioJob {
@@ -171,6 +175,8 @@ impl Default for FioJob {
             startdelay_us: 0,
             filename: None,
             kb_base: 1024,
+            direct: false,
+            ioengine: None,
         }
     }
 }
@@ -687,6 +693,9 @@ fn apply(job: &mut FioJob, key: &str, value: Option<&str>) -> Result<Option<Stri
         "time_based" => job.time_based = value.map(boolean).transpose()?.unwrap_or(true),
         "startdelay" => job.startdelay_us = parse_time_us(need()?, 1_000_000)?,
         "filename" => job.filename = Some(need()?.to_string()),
+        "direct" => job.direct = value.map(boolean).transpose()?.unwrap_or(true),
+        "buffered" => job.direct = !value.map(boolean).transpose()?.unwrap_or(true),
+        "ioengine" => job.ioengine = Some(need()?.to_string()),
         "kb_base" => {
             job.kb_base = match int(need()?)? {
                 1000 => 1000,
@@ -878,7 +887,7 @@ mod tests {
     #[test]
     fn sections_globals_and_warnings() {
         std::env::set_var("HVIO_TEST_SZ", "64m");
-        let text = "; comment\n[global]\nrw=randread\nsize=${HVIO_TEST_SZ}\nioengine=libaio\n[a]\nbs=4k,8k\nnumjobs=2\ntime_based\nruntime=30\n[global]\nrw=write\n[b]\nbssplit=4k/50:64k/50,16k\nrandom_distribution=zipf:1.2\nthinktime=2ms\nrate_iops=100,50\nrwmixwrite=30\n";
+        let text = "; comment\n[global]\nrw=randread\nsize=${HVIO_TEST_SZ}\nnorandommap\n[a]\nioengine=libaio\ndirect=1\nbs=4k,8k\nnumjobs=2\ntime_based\nruntime=30\n[global]\nrw=write\n[b]\nbssplit=4k/50:64k/50,16k\nrandom_distribution=zipf:1.2\nthinktime=2ms\nrate_iops=100,50\nrwmixwrite=30\n";
         let f = parse_job_str(text, "t.fio").unwrap();
         assert_eq!(f.jobs.len(), 2);
         let a = &f.jobs[0];
@@ -898,9 +907,17 @@ mod tests {
         assert_eq!(b.rate_iops, [Some(100), Some(50), Some(50)]);
         assert_eq!(b.rwmixread, 70);
         assert_eq!(f.warnings.len(), 1, "{:?}", f.warnings);
-        assert_eq!(f.warnings[0].option, "ioengine");
+        assert_eq!(f.warnings[0].option, "norandommap");
         assert_eq!(f.warnings[0].section, "global");
-        assert!(f.warnings[0].to_string().contains("t.fio:5: [global] ioengine"));
+        assert!(f.warnings[0].to_string().contains("t.fio:5: [global] norandommap"));
+        assert_eq!((a.ioengine.as_deref(), a.direct), (Some("libaio"), true));
+        assert_eq!(
+            (b.ioengine.as_deref(), b.direct),
+            (None, false),
+            "fio's defaults: psync, buffered"
+        );
+        let f = parse_job_str("[x]\nbuffered=0\n[y]\ndirect\nbuffered\n", "d.fio").unwrap();
+        assert_eq!((f.jobs[0].direct, f.jobs[1].direct), (true, false));
     }
 
     #[test]

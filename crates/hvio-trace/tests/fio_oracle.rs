@@ -112,7 +112,7 @@ norandommap
     let names: Vec<&str> = ours.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, ["first", "second", "third"]);
     assert_eq!(ours.jobs[1].rw, FioRw::Write);
-    assert!(ours.warnings.iter().any(|w| w.option == "ioengine"));
+    assert_eq!(ours.jobs[0].ioengine.as_deref(), Some("null"));
     assert!(ours.warnings.iter().any(|w| w.option == "norandommap"));
 
     // --showcmd: the same jobs in the same order.
