@@ -632,6 +632,9 @@ const MODELLED: &[&str] = &[
     "startdelay",
     "filename",
     "kb_base",
+    "direct",
+    "buffered",
+    "ioengine",
 ];
 
 /// Applies one option to a job; `Ok(Some(msg))` is a warning.
@@ -967,7 +970,7 @@ mod tests {
         );
         let long = format!("[a]\nnope={}\n", "x".repeat(10_000));
         assert!(err(&long).len() < 300, "{}", err(&long));
-        let f = parse_job_str("[a]\nioengine=libaio\nbs=,8k\n", "j.fio").unwrap();
+        let f = parse_job_str("[a]\nnorandommap\nbs=,8k\n", "j.fio").unwrap();
         assert_eq!(f.warnings[0].message, "a fio option hvio does not model; ignored");
         assert_eq!(f.jobs[0].bs[1], 8192);
         assert!(MODELLED.iter().all(|m| crate::fio_options::is_fio_option(m)));
