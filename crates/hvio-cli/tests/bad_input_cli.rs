@@ -326,3 +326,23 @@ fn bad_numbers_on_the_command_line_are_named_in_words() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn store_device_errors_name_file_and_line() {
+    let d = dir("device");
+    let host = |device: &str| {
+        format!("[store]\nkind = \"emulator\"\n[store.device]\nmodel = \"hdd\"\n{device}\n[[vm]]\nname = \"a\"\nsize = \"1MiB\"\nimage = \"a.img\"\nexports = []\n")
+    };
+    for (device, want) in [
+        ("rpm = -5", "h.toml:5: [store.device]: invalid value -5 for `rpm`"),
+        ("rmp = 5", "h.toml:5: [store.device]: invalid value 5 for `rmp`"),
+    ] {
+        std::fs::write(d.join("h.toml"), host(device)).unwrap();
+        let (code, err) = hvio(&d, &["serve", "--check", "h.toml"]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+    let (_, err) = hvio(&d, &["serve", "--check", "h.toml"]);
+    assert!(err.contains("did you mean `rpm`?"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}

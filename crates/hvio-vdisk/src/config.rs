@@ -18,8 +18,13 @@ pub enum ConfError {
     Read(#[from] hvio_core::input::ReadError),
     #[error("{origin}: {message}")]
     Toml { origin: String, message: String },
-    #[error("{origin}: {err}")]
-    Invalid { origin: String, err: ConfigError },
+    #[error("{origin}{}: {err}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Invalid {
+        origin: String,
+        /// The line of the key at fault, when it can be found.
+        line: Option<usize>,
+        err: Box<ConfigError>,
+    },
 }
 
 /// A size in bytes, written as an integer or a string with a unit.
@@ -357,7 +362,7 @@ fn device_from(t: &toml::Table) -> Result<hvio_device::DeviceConfig, toml::de::E
 /// lost it): each key is tried alone beside `model`, and the one whose error
 /// differs from `model`'s alone is named.
 fn device_key_error(t: &toml::Table, e: toml::de::Error) -> ConfigError {
-    let msg = |e: &toml::de::Error| e.message().trim_end().to_string();
+    let msg = |e: &toml::de::Error| hvio_core::message::tidy_serde_error(e.message());
     let base: toml::Table = t
         .iter()
         .filter(|(k, _)| *k == "model")
@@ -379,6 +384,31 @@ fn device_key_error(t: &toml::Table, e: toml::de::Error) -> ConfigError {
     }
 }
 
+/// The line of the key an error is about (`[store.device]` `rpm`,
+/// `[[vm]] #2 ...` `size`), or of its table when the key is not written.
+fn line_of(text: &str, err: &ConfigError) -> Option<usize> {
+    let ConfigError::InvalidValue { context, key, .. } = err else {
+        return None;
+    };
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let (table, span) = if let Some(rest) = context.strip_prefix("[[vm]] #") {
+        let n: usize = rest.split(' ').next()?.parse().ok()?;
+        let t = doc.get("vm")?.as_array_of_tables()?.get(n.checked_sub(1)?)?;
+        (t as &dyn toml_edit::TableLike, t.span())
+    } else {
+        let mut t: &dyn toml_edit::TableLike = doc.as_table();
+        let mut span = None;
+        for part in context.strip_prefix('[')?.strip_suffix(']')?.split('.') {
+            let item = t.get(part)?;
+            span = t.key(part).and_then(|k| k.span()).or(span);
+            t = item.as_table_like()?;
+        }
+        (t, span)
+    };
+    let at = table.key(key).and_then(|k| k.span()).or(span)?.start.min(text.len());
+    Some(text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1)
+}
+
 /// Where a VM's bytes live once the configuration is resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
@@ -398,7 +428,8 @@ impl Config {
         let cfg = Config::from_toml_str(&text, &origin)?;
         cfg.check_outputs(path).map_err(|err| ConfError::Invalid {
             origin,
-            err: ConfigError::Other(err.to_string()),
+            line: None,
+            err: Box::new(ConfigError::Other(err.to_string())),
         })?;
         Ok(cfg)
     }
@@ -433,7 +464,8 @@ impl Config {
         })?;
         cfg.check().map_err(|err| ConfError::Invalid {
             origin: origin.to_string(),
-            err,
+            line: line_of(text, &err),
+            err: Box::new(err),
         })?;
         Ok(cfg)
     }
@@ -484,7 +516,15 @@ impl Config {
             ));
         }
         if self.store.kind == StoreKind::Emulator {
-            self.device_config()?;
+            // Built, not only read: a value out of the model's range is the
+            // configuration's error, found by --check.
+            let dc = self.device_config()?;
+            hvio_device::build_device(&dc, Path::new(".")).map_err(|e| match e {
+                hvio_device::DeviceError::Param { key, value, reason } => {
+                    ConfigError::invalid("[store.device]", key, value, reason)
+                }
+                e => ConfigError::Other(format!("[store.device]: {e}")),
+            })?;
         }
         if let Some(v) = &self.store.volatile_test {
             if self.store.kind != StoreKind::File || self.store.engine != Engine::Threads {

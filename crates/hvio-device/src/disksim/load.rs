@@ -586,11 +586,32 @@ fn map_layout(l: &Block, heads: u32, cyls: u32, ctx: &mut Ctx) -> Result<Geometr
         return Err(berr(l, "Zones", "missing"));
     };
     let mut zones = Vec::with_capacity(zones_v.len());
+    let mut blocks = Vec::with_capacity(zones_v.len());
     for v in zones_v {
         let Value::Block(zb) = v else {
             return Err(kerr(ze, format!("expected zone blocks, found {}", describe(v))));
         };
         zones.push(map_zone(zb, heads, cyls, scheme, ctx)?);
+        blocks.push(zb);
+    }
+    // DiskSim's zones partition the cylinders: two claiming one cylinder
+    // would count its sectors twice.
+    let mut order: Vec<usize> = (0..zones.len()).collect();
+    order.sort_by_key(|&i| (zones[i].first_cyl, i));
+    for w in order.windows(2) {
+        let (a, b) = (&zones[w[0]], &zones[w[1]]);
+        if b.first_cyl <= a.last_cyl {
+            let later = w[0].max(w[1]);
+            let (x, y) = if later == w[1] { (a, b) } else { (b, a) };
+            return Err(berr(
+                blocks[later],
+                "First cylinder number",
+                format!(
+                    "zone cylinders {}..={} overlap another zone's {}..={}: zones must not share cylinders",
+                    y.first_cyl, y.last_cyl, x.first_cyl, x.last_cyl
+                ),
+            ));
+        }
     }
     k.finish(ctx);
     Geometry::new(heads, cyls, zones).map_err(|e| kerr(ze, e.0))
@@ -623,8 +644,32 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
     let tskew = k.non_neg_max("Skew for track switch", 0.0, u32::MAX as f64)?;
     let cskew = k.non_neg_max("Skew for cylinder switch", 0.0, u32::MAX as f64)?;
     let spares = k.non_neg_max("Number of spares", 0.0, u32::MAX as f64)? as u64;
-    let slips = k.nums("slips")?.map(|(v, _)| v).unwrap_or_default();
-    let slips: Vec<u64> = slips.iter().map(|&s| s.max(0.0) as u64).collect();
+    // Slipped tracks (scheme 1) or sectors: whole numbers inside the zone.
+    let slip_units = if scheme == 1 {
+        (last - first + 1) as f64 * heads as f64
+    } else {
+        (last - first + 1) as f64 * heads as f64 * spt as f64
+    };
+    let slips: Vec<u64> = match k.nums("slips")? {
+        None => Vec::new(),
+        Some((v, e)) => v
+            .iter()
+            .map(|&s| {
+                if s >= 0.0 && s < slip_units && s.fract() == 0.0 {
+                    Ok(s as u64)
+                } else {
+                    let unit = if scheme == 1 { "track" } else { "sector" };
+                    Err(kerr(
+                        e,
+                        format!(
+                            "slip {s} is not a {unit} of the zone (a whole number from 0 to {})",
+                            slip_units - 1.0
+                        ),
+                    ))
+                }
+            })
+            .collect::<Result<_, _>>()?,
+    };
     if let Some((d, e)) = k.nums("defects")? {
         if !d.is_empty() {
             ctx.warnings.push(format!(
