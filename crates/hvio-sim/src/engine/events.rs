@@ -1,0 +1,68 @@
+//! The event queue: what can happen, ordered by (time, insertion sequence).
+
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ev {
+    /// A thread may issue (start, or after its think time).
+    ThreadIssue {
+        vm: u16,
+        thread: u32,
+    },
+    /// A request leaves the guest ring and reaches the host scheduler.
+    HostArrive {
+        slot: u32,
+    },
+    /// A completion reaches the guest.
+    GuestDone {
+        slot: u32,
+    },
+    HostTimer,
+    GuestTimer {
+        vm: u16,
+    },
+    Device,
+    JournalTick {
+        vm: u16,
+    },
+    /// A buffered (page-cache) operation of a thread is done: its pages were
+    /// there (or arrived) and were copied, or its write was copied in.
+    BufferedDone {
+        vm: u16,
+        thread: u32,
+    },
+    /// The guest's periodic write-back (`dirty_writeback_centisecs`).
+    Flusher {
+        vm: u16,
+    },
+    /// blktap: tapdisk's event-loop pass submits the requests it took
+    /// from the VM's ring (one `io_submit`).
+    TapdiskSubmit {
+        vm: u16,
+    },
+}
+
+pub(crate) struct Entry {
+    pub(crate) t: Nanos,
+    pub(crate) seq: u64,
+    pub(crate) ev: Ev,
+}
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.t == o.t && self.seq == o.seq
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    #[inline]
+    fn cmp(&self, o: &Self) -> Ordering {
+        // BinaryHeap is a max-heap: reverse for earliest (time, seq) first.
+        // One 128-bit comparison: (t, seq) in lexicographic order.
+        (((o.t as u128) << 64) | o.seq as u128).cmp(&(((self.t as u128) << 64) | self.seq as u128))
+    }
+}

@@ -1,0 +1,150 @@
+//! The guest: its threads and jobs, journal, page cache, guest scheduler and virtio ring.
+
+mod buffered;
+mod jobs;
+
+use super::*;
+pub(crate) use jobs::*;
+
+pub(crate) struct Vm {
+    pub(crate) layout: VmLayout,
+    pub(crate) sched: Box<dyn Scheduler>,
+    pub(crate) timer_at: Option<Nanos>,
+    pub(crate) ring_depth: u32,
+    pub(crate) ring_used: u32,
+    pub(crate) latency: Nanos,
+    pub(crate) threads: Vec<Thread>,
+    pub(crate) jobs: Vec<JobState>,
+    pub(crate) journal_stream: StreamId,
+    pub(crate) journal_sectors: u64,
+    pub(crate) journal_cursor: u64,
+    pub(crate) commit_every: Nanos,
+    pub(crate) dirty: bool,
+    /// fsync ends with a cache flush (the file system's `barrier` option).
+    pub(crate) barrier: bool,
+    /// The page cache, when a job is buffered.
+    pub(crate) cache: Option<PageCache>,
+    pub(crate) flusher_stream: StreamId,
+    /// Flusher write-back requests: queued for submission, and in flight.
+    pub(crate) wb_queue: VecDeque<Run>,
+    pub(crate) wb_inflight: u32,
+    /// Writers blocked above `dirty_ratio`.
+    pub(crate) throttled: Vec<u32>,
+    /// blktap: which of tapdisk's ring slots hold a request, and the
+    /// guest requests taken from the ring since the last `io_submit`.
+    pub(crate) tap_ring: Vec<bool>,
+    pub(crate) tap_batch: Vec<u32>,
+    pub(crate) rng: JobRng,
+    pub(crate) host_requests: u64,
+    pub(crate) host_bytes: u64,
+    pub(crate) disk_time: Nanos,
+    pub(crate) series_ops: Vec<u64>,
+    pub(crate) series_bytes: Vec<u64>,
+}
+
+impl Vm {
+    pub(crate) fn active(&self) -> bool {
+        self.jobs.iter().any(|j| j.end.is_none())
+    }
+
+    /// Count one application operation of thread `ti` (its job's counts and
+    /// the VM's throughput series).
+    pub(crate) fn record_op(&mut self, ti: u32, read: bool, bytes: u64, latency: Nanos, now: Nanos, interval: Nanos) {
+        let job = &mut self.jobs[self.threads[ti as usize].job as usize];
+        job.outstanding -= 1;
+        job.counts.record(read, bytes, latency);
+        let b = (now / interval) as usize;
+        if self.series_ops.len() <= b {
+            self.series_ops.resize(b + 1, 0);
+            self.series_bytes.resize(b + 1, 0);
+        }
+        self.series_ops[b] += 1;
+        self.series_bytes[b] += bytes;
+    }
+}
+
+/// A guest scheduler's error, placed in its VM: a bad `guest_params` key
+/// or value, or an unknown `guest_scheduler`.
+pub(crate) fn guest_scheduler_error(vm: &str, scheduler: &str, e: ConfigError) -> SimError {
+    let context = format!("vm \"{vm}\" guest_params (scheduler {scheduler})");
+    SimError::Config(match e {
+        ConfigError::InvalidValue { key, value, reason, .. } => ConfigError::InvalidValue {
+            context,
+            key,
+            value,
+            reason,
+        },
+        ConfigError::UnknownKey { key, known, .. } => ConfigError::UnknownKey { context, key, known },
+        ConfigError::UnknownName { what, name, known } => ConfigError::invalid(
+            format!("vm \"{vm}\""),
+            "guest_scheduler",
+            format!("\"{name}\""),
+            format!("unknown {what} (known: {known})"),
+        ),
+        ConfigError::Other(m) => ConfigError::Other(format!("vm \"{vm}\" guest_scheduler {scheduler}: {m}")),
+    })
+}
+
+impl Engine {
+    /// Hand a request to the guest scheduler.
+    pub(crate) fn submit_guest(&mut self, vi: usize, thread: u32, kind: Kind, rq: Request, now: Nanos) -> Result<()> {
+        self.submit_guest_at(vi, thread, kind, rq, now, now)
+    }
+
+    /// [`Self::submit_guest`] for a request the application issued at `issued`
+    /// (its latency counts from then).
+    pub(crate) fn submit_guest_at(
+        &mut self,
+        vi: usize,
+        thread: u32,
+        kind: Kind,
+        rq: Request,
+        issued: Nanos,
+        now: Nanos,
+    ) -> Result<()> {
+        let id = self.alloc(Slot {
+            vm: vi as u16,
+            thread,
+            kind,
+            guest: rq,
+            issued,
+            host_arrival: 0,
+            host_dispatch: 0,
+            chain: NO_SLOT,
+            tap_slot: NO_SLOT,
+        })?;
+        let rq = Request { id, ..rq };
+        self.vms[vi].sched.insert(rq, now);
+        Ok(())
+    }
+
+    /// Move requests from the guest scheduler into the ring while it has room.
+    pub(crate) fn guest_kick(&mut self, vi: usize) {
+        let now = self.now;
+        loop {
+            let vm = &mut self.vms[vi];
+            if vm.ring_used >= vm.ring_depth {
+                return;
+            }
+            match vm.sched.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    vm.ring_used += 1;
+                    let t = now + vm.latency;
+                    let slot = (rq.id & SLOT_MASK) as u32;
+                    self.slots[slot as usize].guest = rq;
+                    self.push(t, Ev::HostArrive { slot });
+                }
+                Dispatch::WaitUntil(t) => {
+                    debug_assert!(t > now, "guest scheduler asked to wait for the past");
+                    let t = t.max(now + 1);
+                    if vm.timer_at != Some(t) {
+                        vm.timer_at = Some(t);
+                        self.push(t, Ev::GuestTimer { vm: vi as u16 });
+                    }
+                    return;
+                }
+                Dispatch::Empty => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The discrete-event engine: a host with one disk and a host scheduler, VMs
+//! with guest file systems, guest schedulers, a virtio ring and threads.
+//!
+//! Data flows one way (ARCHITECTURE.md): a thread's request → the guest
+//! scheduler (streams = the VM's threads and its journal) → the virtio ring
+//! (at most `virtio_depth` in flight) → `virt_latency` later, the host
+//! scheduler (streams = VMs), mapped to physical sectors through the image
+//! layout → the device → completion back up the same path.
+//!
+//! Determinism: integer nanoseconds, events ordered by (time, sequence number
+//! of insertion), one seeded RNG per job (so a job's address sequence does not
+//! depend on what other VMs do), no global state, no hash-order iteration.
+
+use crate::config::{Config, VmLayout};
+use crate::error::{Result, SimError};
+use crate::metrics::*;
+use crate::pagecache::{self, FileSpan, PageCache, Run, PAGE_SECTORS};
+use crate::records::RecordWriter;
+use crate::workload::{InodeLock, Job, Sharing};
+use hvio_core::*;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus as JobRng;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+mod completion;
+mod device;
+mod events;
+mod finish;
+mod guest;
+mod host;
+mod stage;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use events::*;
+pub(crate) use guest::*;
+pub(crate) use host::build_host_scheduler;
+
+/// What a request in flight is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Data,
+    /// The journal write of a thread's fsync; the flush follows when it completes.
+    FsyncJournal,
+    FsyncFlush,
+    /// Periodic journal commit / metadata write-back (nobody waits).
+    Journal,
+    /// A page-cache read (read-ahead or a miss) for buffered jobs.
+    CacheRead,
+    /// A page-cache write-back; `flusher`: by the background flusher.
+    CacheWrite {
+        flusher: bool,
+    },
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) vm: u16,
+    /// Index of the thread within its VM (`u32::MAX` for the journal).
+    pub(crate) thread: u32,
+    pub(crate) kind: Kind,
+    /// The request as the guest scheduler saw it.
+    pub(crate) guest: Request,
+    /// When the application issued it.
+    pub(crate) issued: Nanos,
+    pub(crate) host_arrival: Nanos,
+    pub(crate) host_dispatch: Nanos,
+    /// blktap: the next guest request merged into the same host request
+    /// (`NO_SLOT` for none), and this request's tapdisk ring slot.
+    pub(crate) chain: u32,
+    pub(crate) tap_slot: u32,
+}
+
+/// No slot (the end of a merge chain, or no tapdisk ring slot).
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
+pub(crate) const SLOT_BITS: u32 = 20;
+pub(crate) const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// One simulation run.
+pub struct Engine {
+    now: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Entry>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    next_id: u64,
+    vms: Vec<Vm>,
+    host: Box<dyn Scheduler>,
+    host_timer_at: Option<Nanos>,
+    device: Box<dyn Device>,
+    device_event_at: Option<Nanos>,
+    completions: Vec<Completion>,
+    seek: SeekDistribution,
+    host_requests: u64,
+    host_bytes: u64,
+    busy: Nanos,
+    sum_seek: Nanos,
+    sum_rotation: Nanos,
+    sum_transfer: Nanos,
+    cache_hits: u64,
+    idle_pending: Nanos,
+    idle_since: Option<Nanos>,
+    interval: Nanos,
+    /// The host scheduler's time slices, by VM and bucket.
+    slices: SliceSeries,
+    records: Option<RecordWriter>,
+    events: u64,
+    max_time: Nanos,
+    seed: u64,
+    host_weights: Vec<u32>,
+    blktap: Option<crate::config::BlktapConfig>,
+    /// blktap: guest requests joined by tapdisk's `io_merge`, and control
+    /// blocks back-merged by the dom0 elevator.
+    io_merges: u64,
+    elevator_merges: u64,
+    /// blktap: seek distances between consecutive bios as they reach the
+    /// dom0 block layer (blktrace's Q events, before merging), beside the
+    /// dispatch-order distances of `seek` (its D events).
+    seek_queued: SeekDistribution,
+}
+
+fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
+    // SplitMix64 over the three parts: independent, reproducible streams.
+    let mut z = seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Engine {
+    /// Build a run of `cfg` on `device`.
+    pub fn new(cfg: &Config, device: Box<dyn Device>) -> Result<Engine> {
+        let info = device.info();
+        let layouts = cfg.layout(info.capacity)?;
+        let host = build_host_scheduler(cfg, &layouts, &info)?;
+        let mut vms = Vec::new();
+        for (vi, (vc, layout)) in cfg.vms.iter().zip(layouts).enumerate() {
+            // Guest file system: the journal/metadata area first, then each
+            // job's files contiguously, in job order.
+            let journal_sectors = vc.journal_size.sectors();
+            let mut next = journal_sectors;
+            let mut jobs = Vec::new();
+            let mut threads = Vec::new();
+            let mut streams = Vec::new();
+            for (ji, job) in layout.jobs.iter().enumerate() {
+                let file_sectors = job.size / SECTOR_BYTES / job.nrfiles as u64;
+                let file_first = next;
+                let files: Vec<(u64, u64)> = (0..job.nrfiles as u64)
+                    .map(|f| (next + f * file_sectors, file_sectors))
+                    .collect();
+                next += file_sectors * job.nrfiles as u64;
+                let areas: Vec<Area> = match job.sharing {
+                    Sharing::Shared => vec![Area::new(files)],
+                    Sharing::PerThread if job.nrfiles >= job.numjobs => (0..job.numjobs as usize)
+                        .map(|t| Area::new(files.iter().skip(t).step_by(job.numjobs as usize).copied().collect()))
+                        .collect(),
+                    Sharing::PerThread => {
+                        // Fewer files than threads: each thread an equal slice of the data set.
+                        let whole = Area::new(files);
+                        let per = whole.total / job.numjobs as u64;
+                        (0..job.numjobs as u64).map(|t| whole.range(t * per, per)).collect()
+                    }
+                    Sharing::SameFile => {
+                        // fio with `filename`: every thread its own cursor over
+                        // the same files, from `offset_increment` × thread to the end.
+                        let whole = Area::new(files);
+                        let step = job.offset_increment / SECTOR_BYTES;
+                        (0..job.numjobs as u64)
+                            .map(|t| whole.range(t * step, whole.total - t * step))
+                            .collect()
+                    }
+                };
+                for t in 0..job.numjobs {
+                    let id = threads.len() as StreamId;
+                    streams.push(StreamInfo::new(id, format!("{}/{}", job.name, t)));
+                    threads.push(Thread {
+                        job: ji as u16,
+                        area: if areas.len() == 1 { 0 } else { t as u16 },
+                        outstanding: 0,
+                        writes_since_fsync: 0,
+                        fsync_due: false,
+                        in_fsync: false,
+                        done: false,
+                        waiting: 0,
+                        op: None,
+                        throttled: false,
+                        final_synced: false,
+                        lock_wait: None,
+                    });
+                }
+                // One inode lock per file, only for jobs that model it.
+                let locked_files = if job.inode_lock.is_some() {
+                    job.nrfiles as usize
+                } else {
+                    0
+                };
+                jobs.push(JobState {
+                    job: job.clone(),
+                    rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
+                    areas,
+                    issued: 0,
+                    issued_bytes: 0,
+                    outstanding: 0,
+                    start: job.start_ns,
+                    end: None,
+                    live_threads: job.numjobs,
+                    counts: IoCount::default(),
+                    file_first,
+                    file_sectors,
+                    is_dirty: false,
+                    fsynced_file: 0,
+                    file_dirty: if job.direct {
+                        Vec::new()
+                    } else {
+                        vec![false; job.nrfiles as usize]
+                    },
+                    lock_holder: vec![None; locked_files],
+                    lock_waiters: vec![VecDeque::new(); locked_files],
+                });
+            }
+            let journal_stream = threads.len() as StreamId;
+            streams.push(StreamInfo::new(journal_stream, "journal"));
+            let cache = layout
+                .jobs
+                .iter()
+                .any(|j| !j.direct)
+                .then(|| PageCache::new(&vc.page_cache));
+            let flusher_stream = journal_stream + 1;
+            if cache.is_some() {
+                streams.push(StreamInfo::new(flusher_stream, "flusher"));
+            }
+            let guest_info = DeviceInfo {
+                capacity: layout.image_sectors,
+                rotational: vc.guest_disk_rotational.unwrap_or(info.rotational),
+                queue_depth: vc.virtio_depth as usize,
+                seek: info.seek.clone(),
+            };
+            let sched = hvio_sched::build(
+                &vc.guest_scheduler,
+                &vc.guest_params,
+                &SchedContext {
+                    streams,
+                    device: guest_info,
+                },
+            )
+            .map_err(|e| guest_scheduler_error(&vc.name, &vc.guest_scheduler, e))?;
+            vms.push(Vm {
+                layout,
+                sched,
+                timer_at: None,
+                ring_depth: vc.virtio_depth,
+                ring_used: 0,
+                latency: vc.virt_latency_us * NS_PER_US,
+                threads,
+                jobs,
+                journal_stream,
+                journal_sectors,
+                journal_cursor: 0,
+                commit_every: (vc.journal_commit_s * 1e9).round() as Nanos,
+                dirty: false,
+                barrier: vc.barrier,
+                cache,
+                flusher_stream,
+                wb_queue: VecDeque::new(),
+                wb_inflight: 0,
+                throttled: Vec::new(),
+                tap_ring: vec![false; vc.virtio_depth as usize],
+                tap_batch: Vec::new(),
+                rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
+                host_requests: 0,
+                host_bytes: 0,
+                disk_time: 0,
+                series_ops: Vec::new(),
+                series_bytes: Vec::new(),
+            });
+        }
+        let image_sectors = vms.iter().map(|v| v.layout.image_sectors).max().unwrap_or(0);
+        let interval_s = cfg.output.interval_s.unwrap_or(1.0);
+        // Checked by `Config::layout`.
+        let records = match &cfg.output.records {
+            Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p), cfg.seed)?),
+            None => None,
+        };
+        let mut e = Engine {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_id: 0,
+            vms,
+            host,
+            host_timer_at: None,
+            device,
+            device_event_at: None,
+            completions: Vec::new(),
+            seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
+            host_requests: 0,
+            host_bytes: 0,
+            busy: 0,
+            sum_seek: 0,
+            sum_rotation: 0,
+            sum_transfer: 0,
+            cache_hits: 0,
+            idle_pending: 0,
+            idle_since: None,
+            interval: (interval_s * 1e9).round() as Nanos,
+            slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
+            records,
+            events: 0,
+            max_time: (cfg.max_time_s * 1e9).round() as Nanos,
+            seed: cfg.seed,
+            host_weights: cfg.vms.iter().map(|v| v.weight).collect(),
+            blktap: cfg.host.blktap.clone(),
+            io_merges: 0,
+            elevator_merges: 0,
+            seek_queued: SeekDistribution::new(image_sectors),
+        };
+        for vi in 0..e.vms.len() {
+            for ti in 0..e.vms[vi].threads.len() {
+                let start = e.vms[vi].jobs[e.vms[vi].threads[ti].job as usize].start;
+                e.push(
+                    start,
+                    Ev::ThreadIssue {
+                        vm: vi as u16,
+                        thread: ti as u32,
+                    },
+                );
+            }
+            if e.vms[vi].commit_every > 0 && !e.vms[vi].jobs.is_empty() {
+                let t = e.vms[vi].commit_every;
+                e.push(t, Ev::JournalTick { vm: vi as u16 });
+            }
+            if let Some(c) = &e.vms[vi].cache {
+                let t = c.config().writeback_period();
+                e.push(t, Ev::Flusher { vm: vi as u16 });
+            }
+        }
+        Ok(e)
+    }
+
+    #[inline]
+    fn push(&mut self, t: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry { t, seq: self.seq, ev });
+    }
+
+    fn alloc(&mut self, slot: Slot) -> Result<u64> {
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                if self.slots.len() as u64 > SLOT_MASK {
+                    return Err(SimError::Other(format!("more than {SLOT_MASK} requests outstanding")));
+                }
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.next_id += 1;
+        let id = (self.next_id << SLOT_BITS) | idx as u64;
+        self.slots[idx as usize].guest.id = id;
+        Ok(id)
+    }
+
+    /// Run to the end (every job finished and every request drained) or to `max_time_s`.
+    pub fn run(mut self) -> Result<SimResult> {
+        let mut truncated = false;
+        while let Some(Entry { t, ev, .. }) = self.heap.pop() {
+            if t > self.max_time {
+                truncated = true;
+                break;
+            }
+            self.now = t;
+            self.events += 1;
+
+            match ev {
+                Ev::ThreadIssue { vm, thread } => {
+                    self.thread_fill(vm as usize, thread, t)?;
+                    self.guest_kick(vm as usize);
+                }
+                Ev::HostArrive { slot } => self.host_arrive(slot),
+                Ev::GuestDone { slot } => self.guest_done(slot)?,
+                Ev::HostTimer => {
+                    if self.host_timer_at == Some(t) {
+                        self.host_timer_at = None;
+                    }
+                    self.host_kick();
+                }
+                Ev::GuestTimer { vm } => {
+                    let v = &mut self.vms[vm as usize];
+                    if v.timer_at == Some(t) {
+                        v.timer_at = None;
+                    }
+                    self.guest_kick(vm as usize);
+                }
+                Ev::Device => {
+                    if self.device_event_at == Some(t) {
+                        self.device_event_at = None;
+                    }
+                    self.device_advance();
+                }
+                Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
+                Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
+                Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
+                Ev::TapdiskSubmit { vm } => self.tapdisk_submit(vm as usize),
+            }
+            // Device idle while the host holds requests: anticipation / idling.
+            let idle = self.device.in_flight() == 0 && self.host.has_work();
+            match (idle, self.idle_since) {
+                (true, None) => self.idle_since = Some(t),
+                (false, Some(s)) => {
+                    self.idle_pending += t - s;
+                    self.idle_since = None;
+                }
+                _ => {}
+            }
+        }
+        self.finish(truncated)
+    }
+}
