@@ -8,6 +8,7 @@ mod htbs_rates;
 mod ishare_destage_idle;
 mod ishare_fig4;
 mod ishare_tables;
+mod meta_paper002;
 pub mod pregather;
 
 use crate::error::{Result, SimError};
@@ -87,6 +88,8 @@ pub static EXPERIMENTS: &[Experiment] = &[
     ishare_tables::EXPERIMENT,
     ishare_fig4::EXPERIMENT,
     ishare_destage_idle::EXPERIMENT,
+    meta_paper002::TABLE1,
+    meta_paper002::ADAPTIVE,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
