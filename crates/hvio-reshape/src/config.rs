@@ -68,8 +68,8 @@ impl Default for ReshapeConfig {
             image_bytes: 0,
             commit_entries: 1024,
             checkpoint_at: 0.5,
-            clean_start: 0.1,
-            clean_hard: 0.02,
+            clean_start: 0.02,
+            clean_hard: 0.01,
             victim: Victim::Greedy,
         }
     }

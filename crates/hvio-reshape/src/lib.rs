@@ -11,7 +11,9 @@
 //! - [`encoding`]: the on-disk log transactions and checkpoints (§III.B.3);
 //! - [`reshaper`]: the metadata/data checker and sequentializer (§III.A,
 //!   §III.B.1, Fig. 2–3), cleaning (§III.B.2), write-ahead logging and
-//!   recovery (§III.B.3, Fig. 4), and the statistics of their cost.
+//!   recovery (§III.B.3, Fig. 4), and the statistics of their cost;
+//! - [`model`]: the cleaner's write amplification against the analytic
+//!   model of greedy cleaning.
 //!
 //! `docs/reshape.md` describes the model and the choices where the paper is
 //! silent.
@@ -19,6 +21,7 @@
 pub mod config;
 pub mod encoding;
 pub mod extent_map;
+pub mod model;
 pub mod reshaper;
 
 pub use config::{Area, Layout, ReshapeConfig, Victim};
