@@ -257,6 +257,40 @@ impl Model {
         self.recover()
     }
 
+    /// Persist only the first `sectors` sectors of in-flight I/O `index`
+    /// (a torn write), which then never completes.
+    pub fn tear(&mut self, index: usize, sectors: u64) {
+        let io = self.inflight.remove(index);
+        for (k, c) in self.contents(&io).into_iter().enumerate().take(sectors as usize) {
+            if let Some(c) = c {
+                self.durable.insert(io.sector + k as u64, c);
+            }
+        }
+    }
+
+    /// Lose power with every unflushed and in-flight write lost, then recover.
+    pub fn power_cut(&mut self) -> RecoveryReport {
+        self.volatile.clear();
+        self.inflight.clear();
+        self.clean_bufs.clear();
+        self.current = self.durable.clone();
+        self.recover()
+    }
+
+    /// Complete in-flight I/O in issue order until one of `kind` is in flight;
+    /// its index, if one comes.
+    pub fn run_until(&mut self, kind: impl Fn(&Io) -> bool) -> Option<usize> {
+        loop {
+            if let Some(i) = self.inflight.iter().position(&kind) {
+                return Some(i);
+            }
+            if self.inflight.is_empty() {
+                return None;
+            }
+            self.complete_at(0);
+        }
+    }
+
     pub fn recover(&mut self) -> RecoveryReport {
         let l = &self.layout;
         let c0 = self.area_bytes(l.checkpoints[0].start, l.checkpoints[0].sectors);
