@@ -33,7 +33,7 @@
 use crate::config::{Area, Layout, Victim};
 use crate::encoding::{self, DecodeError, Entry, Mapping};
 use crate::extent_map::{Extent, ExtentMap, Target, EXTENT_PAYLOAD_BYTES};
-use hvio_core::{Op, Request, RequestId, Sector, SECTOR_BYTES};
+use hvio_core::{IoClass, Nanos, Op, Request, RequestId, Sector, StreamId, SECTOR_BYTES};
 use std::collections::{BTreeMap, VecDeque};
 use thiserror::Error;
 
@@ -128,6 +128,31 @@ pub struct Io {
     /// Complete only once on stable media.
     pub fua: bool,
     pub payload: Payload,
+}
+
+impl Io {
+    /// The block request a host scheduler sees for this I/O, as `stream`'s,
+    /// arriving at `arrival`. Cleaning is background work (the idle class,
+    /// as a daemon's cleaner would ask with `ioprio_set`); a guest write keeps
+    /// its region's metadata flag; log, checkpoint and flush writes are
+    /// synchronous (a guest flush or FUA write waits on them), as are reads.
+    pub fn request(&self, id: RequestId, stream: StreamId, arrival: Nanos) -> Request {
+        let sectors = u32::try_from(self.sectors).expect("a reshaper I/O is at most a segment or a checkpoint slot");
+        let mut r = Request::new(id, stream, self.op, self.sector, sectors, arrival);
+        r.fua = self.fua;
+        r.meta = matches!(
+            self.kind,
+            IoKind::GuestWrite(Region::Meta) | IoKind::CleanWrite(Region::Meta)
+        );
+        r.sync = !matches!(
+            self.kind,
+            IoKind::GuestWrite(_) | IoKind::CleanRead(_) | IoKind::CleanWrite(_)
+        );
+        if matches!(self.kind, IoKind::CleanRead(_) | IoKind::CleanWrite(_)) {
+            r.class = IoClass::Idle;
+        }
+        r
+    }
 }
 
 /// What the reshaper tells its caller.

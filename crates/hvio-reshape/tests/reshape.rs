@@ -114,6 +114,18 @@ fn fig3_batch_issues_one_metadata_and_one_data_request_then_fig4_logs_it() {
             },
         ]
     );
+    // As the host scheduler sees them: the guest's data write is async, the
+    // log write a synchronous FUA write.
+    let (req, log_req) = (m.issued[1].request(7, 2, 1000), log.request(8, 2, 1000));
+    assert_eq!(
+        (req.id, req.stream, req.sector, req.sectors, req.arrival),
+        (7, 2, 512, 24, 1000)
+    );
+    assert_eq!((req.op, req.sync, req.meta, req.fua), (Op::Write, false, false, false));
+    assert_eq!(
+        (log_req.sync, log_req.fua, m.issued[0].request(9, 2, 0).meta),
+        (true, true, true)
+    );
     m.complete_at(0);
     assert_eq!(m.done.last(), Some(&f.id));
     let s = m.r.stats();
@@ -214,6 +226,16 @@ fn cleaning_copies_the_valid_sectors_of_the_emptiest_segment() {
     assert_eq!(
         (s.segments_cleaned, s.clean_read_sectors, s.clean_write_sectors),
         (1, 2, 2)
+    );
+    let copy = m
+        .issued
+        .iter()
+        .find(|io| matches!(io.kind, IoKind::CleanWrite(_)))
+        .unwrap();
+    assert_eq!(
+        copy.request(1, 0, 0).class,
+        hvio_core::IoClass::Idle,
+        "cleaning is background work"
     );
     let t = m.r.table(Region::Data).lookup(6, 2);
     assert_eq!(t[0].target, Some(Target::At(data + 24)));
