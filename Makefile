@@ -9,7 +9,7 @@ CARGO ?= cargo
 HVIO := target/release/hvio
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test lint fmt build release venv python bench clean test-rust test-python deps
+.PHONY: run test lint fmt build release venv python bench clean test-rust test-python deps bad-input
 
 run: release python
 	mkdir -p out
@@ -58,6 +58,11 @@ python: venv
 
 bench: release
 	$(HVIO) bench
+
+# Every case of the bad-input campaign (docs/bad-input.md); `make test` runs
+# a sample of it (tests/test_bad_input_campaign.py).
+bad-input: release
+	python3 scripts/bad-input-campaign.py --hvio $(HVIO)
 
 clean:
 	$(CARGO) clean

@@ -210,6 +210,16 @@ fn unknown_names_get_a_did_you_mean_and_quotes_stay_short() {
     }
     let (_, err) = hvio(&d, &["sim", "k.toml"]);
     assert!(err.contains("did you mean `seed`?"), "{err}");
+    std::fs::write(
+        d.join("g.toml"),
+        SIM.replace("name = \"a\"", "name = \"a\"\nguest_scheduler = \"noopp\""),
+    )
+    .unwrap();
+    let (_, err) = hvio(&d, &["sim", "g.toml"]);
+    assert!(
+        err.contains("g.toml:5: ") && err.contains("did you mean `noop`?"),
+        "{err}"
+    );
     // The daemon's config too.
     std::fs::write(d.join("h.toml"), "[stor]\npath = \"s.img\"\n").unwrap();
     let (code, err) = hvio(&d, &["serve", "--check", "h.toml"]);

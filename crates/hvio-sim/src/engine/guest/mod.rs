@@ -79,7 +79,10 @@ pub(crate) fn guest_scheduler_error(vm: &str, scheduler: &str, e: ConfigError) -
             format!("vm \"{vm}\""),
             "guest_scheduler",
             format!("\"{name}\""),
-            format!("unknown {what} (known: {known})"),
+            format!(
+                "unknown {what}{} (known: {known})",
+                hvio_core::message::hint(&name, known.split(", "))
+            ),
         ),
         ConfigError::Other(m) => ConfigError::Other(format!("vm \"{vm}\" guest_scheduler {scheduler}: {m}")),
     })
