@@ -4,7 +4,8 @@
 //!   read-ahead cache, optional write-back cache, optional NCQ reordering).
 //! - [`disksim`]: DiskSim 4.0 disk descriptions mapped onto the HDD model;
 //!   [`validate`]: replaying DiskSim validation traces (the demerit figure).
-//! - [`ssd`]: a flash SSD (page-mapped FTL, greedy GC, channel/die parallelism).
+//! - [`ssd`]: a flash SSD (page-mapped FTL, greedy or cost-benefit GC, trim,
+//!   write buffer, preconditioning, channel/die parallelism, presets).
 //!
 //! Build one from a config with [`build_device`].
 
@@ -58,7 +59,7 @@ pub enum DeviceConfig {
     Hdd(HddParams),
     /// A DiskSim 4.0 disk description (`.parv` or `.diskspecs`).
     Disksim(DisksimConfig),
-    /// A flash SSD (page-mapped FTL, greedy GC), with optional overrides.
+    /// A flash SSD (page-mapped FTL), from a preset or the defaults, with optional overrides.
     Ssd(ssd::SsdParams),
 }
 

@@ -194,6 +194,10 @@ const SSD_FLOAT_KEYS: &[&str] = &[
     "channel_mb_s",
     "gc_threshold",
     "controller_us",
+    "gc_hard_threshold",
+    "write_buffer_mib",
+    "interface_mb_s",
+    "command_us",
 ];
 
 const SSD_INT_KEYS: &[&str] = &[
@@ -205,6 +209,9 @@ const SSD_INT_KEYS: &[&str] = &[
     "page_kib",
     "queue_depth",
 ];
+
+/// `precondition = { KEY = VALUE }` keys, checked like the others (the error names `precondition.KEY`).
+const SSD_PRECONDITION_KEYS: &[&str] = &["fill", "tolerance", "max_drive_writes"];
 
 #[test]
 fn ssd_keys_at_extreme_values() {
@@ -219,6 +226,27 @@ fn ssd_keys_at_extreme_values() {
         for v in INTS {
             check("ssd", base, key, v);
         }
+    }
+    // A small drive, so that preconditioning is quick.
+    let small = "capacity_gib = 0.0625\npages_per_block = 32";
+    for key in SSD_PRECONDITION_KEYS {
+        for v in FLOATS {
+            let value = format!("{{ {key} = {v}, max_drive_writes = 2.0 }}");
+            let value = if *key == "max_drive_writes" {
+                format!("{{ {key} = {v} }}")
+            } else {
+                value
+            };
+            check("ssd", small, "precondition", &value);
+        }
+    }
+    for preset in ["samsung-850-pro-256", "intel-p3700-400"] {
+        check(
+            "ssd",
+            "capacity_gib = 2.0\npages_per_block = 16",
+            "preset",
+            &format!("\"{preset}\""),
+        );
     }
 }
 

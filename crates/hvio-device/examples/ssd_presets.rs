@@ -1,0 +1,80 @@
+//! The presets at steady state: each drive (scaled to 32 GiB) preconditioned
+//! (filled, then random 4 KiB overwrites until write amplification settles),
+//! then random 4 KiB writes and sequential 128 KiB writes at the preset's
+//! queue depth: throughput and write amplification, the gap address
+//! reshaping exploits. Fresh-drive figures beside them.
+//!
+//! `cargo run --release -p hvio-device --example ssd_presets` (docs/ssd-model.md).
+
+use hvio_core::{Device, Nanos, Op, Request};
+use hvio_device::ssd::{Precondition, Ssd, SsdParams, SsdPreset};
+
+fn build(preset: SsdPreset, steady: bool) -> Ssd {
+    SsdParams {
+        preset: Some(preset),
+        capacity_gib: Some(32.0),
+        precondition: steady.then(Precondition::default),
+        ..Default::default()
+    }
+    .build()
+    .expect("a valid preset")
+}
+
+/// Closed loop at the drive's depth: (MB/s, IOPS, write amplification) of `n` requests from `next`.
+fn run(d: &mut Ssd, n: u64, mut next: impl FnMut(u64) -> (u64, u32)) -> (f64, f64, f64) {
+    let before = d.stats();
+    let mut out = Vec::new();
+    let (mut now, mut id, mut bytes, mut done): (Nanos, u64, u64, u64) = (0, 0, 0, 0);
+    while done < n {
+        while d.can_accept() && id < n {
+            let (sector, len) = next(id);
+            d.submit(Request::new(id, 0, Op::Write, sector, len, now), now);
+            bytes += len as u64 * 512;
+            id += 1;
+        }
+        now = d.next_event().expect("requests in flight");
+        out.clear();
+        d.advance(now, &mut out);
+        done += out.len() as u64;
+    }
+    let s = now as f64 / 1e9;
+    let wa = d.stats().since(&before).write_amplification();
+    (bytes as f64 / 1e6 / s, n as f64 / s, wa)
+}
+
+fn main() {
+    println!(
+        "{:<22} {:>6} {:>16} {:>8} {:>19} {:>8} {:>10}",
+        "preset (32 GiB)", "state", "random 4K IOPS", "WA", "sequential MB/s", "WA", "settled"
+    );
+    for preset in [SsdPreset::Samsung850Pro256, SsdPreset::IntelP3700_400] {
+        for steady in [false, true] {
+            let mut d = build(preset, steady);
+            let cap = d.capacity();
+            let report = d.precondition_report();
+            let mut s = 0x9e37_79b9_7f4a_7c15u64;
+            let (_, iops, wa_random) = run(&mut d, 400_000, |_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % (cap / 8) * 8, 8)
+            });
+            let mut d = build(preset, steady);
+            let (mb_s, _, wa_seq) = run(&mut d, 40_000, |i| (i * 256 % cap, 256));
+            println!(
+                "{:<22} {:>6} {:>16.0} {:>8.2} {:>19.0} {:>8.2} {:>10}",
+                format!("{preset:?}"),
+                if steady { "steady" } else { "fresh" },
+                iops,
+                wa_random,
+                mb_s,
+                wa_seq,
+                report.map_or("-".to_string(), |r| format!(
+                    "{} ({:.2})",
+                    r.settled,
+                    (r.fill_pages + r.random_pages) as f64 / r.fill_pages as f64
+                ))
+            );
+        }
+    }
+}
