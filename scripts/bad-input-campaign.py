@@ -558,8 +558,84 @@ def disk_cases() -> list[Case]:
     return cases
 
 
-def all_cases() -> list[Case]:
-    return sim_cases() + output_cases() + serve_cases() + fio_cases() + trace_cases() + disk_cases()
+def scheduler_cases(hvio: str) -> list[Case]:
+    """Every scheduler's name and tunables, as `hvio schedulers` lists them,
+    mistyped or set to a value out of range, in a simulator config and in
+    the daemon's."""
+    listing = subprocess.run([hvio, "schedulers"], capture_output=True, text=True, check=True).stdout
+    tunables: dict[str, list[tuple[str, str]]] = {}
+    for line in listing.splitlines():
+        if " — " in line and not line.startswith(" "):
+            name = line.split(" — ")[0]
+            tunables[name] = []
+        elif line.startswith("  ") and "[" in line and not line.strip().startswith("per-VM"):
+            words = line.split()
+            low, high = line.split("[", 1)[1].split("]")[0].split(" .. ")
+            tunables[name].append((words[0], str(float(high) * 10 + 1)))
+    cases = []
+    for sched, params in tunables.items():
+        sim = SIM.replace('scheduler = "cfq"', f'scheduler = "{sched}"')
+        host = HOST.replace('name = "deadline"\nparams = { fifo_batch = 16 }', f'name = "{sched}"')
+        cases.append(
+            case(
+                "schedulers",
+                f"sim {typo(sched)}",
+                ["sim", "c.toml"],
+                {"c.toml": sim.replace(f'"{sched}"', f'"{typo(sched)}"')},
+                ["c.toml:", typo(sched)],
+            )
+        )
+        cases.append(
+            case(
+                "schedulers",
+                f"serve {typo(sched)}",
+                ["serve", "--check", "h.toml"],
+                {"h.toml": host.replace(f'"{sched}"', f'"{typo(sched)}"')},
+                ["h.toml", typo(sched)],
+            )
+        )
+        for param, too_big in params:
+            for label, key, value in (
+                ("typo", typo(param), "1"),
+                ("nan", param, "nan"),
+                ("too big", param, too_big),
+                ("-1e300", param, "-1e300"),
+            ):
+                text = sim.replace(
+                    f'scheduler = "{sched}"', f'scheduler = "{sched}"\nparams = {{ {key} = {value} }}'
+                )
+                cases.append(
+                    case(
+                        "schedulers",
+                        f"sim {sched} {label} {key}",
+                        ["sim", "c.toml"],
+                        {"c.toml": text},
+                        ["c.toml:", key],
+                    )
+                )
+                text = host.replace(f'name = "{sched}"', f'name = "{sched}"\nparams = {{ {key} = {value} }}')
+                cases.append(
+                    case(
+                        "schedulers",
+                        f"serve {sched} {label} {key}",
+                        ["serve", "--check", "h.toml"],
+                        {"h.toml": text},
+                        ["h.toml", key],
+                    )
+                )
+    return cases
+
+
+def all_cases(hvio: str) -> list[Case]:
+    return (
+        sim_cases()
+        + scheduler_cases(hvio)
+        + output_cases()
+        + serve_cases()
+        + fio_cases()
+        + trace_cases()
+        + disk_cases()
+    )
 
 
 def snapshot(d: Path) -> dict[str, bytes | None]:
@@ -613,7 +689,7 @@ def run(hvio: str, quick: bool = False, timeout: float = 30.0, verbose: bool = F
     """Runs the campaign: per group [cases, failed], and the failures."""
     if os.sep in hvio:
         hvio = str(Path(hvio).resolve())
-    cases = all_cases()
+    cases = all_cases(hvio)
     if quick:
         # One case in QUICK_EVERY of each group: every group is sampled.
         index: dict[str, int] = {}
