@@ -607,7 +607,8 @@ impl Reshaper {
     }
 
     /// Take a batch of guest requests. Each is checked before any is taken;
-    /// a bad one refuses the whole batch and changes nothing.
+    /// a bad one refuses the whole batch and changes nothing. Ids of
+    /// outstanding requests must differ (completions are reported by id).
     pub fn submit(&mut self, batch: &[Request]) -> Result<(), ReshapeError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
@@ -966,6 +967,10 @@ impl Reshaper {
                             self.out.push_back(Event::Done(request));
                         }
                     }
+                    // An empty trim changes nothing; its entry could not be decoded.
+                    Action::Trim {
+                        request, sectors: 0, ..
+                    } => self.out.push_back(Event::Done(request)),
                     Action::Trim {
                         request,
                         start,
@@ -1539,7 +1544,11 @@ impl Reshaper {
                         best = Some(c);
                     }
                 }
-                Err(error @ DecodeError::Version { .. }) => return Err(RecoveryError::Checkpoint { slot, error }),
+                // A newer format, or a malformed entry under a good checksum: not a
+                // torn write but something recovery must not guess about.
+                Err(error @ (DecodeError::Version { .. } | DecodeError::Entry { .. })) => {
+                    return Err(RecoveryError::Checkpoint { slot, error })
+                }
                 Err(_) => {}
             }
         }
@@ -1596,7 +1605,9 @@ impl Reshaper {
             };
             let (blocks, entries) = match found {
                 Ok(x) => x,
-                Err(error @ DecodeError::Version { .. }) => return Err(RecoveryError::Log { seq, block: at, error }),
+                Err(error @ (DecodeError::Version { .. } | DecodeError::Entry { .. })) => {
+                    return Err(RecoveryError::Log { seq, block: at, error })
+                }
                 Err(e) => {
                     report.log_end = Some(e);
                     break;

@@ -167,6 +167,19 @@ fn reads_split_across_regions_and_the_base_image_and_trims_read_zero() {
         })
         .collect();
     assert_eq!(got, want);
+    // An empty trim completes and leaves the log decodable: a flush commits
+    // and a crash recovers everything.
+    let empty = m.request(Op::Discard, 40, 0, false, false);
+    let f = m.request(Op::Flush, 0, 0, false, false);
+    m.submit(vec![empty, f]);
+    m.settle(&mut rng);
+    assert!(m.done.contains(&empty.id) && m.done.contains(&f.id));
+    let report = m.crash(&mut rng);
+    assert_eq!(
+        (report.transactions_replayed, report.table_extents),
+        (1, 3),
+        "{report:?}"
+    );
     // A trim maps to zeroes: no I/O, and the base image no longer shows through.
     let t = m.request(Op::Discard, 4, 24, false, false);
     m.submit(vec![t]);
@@ -399,10 +412,23 @@ fn bad_requests_and_newer_images_are_refused_naming_what_is_wrong() {
     let tx = hvio_reshape::encoding::encode_tx(1, &[stray], block);
     let mut bad_log = log.clone();
     bad_log[..tx.len()].copy_from_slice(&tx);
-    let e = Reshaper::recover(layout, [&slot, &slot], &bad_log).unwrap_err();
+    let e = Reshaper::recover(layout.clone(), [&slot, &slot], &bad_log).unwrap_err();
     assert_eq!(
         e.to_string(),
         "log transaction 1 entry 0: image sectors 1024..1032 are outside the metadata and data regions"
+    );
+    // A malformed entry under a good checksum is corruption, not the end of the log.
+    let empty = Entry {
+        start: 0,
+        sectors: 0,
+        mapping: Mapping::Unmap,
+    };
+    let tx = hvio_reshape::encoding::encode_tx(1, &[empty], block);
+    bad_log[..tx.len()].copy_from_slice(&tx);
+    let e = Reshaper::recover(layout, [&slot, &slot], &bad_log).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "log transaction 1 at block 0: entry 0 is malformed (zero length)"
     );
 }
 
