@@ -96,6 +96,9 @@ impl ExtentMap {
     pub fn lookup(&self, start: Sector, sectors: u64) -> Vec<Piece> {
         let end = start + sectors;
         let mut pieces = Vec::new();
+        if sectors == 0 {
+            return pieces;
+        }
         let mut at = start;
         let first = self
             .runs
@@ -278,6 +281,7 @@ mod tests {
                 },
             ]
         );
+        assert_eq!(m.lookup(10, 0), vec![], "an empty range has no pieces");
         assert_eq!(
             m.lookup(10, 2),
             vec![Piece {
