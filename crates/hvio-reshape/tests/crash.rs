@@ -40,11 +40,11 @@ enum Step {
 
 fn guest_op() -> impl Strategy<Value = GuestOp> {
     prop_oneof![
-        8 => (0..DISK, 1u32..17, any::<bool>(), prop::bool::weighted(0.1)).prop_map(|(start, sectors, meta, fua)| {
+        8 => (0..DISK, 0u32..17, any::<bool>(), prop::bool::weighted(0.1)).prop_map(|(start, sectors, meta, fua)| {
             let sectors = sectors.min((DISK - start) as u32);
             GuestOp::Write { start, sectors, meta, fua }
         }),
-        1 => (0..DISK, 1u32..17).prop_map(|(start, sectors)| GuestOp::Trim { start, sectors: sectors.min((DISK - start) as u32) }),
+        1 => (0..DISK, 0u32..17).prop_map(|(start, sectors)| GuestOp::Trim { start, sectors: sectors.min((DISK - start) as u32) }),
         1 => Just(GuestOp::Flush),
     ]
 }
@@ -52,7 +52,7 @@ fn guest_op() -> impl Strategy<Value = GuestOp> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => prop::collection::vec(guest_op(), 1..5).prop_map(Step::Batch),
-        2 => (0..DISK, 1u32..17).prop_map(|(start, sectors)| Step::Read { start, sectors: sectors.min((DISK - start) as u32) }),
+        2 => (0..DISK, 0u32..17).prop_map(|(start, sectors)| Step::Read { start, sectors: sectors.min((DISK - start) as u32) }),
         6 => (1usize..12).prop_map(Step::Complete),
         1 => Just(Step::Crash),
     ]
