@@ -596,6 +596,19 @@ impl Reshaper {
         problems
     }
 
+    /// Guest requests taken but not yet reported done (or failed): held for
+    /// room, waiting for their data or for a commit, or reads in flight.
+    pub fn guest_outstanding(&self) -> usize {
+        let held: usize = self.held.iter().map(Vec::len).sum();
+        let unretired: usize = self.batches.values().map(|b| b.actions.len()).sum();
+        held + unretired + self.reads.len() + self.waiters.len()
+    }
+
+    /// I/O asked for and not yet reported complete.
+    pub fn io_outstanding(&self) -> usize {
+        self.ios.len()
+    }
+
     /// The last transaction known durable.
     pub fn durable_seq(&self) -> u64 {
         self.durable_seq

@@ -274,6 +274,11 @@ fn run(steps: Vec<Step>, base: bool, victim: Victim, block_bytes: u64, seed: u64
     }
     m.settle(&mut rng);
     ex.absorb(&m);
+    prop_assert_eq!(
+        (m.r.guest_outstanding(), m.r.io_outstanding()),
+        (0, 0),
+        "nothing left once all I/O is done"
+    );
     for (id, start, want) in reads {
         let got = m.read_bufs.remove(&id).unwrap();
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -58,6 +58,7 @@ fn fig3_batch_issues_one_metadata_and_one_data_request_then_fig4_logs_it() {
         Payload::Guest(vec![slice(r1.id, 0), slice(r3.id, 0), slice(r4.id, 0)])
     );
     assert!(m.done.is_empty(), "nothing is done before its data is written");
+    assert_eq!((m.r.guest_outstanding(), m.r.io_outstanding()), (4, 2));
     m.settle_fifo();
     assert_eq!(m.done, vec![r1.id, r2.id, r3.id, r4.id]);
     let data_table: Vec<_> = m.r.table(Region::Data).iter().map(|e| (e.start, e.target)).collect();
@@ -85,6 +86,7 @@ fn fig3_batch_issues_one_metadata_and_one_data_request_then_fig4_logs_it() {
         (IoKind::Log, 1024, 8, true)
     );
     assert!(!m.done.contains(&f.id), "the flush waits for the commit");
+    assert_eq!((m.r.guest_outstanding(), m.r.io_outstanding()), (1, 1));
     let Payload::Bytes(bytes) = &log.payload else {
         panic!("log bytes")
     };
