@@ -184,6 +184,44 @@ pub trait Scheduler: Send {
     }
 }
 
+/// A borrowed scheduler is driven like an owned one (a test drives a
+/// scheduler it inspects afterwards).
+impl<S: Scheduler + ?Sized> Scheduler for &mut S {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn insert(&mut self, rq: Request, now: Nanos) {
+        (**self).insert(rq, now)
+    }
+    fn dispatch(&mut self, now: Nanos) -> Dispatch {
+        (**self).dispatch(now)
+    }
+    fn completed(&mut self, rq: &Request, now: Nanos) {
+        (**self).completed(rq, now)
+    }
+    fn has_work(&self) -> bool {
+        (**self).has_work()
+    }
+    fn queued(&self) -> usize {
+        (**self).queued()
+    }
+    fn set_stream(&mut self, info: &StreamInfo) {
+        (**self).set_stream(info)
+    }
+    fn counters(&self) -> Vec<(String, f64)> {
+        (**self).counters()
+    }
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        (**self).take_slices()
+    }
+    fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
+        (**self).take_queued(now)
+    }
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32, now: Nanos) -> Option<crate::request::RequestId> {
+        (**self).back_merge(rq, max_sectors, now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,9 @@
 //! queue length stays at `queued`. A scheduler that asks to wait is called
 //! again at the time it names (that wait counts in the cost).
 
-use crate::{build, SCHEDULERS};
-use hvio_core::{us, DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo};
+use crate::driver::{Driver, Next};
+use crate::SCHEDULERS;
+use hvio_core::{us, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
 use std::time::Instant;
 
 const STREAMS: u32 = 8;
@@ -19,7 +20,7 @@ const SERVICE: Nanos = us(100);
 
 /// A scheduler kept at a fixed queue length.
 pub struct DecisionBench {
-    sched: Box<dyn Scheduler>,
+    sched: Driver,
     now: Nanos,
     next_id: u64,
     rng: u64,
@@ -35,7 +36,7 @@ impl DecisionBench {
                 .collect(),
             device: DeviceInfo::test_disk(CAPACITY),
         };
-        let sched = build(name, &ParamValues::new(), &ctx).unwrap_or_else(|e| panic!("{e}"));
+        let sched = Driver::build(name, &ParamValues::new(), ctx).unwrap_or_else(|e| panic!("{e}"));
         let mut b = DecisionBench {
             sched,
             now: 0,
@@ -74,10 +75,10 @@ impl DecisionBench {
     pub fn step(&mut self) {
         self.insert();
         let rq = loop {
-            match self.sched.dispatch(self.now) {
-                Dispatch::Request(rq) => break rq,
-                Dispatch::WaitUntil(t) => self.now = t,
-                Dispatch::Empty => unreachable!("the bench keeps requests queued"),
+            match self.sched.poll(self.now) {
+                Next::Request(rq) => break rq,
+                Next::Wait { until, .. } => self.now = until,
+                Next::Idle => unreachable!("the bench keeps requests queued"),
             }
         };
         self.now += SERVICE;

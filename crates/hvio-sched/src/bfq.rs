@@ -1269,6 +1269,7 @@ impl Bfq {
 impl Bfq {
     /// A queue with nothing queued or in flight no longer counts its
     /// group as pending.
+    #[inline]
     fn maybe_not_pending(&mut self, q: usize, now: Nanos) {
         let g = self.queues[q].group;
         if self.queues[q].dispatched == 0 && self.queues[q].rqs.is_empty() {

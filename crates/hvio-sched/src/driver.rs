@@ -187,8 +187,8 @@ pub struct DriverStats {
     pub switches: u64,
 }
 
-struct Switch {
-    new: Box<dyn Scheduler>,
+struct Switch<S: ?Sized> {
+    new: Box<S>,
     policy: SwitchPolicy,
     requested: Nanos,
     /// Requests of the old scheduler not yet completed (queued in it, on
@@ -203,9 +203,11 @@ struct Switch {
     bypassed: usize,
 }
 
-/// A scheduler, driven (see the module doc).
-pub struct Driver {
-    sched: Box<dyn Scheduler>,
+/// A scheduler, driven (see the module doc). `S` is any scheduler, an
+/// owned one of any kind by default; a test may drive a borrowed one
+/// (`Driver::new(Box::new(&mut sched), ctx)`) and inspect it afterwards.
+pub struct Driver<S: Scheduler + ?Sized = dyn Scheduler> {
+    sched: Box<S>,
     ctx: SchedContext,
     resolution: Nanos,
     /// The pending wake-up: the last `Wait` given and not yet due.
@@ -220,7 +222,7 @@ pub struct Driver {
     /// completion. `true`: the old scheduler's, counted in its switch's
     /// `old_outstanding`.
     unowned: HashMap<RequestId, bool>,
-    switch: Option<Switch>,
+    switch: Option<Switch<S>>,
     reports: Vec<SwitchReport>,
     /// Slices the replaced schedulers ended and nobody took yet.
     retired_slices: Vec<SliceGrant>,
@@ -228,8 +230,32 @@ pub struct Driver {
 }
 
 impl Driver {
+    /// Build scheduler `name` with `params` for `ctx` and drive it.
+    pub fn build(name: &str, params: &ParamValues, ctx: SchedContext) -> Result<Self, ConfigError> {
+        let sched = build(name, params, &ctx)?;
+        Ok(Driver::new(sched, ctx))
+    }
+
+    /// [`Driver::switch_to`] scheduler `name` with `params`, built here (a
+    /// bad name or parameter leaves the running scheduler alone).
+    pub fn switch_by_name(
+        &mut self,
+        name: &str,
+        params: &ParamValues,
+        policy: SwitchPolicy,
+        now: Nanos,
+    ) -> Result<(), SwitchError> {
+        if let Some(sw) = &self.switch {
+            return Err(SwitchError::InProgress { to: sw.new.name() });
+        }
+        let new = build(name, params, &self.ctx)?;
+        self.switch_to(new, policy, now)
+    }
+}
+
+impl<S: Scheduler + ?Sized> Driver<S> {
     /// Drive `sched`, built for `ctx`, in simulated time (resolution 1 ns).
-    pub fn new(sched: Box<dyn Scheduler>, ctx: SchedContext) -> Self {
+    pub fn new(sched: Box<S>, ctx: SchedContext) -> Self {
         Driver {
             sched,
             ctx,
@@ -245,12 +271,6 @@ impl Driver {
         }
     }
 
-    /// Build scheduler `name` with `params` for `ctx` and drive it.
-    pub fn build(name: &str, params: &ParamValues, ctx: SchedContext) -> Result<Self, ConfigError> {
-        let sched = build(name, params, &ctx)?;
-        Ok(Driver::new(sched, ctx))
-    }
-
     /// The shortest wait the caller's clock can honour (see the module doc).
     pub fn with_resolution(mut self, resolution: Nanos) -> Self {
         self.resolution = resolution.max(1);
@@ -258,13 +278,13 @@ impl Driver {
     }
 
     /// The scheduler in charge (the old one until a switch swaps).
-    pub fn scheduler(&self) -> &dyn Scheduler {
-        self.sched.as_ref()
+    pub fn scheduler(&self) -> &S {
+        &self.sched
     }
 
     /// The scheduler in charge, for calls the driver does not wrap.
-    pub fn scheduler_mut(&mut self) -> &mut dyn Scheduler {
-        self.sched.as_mut()
+    pub fn scheduler_mut(&mut self) -> &mut S {
+        &mut self.sched
     }
 
     pub fn name(&self) -> &'static str {
@@ -330,6 +350,7 @@ impl Driver {
     /// Where a request arriving now goes during a switch: held (`freeze`),
     /// straight to the dispatch list (`drain`), or into the new scheduler
     /// (`migrate`); else into the scheduler.
+    #[inline]
     pub fn insert(&mut self, rq: Request, now: Nanos) {
         self.stats.inserted += 1;
         match &mut self.switch {
@@ -357,37 +378,53 @@ impl Driver {
 
     /// The device can take a request: the next one, or when to ask again,
     /// or nothing until a request arrives or completes.
+    #[inline]
     pub fn poll(&mut self, now: Nanos) -> Next {
-        self.try_swap(now);
-        if let Some(rq) = self.dispatch_list.pop_front() {
-            return self.dispatched(rq);
-        }
-        let d = match &self.switch {
-            // The new scheduler waits for the old one's requests in flight.
-            Some(sw) if sw.policy == SwitchPolicy::Migrate => return Next::Idle,
-            // The old scheduler is done; the swap waits for the next tick.
-            Some(Switch { swap_at: Some(t), .. }) => Dispatch::WaitUntil(*t),
-            _ => self.sched.dispatch(now),
+        // No switch and no dispatch list: the scheduler decides (the hot path).
+        let d = if self.switch.is_none() && self.dispatch_list.is_empty() {
+            self.sched.dispatch(now)
+        } else {
+            match self.poll_switching(now) {
+                Ok(d) => d,
+                Err(next) => return next,
+            }
         };
         match d {
             Dispatch::Request(rq) => self.dispatched(rq),
-            Dispatch::WaitUntil(t) => {
-                self.stats.waits += 1;
-                let until = if t > now {
-                    t
-                } else {
-                    self.stats.past_waits += 1;
-                    now + self.resolution
-                };
-                let until = until.max(now + self.resolution);
-                let new = self.wake != Some(until);
-                self.wake = Some(until);
-                Next::Wait { until, new }
-            }
+            Dispatch::WaitUntil(t) => self.wait(t, now),
             Dispatch::Empty => Next::Idle,
         }
     }
 
+    /// [`Driver::poll`] during a switch or with requests on the dispatch
+    /// list: what to do, or the scheduler's answer to pass on.
+    fn poll_switching(&mut self, now: Nanos) -> Result<Dispatch, Next> {
+        self.try_swap(now);
+        if let Some(rq) = self.dispatch_list.pop_front() {
+            return Err(self.dispatched(rq));
+        }
+        Ok(match &self.switch {
+            // The new scheduler waits for the old one's requests in flight.
+            Some(sw) if sw.policy == SwitchPolicy::Migrate => return Err(Next::Idle),
+            // The old scheduler is done; the swap waits for the next tick.
+            Some(Switch { swap_at: Some(t), .. }) => Dispatch::WaitUntil(*t),
+            _ => self.sched.dispatch(now),
+        })
+    }
+
+    /// A `WaitUntil(t)` answered at `now` (see "Waits" in the module doc).
+    fn wait(&mut self, t: Nanos, now: Nanos) -> Next {
+        self.stats.waits += 1;
+        if t <= now {
+            self.stats.past_waits += 1;
+        }
+        let until = t.max(now + self.resolution);
+        let new = self.wake != Some(until);
+        self.wake = Some(until);
+        Next::Wait { until, new }
+    }
+
+    #[inline]
     fn dispatched(&mut self, rq: Request) -> Next {
         self.in_flight += 1;
         self.stats.dispatched += 1;
@@ -396,9 +433,19 @@ impl Driver {
 
     /// A request [`poll`](Driver::poll) gave has completed at `now`; the
     /// scheduler that dispatched it hears of it.
+    #[inline]
     pub fn completed(&mut self, rq: &Request, now: Nanos) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.stats.completed += 1;
+        if self.switch.is_none() && self.unowned.is_empty() {
+            self.sched.completed(rq, now);
+            return;
+        }
+        self.completed_switching(rq, now);
+    }
+
+    /// [`Driver::completed`] during a switch or with unowned requests out.
+    fn completed_switching(&mut self, rq: &Request, now: Nanos) {
         let unowned = if self.unowned.is_empty() {
             None
         } else {
@@ -444,7 +491,7 @@ impl Driver {
 
     /// Start switching to `new` (built for [`Driver::context`]) at `now`
     /// under `policy`. Refused while a switch is in progress.
-    pub fn switch_to(&mut self, new: Box<dyn Scheduler>, policy: SwitchPolicy, now: Nanos) -> Result<(), SwitchError> {
+    pub fn switch_to(&mut self, new: Box<S>, policy: SwitchPolicy, now: Nanos) -> Result<(), SwitchError> {
         if let Some(sw) = &self.switch {
             return Err(SwitchError::InProgress { to: sw.new.name() });
         }
@@ -501,22 +548,6 @@ impl Driver {
         Ok(())
     }
 
-    /// [`Driver::switch_to`] scheduler `name` with `params`, built here (a
-    /// bad name or parameter leaves the running scheduler alone).
-    pub fn switch_by_name(
-        &mut self,
-        name: &str,
-        params: &ParamValues,
-        policy: SwitchPolicy,
-        now: Nanos,
-    ) -> Result<(), SwitchError> {
-        if let Some(sw) = &self.switch {
-            return Err(SwitchError::InProgress { to: sw.new.name() });
-        }
-        let new = build(name, params, &self.ctx)?;
-        self.switch_to(new, policy, now)
-    }
-
     /// Swap if the switch in progress is done by `now`.
     fn try_swap(&mut self, now: Nanos) {
         let Some(sw) = &self.switch else { return };
@@ -566,7 +597,7 @@ impl Driver {
     /// caller knows — inserted at `now`. A switch in progress is abandoned
     /// (its new scheduler dropped); returns what it was switching to.
     /// Completions of requests in flight go to `sched`.
-    pub fn replace(&mut self, sched: Box<dyn Scheduler>, requeue: Vec<Request>, now: Nanos) -> Option<&'static str> {
+    pub fn replace(&mut self, sched: Box<S>, requeue: Vec<Request>, now: Nanos) -> Option<&'static str> {
         let abandoned = self.switch.take().map(|sw| sw.new.name());
         self.sched = sched;
         self.dispatch_list.clear();

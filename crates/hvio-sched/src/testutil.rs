@@ -6,9 +6,8 @@
 
 #![allow(dead_code)] // helpers used by some schedulers' tests only
 
-use hvio_core::{
-    DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo,
-};
+use crate::driver::{Driver, Next};
+use hvio_core::{DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo};
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy)]
@@ -137,7 +136,7 @@ pub fn run_loaded(
         .flat_map(|(i, c)| std::iter::repeat_n((c.begin, i), c.outstanding))
         .collect();
     let mut inflight: Vec<(Nanos, Request)> = Vec::new();
-    let mut wait: Option<Nanos> = None;
+    let mut d = drive(s);
     let mut owner: HashMap<u64, usize> = HashMap::new();
     let mut id = 0u64;
     loop {
@@ -145,16 +144,17 @@ pub fn run_loaded(
             .iter()
             .map(|p| p.0)
             .chain(inflight.iter().map(|f| f.0))
-            .chain(wait)
+            .chain(d.wake())
             .min();
         let Some(now) = t else { break };
         if now > until {
             break;
         }
+        d.timer_due(now);
         inflight.sort_by_key(|f| f.0);
         while inflight.first().is_some_and(|f| f.0 <= now) {
             let (_, rq) = inflight.remove(0);
-            s.completed(&rq, now);
+            d.completed(&rq, now);
             out.latency.entry(rq.op).or_default().push(now - rq.arrival);
             *out.completed.entry(rq.stream).or_default() += 1;
             *out.sectors.entry(rq.stream).or_default() += rq.sectors as u64;
@@ -185,28 +185,36 @@ pub fn run_loaded(
             let rq = Request::new(id, cl.stream, cl.op, sector, cl.sectors, now).with_sync(cl.sync);
             owner.insert(id, c);
             id += 1;
-            s.insert(rq, now);
+            d.insert(rq, now);
         }
-        wait = None;
         while inflight.len() < depth {
-            match s.dispatch(now) {
-                Dispatch::Request(rq) => {
+            match d.poll(now) {
+                Next::Request(rq) => {
                     let d = service(&rq, inflight.len() + 1);
                     *out.busy.entry(rq.stream).or_default() += d;
                     out.dispatches.push((now, rq));
                     inflight.push((now + d, rq));
                 }
-                Dispatch::WaitUntil(w) => {
-                    assert!(w > now, "WaitUntil({w}) at {now}");
-                    out.waits.push((now, w));
-                    wait = Some(w);
+                Next::Wait { until, .. } => {
+                    assert_eq!(d.stats().past_waits, 0, "WaitUntil({until}) at {now}");
+                    out.waits.push((now, until));
                     break;
                 }
-                Dispatch::Empty => break,
+                Next::Idle => break,
             }
         }
     }
     out
+}
+
+/// A driver for scheduler `s`, borrowed (the test inspects it afterwards),
+/// with an empty context: the tests here neither switch nor change streams.
+fn drive(s: &mut dyn Scheduler) -> Driver<&mut dyn Scheduler> {
+    let ctx = SchedContext {
+        streams: Vec::new(),
+        device: DeviceInfo::test_disk(1 << 31),
+    };
+    Driver::new(Box::new(s), ctx)
 }
 
 /// Build scheduler `name` for streams 0.. with `weights`, parameter
@@ -240,15 +248,16 @@ pub fn counter(s: &dyn Scheduler, name: &str) -> f64 {
 /// dispatch that follows it.
 pub fn serve_serially(s: &mut dyn Scheduler, start: Nanos, until: Nanos, service: Nanos) -> Vec<(Nanos, Request)> {
     let (mut t, mut out) = (start, Vec::new());
+    let mut d = drive(s);
     while t < until {
-        match s.dispatch(t) {
-            Dispatch::Request(rq) => {
+        match d.poll(t) {
+            Next::Request(rq) => {
                 out.push((t, rq));
                 t += service;
-                s.completed(&rq, t);
+                d.completed(&rq, t);
             }
-            Dispatch::WaitUntil(w) => t = w,
-            Dispatch::Empty => break,
+            Next::Wait { until, .. } => t = until,
+            Next::Idle => break,
         }
     }
     out

@@ -2,7 +2,8 @@
 //! schedulers that implement it: a contiguous request of the same stream,
 //! direction and sync flag grows the queued one, up to `max_sectors`.
 
-use hvio_core::{Dispatch, Op, Request, SchedContext, StreamInfo};
+use hvio_core::{Op, Request, SchedContext, StreamInfo};
+use hvio_sched::{Driver, Next};
 
 fn ctx() -> SchedContext {
     SchedContext {
@@ -14,14 +15,15 @@ fn ctx() -> SchedContext {
 /// Dispatch until a request comes out (non-work-conserving schedulers may
 /// ask to wait first).
 fn next(s: &mut dyn hvio_core::Scheduler, mut now: u64) -> Request {
+    let mut d = Driver::new(Box::new(s), ctx());
     for _ in 0..100 {
-        match s.dispatch(now) {
-            Dispatch::Request(rq) => return rq,
-            Dispatch::WaitUntil(t) => now = t,
-            Dispatch::Empty => panic!("{}: nothing to dispatch", s.name()),
+        match d.poll(now) {
+            Next::Request(rq) => return rq,
+            Next::Wait { until, .. } => now = until,
+            Next::Idle => panic!("{}: nothing to dispatch", d.name()),
         }
     }
-    panic!("{}: no request after 100 waits", s.name())
+    panic!("{}: no request after 100 waits", d.name())
 }
 
 #[test]

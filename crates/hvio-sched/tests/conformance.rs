@@ -409,7 +409,7 @@ fn a_scheduler_without_take_queued_loses_nothing() {
     for policy in SwitchPolicy::ALL {
         let ctx = ctx(2);
         let plain = Plain(hvio_sched::build("noop", &ParamValues::new(), &ctx).unwrap());
-        let mut d = Driver::new(Box::new(plain), ctx);
+        let mut d: Driver = Driver::new(Box::new(plain), ctx);
         for i in 0..5 {
             d.insert(Request::new(i, 0, Op::Read, 100 * i, 8, 0), 0);
         }

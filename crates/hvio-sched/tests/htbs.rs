@@ -6,6 +6,7 @@ use hvio_core::{
     ms, s, DeviceInfo, Dispatch, Nanos, Op, ParamValues, Params, Request, SchedContext, Scheduler, StreamInfo,
 };
 use hvio_sched::htbs::{chs_to_lbn, paper004_seek_time, ChsError, Htbs};
+use hvio_sched::{Driver, Next};
 use std::collections::BTreeMap;
 
 const CAPACITY: u64 = 1 << 31;
@@ -387,6 +388,11 @@ fn run_loop(
         rng ^= rng << 17;
         (rng % (CAPACITY / 8)) * 8
     };
+    let ctx = SchedContext {
+        streams: Vec::new(),
+        device: DeviceInfo::test_disk(CAPACITY),
+    };
+    let mut d = Driver::new(Box::new(s), ctx);
     let mut id = 0u64;
     let mut stats = vec![(0u64, 0f64); streams.len()];
     let mut next_open: Vec<Option<Nanos>> = streams.iter().map(|(_, _, p)| p.map(|_| 0)).collect();
@@ -394,46 +400,43 @@ fn run_loop(
     for (i, &(sid, depth, period)) in streams.iter().enumerate() {
         if period.is_none() {
             for _ in 0..depth {
-                s.insert(Request::new(id, sid, Op::Read, next_sector(), 8, 0), 0);
+                d.insert(Request::new(id, sid, Op::Read, next_sector(), 8, 0), 0);
                 id += 1;
             }
         }
         let _ = i;
     }
     let mut busy: Option<(Nanos, Request)> = None;
-    let mut wake: Option<Nanos> = None;
     while now < until {
+        d.timer_due(now);
         for (i, &(sid, _, period)) in streams.iter().enumerate() {
             if let (Some(t), Some(p)) = (next_open[i], period) {
                 if t <= now {
-                    s.insert(Request::new(id, sid, Op::Read, next_sector(), 8, now), now);
+                    d.insert(Request::new(id, sid, Op::Read, next_sector(), 8, now), now);
                     id += 1;
                     next_open[i] = Some(t + p);
                 }
             }
         }
         if busy.is_none() {
-            match s.dispatch(now) {
-                Dispatch::Request(r) => busy = Some((now + service, r)),
-                Dispatch::WaitUntil(t) => wake = Some(t),
-                Dispatch::Empty => {}
+            if let Next::Request(r) = d.poll(now) {
+                busy = Some((now + service, r));
             }
         }
-        let mut t = busy.map_or(Nanos::MAX, |b| b.0).min(wake.unwrap_or(Nanos::MAX));
+        let mut t = busy.map_or(Nanos::MAX, |b| b.0).min(d.wake().unwrap_or(Nanos::MAX));
         for n in next_open.iter().flatten() {
             t = t.min(*n);
         }
         now = t;
-        wake = None;
         if let Some((done, r)) = busy {
             if done <= now {
                 busy = None;
-                s.completed(&r, now);
+                d.completed(&r, now);
                 let i = streams.iter().position(|x| x.0 == r.stream).unwrap();
                 stats[i].0 += 1;
                 stats[i].1 += (now - r.arrival) as f64;
                 if streams[i].2.is_none() {
-                    s.insert(Request::new(id, r.stream, Op::Read, next_sector(), 8, now), now);
+                    d.insert(Request::new(id, r.stream, Op::Read, next_sector(), 8, now), now);
                     id += 1;
                 }
             }

@@ -6,13 +6,14 @@
 //! | `GET /status` | the scheduler, its parameters and counters, and the VMs (JSON) |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /schedulers` | the schedulers that can be switched to |
-//! | `PUT /scheduler` | `{"name": "cfq", "params": {"slice_idle": 0}}`: drain, swap, resume |
+//! | `PUT /scheduler` | `{"name": "cfq", "params": {"slice_idle": 0}, "policy": "freeze"}`: switch (policy `freeze`, the default, `drain` or `migrate`); answers once swapped, with the switch's cost |
 //! | `PUT /vms/NAME` | `{"weight": 250, "attrs": {"rate_iops": 100}}`: `Scheduler::set_stream` |
 
 use crate::config::ControlConfig;
 use crate::daemon::ServeError;
 use crate::engine::{Control, EngineHandle};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hvio_sched::SwitchPolicy;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -47,6 +48,7 @@ fn error(status: StatusCode, msg: &str) -> Resp {
 struct SwitchBody {
     name: String,
     params: BTreeMap<String, f64>,
+    policy: SwitchPolicy,
 }
 
 struct StreamBody {
@@ -83,15 +85,21 @@ fn numbers(m: &serde_json::Map<String, Value>, key: &str) -> Result<BTreeMap<Str
 
 impl SwitchBody {
     fn parse(body: &[u8]) -> Result<SwitchBody, String> {
-        let m = object(body, &["name", "params"])?;
+        let m = object(body, &["name", "params", "policy"])?;
         let name = match m.get("name") {
             Some(Value::String(s)) => s.clone(),
             Some(v) => return Err(format!("`name`: expected a scheduler name, got {v}")),
             None => return Err("`name`: missing (the scheduler to switch to)".into()),
         };
+        let policy = match m.get("policy") {
+            None => SwitchPolicy::Freeze,
+            Some(Value::String(s)) => s.parse().map_err(|e| format!("`policy`: {e}"))?,
+            Some(v) => return Err(format!("`policy`: expected drain, freeze or migrate, got {v}")),
+        };
         Ok(SwitchBody {
             name,
             params: numbers(&m, "params")?,
+            policy,
         })
     }
 }
@@ -188,11 +196,20 @@ async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, st
                 Ok(b) => match ask(&engine, |reply| Control::Switch {
                     name: b.name.clone(),
                     params: b.params,
+                    policy: b.policy,
                     reply,
                 })
                 .await
                 {
-                    Some(Ok(())) => json(&serde_json::json!({ "scheduler": b.name })),
+                    Some(Ok(r)) => json(&serde_json::json!({
+                        "scheduler": b.name,
+                        "from": r.from,
+                        "policy": r.policy.as_str(),
+                        "drain_us": r.drain_time() / 1_000,
+                        "handed_over": r.handed_over,
+                        "bypassed": r.bypassed,
+                        "held": r.held,
+                    })),
                     Some(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
                     None => gone(),
                 },

@@ -1,12 +1,14 @@
 //! The scheduling core: one host scheduler for every export, driven by the
 //! monotonic clock.
 //!
-//! A single thread owns the scheduler. Exports send it jobs tagged with their
-//! VM (the scheduler's stream); it inserts them, dispatches up to the device
-//! depth to the backend, serves `WaitUntil` with a timer (the channel's
-//! receive deadline), and feeds completions back through `completed`.
-//! Switching the scheduler at run time drains the old one (new arrivals are
-//! held), swaps, and resumes.
+//! A single thread owns the scheduler, through the [`Driver`] every hvio loop
+//! uses, on the monotonic clock. Exports send it jobs tagged with their VM
+//! (the scheduler's stream); it inserts them, dispatches up to the device
+//! depth to the backend, serves the driver's wake-ups with a timer (the
+//! channel's receive deadline), and feeds completions back. A run-time
+//! switch goes through the driver under the policy asked for; the default,
+//! `freeze` (blk-mq's), holds new arrivals while the old scheduler drains
+//! its queue and the device, then swaps and gives them to the new one.
 
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::iolog::IoLog;
@@ -15,10 +17,9 @@ use crate::poll::{AdaptivePoll, PollConfig};
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use hvio_core::{
-    DeviceInfo, Dispatch, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo, SECTOR_BYTES,
-};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use hvio_core::{us, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo, SECTOR_BYTES};
+use hvio_sched::{Driver, Next, SwitchPolicy, SwitchReport};
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -119,11 +120,14 @@ impl Waker {
 
 /// Control requests (from the HTTP API or tests).
 pub enum Control {
-    /// Drain the current scheduler, build `name` with `params`, resume.
+    /// Build `name` with `params` and switch to it under `policy`; the
+    /// reply comes when the new scheduler has taken over, with what the
+    /// switch cost.
     Switch {
         name: String,
         params: ParamValues,
-        reply: oneshot::Sender<Result<(), String>>,
+        policy: SwitchPolicy,
+        reply: oneshot::Sender<Result<SwitchReport, String>>,
     },
     /// Change a VM's weight and/or attributes (`Scheduler::set_stream`).
     SetStream {
@@ -225,13 +229,8 @@ pub struct EngineSetup {
     pub poll: PollConfig,
 }
 
-/// A switch waiting for the old scheduler to drain: the new one, its name and parameters, who to tell.
-type PendingSwitch = (
-    Box<dyn Scheduler>,
-    String,
-    ParamValues,
-    oneshot::Sender<Result<(), String>>,
-);
+/// A switch the driver has in progress: the new scheduler's name and parameters, who to tell.
+type PendingSwitch = (String, ParamValues, oneshot::Sender<Result<SwitchReport, String>>);
 
 struct Inflight {
     rq: Request,
@@ -242,22 +241,19 @@ struct Inflight {
 
 struct Engine {
     store: Arc<Store>,
-    sched: Box<dyn Scheduler>,
+    sched: Driver,
     sched_name: String,
     params: ParamValues,
-    ctx: SchedContext,
     backend: Box<dyn Backend>,
     depth: usize,
     epoch: Instant,
     next_id: u64,
-    /// Jobs inserted into the scheduler and not yet dispatched.
+    /// Jobs given to the driver and not yet dispatched (queued, held or
+    /// bypassing during a switch).
     waiting: HashMap<u64, (Request, IoJob)>,
     inflight: HashMap<u64, Inflight>,
-    /// Arrivals held while a scheduler switch drains the old one.
-    held: VecDeque<(IoJob, Nanos)>,
     switching: Option<PendingSwitch>,
     shutdown: Option<oneshot::Sender<IoResult>>,
-    wake: Option<Nanos>,
     stats: Vec<VmStats>,
     dispatched: u64,
     backend_errors: u64,
@@ -301,20 +297,18 @@ pub(crate) fn spawn_with(
     let waker = backend.poller().map(|p| p.waker());
     let mut engine = Engine {
         store: setup.store,
-        sched,
+        // WaitUntil deadlines are kept to the thread's timer slack (see `run`).
+        sched: Driver::new(sched, ctx).with_resolution(us(1)),
         sched_name: setup.scheduler,
         params: setup.params,
-        ctx,
         backend,
         depth: setup.depth.max(1),
         epoch: Instant::now(),
         next_id: 1,
         waiting: HashMap::new(),
         inflight: HashMap::new(),
-        held: VecDeque::new(),
         switching: None,
         shutdown: None,
-        wake: None,
         stats: (0..n).map(|_| VmStats::new()).collect(),
         dispatched: 0,
         backend_errors: 0,
@@ -347,10 +341,12 @@ impl Engine {
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
         let waker = self.backend.poller().map(|p| p.waker());
         loop {
-            let mut progress = self.take_messages(&rx) > 0 || self.wake.is_some_and(|t| self.now() >= t);
+            let now = self.now();
+            let mut progress = self.take_messages(&rx) > 0 || self.sched.timer_due(now);
             if !progress {
                 let deadline = self
-                    .wake
+                    .sched
+                    .wake()
                     .map(|t| self.epoch + Duration::from_nanos(t.saturating_sub(1)));
                 match (self.backend.poller(), &waker) {
                     (Some(p), Some(w)) => {
@@ -433,7 +429,7 @@ impl Engine {
     }
 
     fn idle(&self) -> bool {
-        self.waiting.is_empty() && self.inflight.is_empty() && self.held.is_empty() && self.switching.is_none()
+        self.waiting.is_empty() && self.inflight.is_empty() && !self.sched.switching()
     }
 
     fn handle(&mut self, m: Msg) {
@@ -443,11 +439,7 @@ impl Engine {
                 if let Some(log) = &mut self.iolog {
                     log.record(now, job.vm, job.kind, job.offset, job.len, job.fua);
                 }
-                if self.switching.is_some() {
-                    self.held.push_back((job, now));
-                } else {
-                    self.insert(job, now);
-                }
+                self.insert(job, now);
             }
             Msg::Done { id, result } => self.done(id, result),
             Msg::Control(c) => self.control(c),
@@ -506,9 +498,9 @@ impl Engine {
     /// attribute or parameter it does not handle) must not take every VM's
     /// disk down with the thread: the scheduler is replaced by noop, every
     /// request it held is inserted there, and the daemon serves on.
-    fn sched_call<R>(&mut self, what: &'static str, f: impl FnOnce(&mut dyn Scheduler) -> R) -> Option<R> {
+    fn sched_call<R>(&mut self, what: &'static str, f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
         let sched = &mut self.sched;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sched.as_mut()))) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sched))) {
             Ok(r) => Some(r),
             Err(payload) => {
                 let why = payload
@@ -531,36 +523,29 @@ impl Engine {
             "the scheduler panicked: replaced by noop, its requests re-inserted; please report this bug"
         );
         self.sched_failures += 1;
-        self.sched = hvio_sched::build("noop", &ParamValues::new(), &self.ctx).expect("noop takes no parameters");
+        let noop =
+            hvio_sched::build("noop", &ParamValues::new(), self.sched.context()).expect("noop takes no parameters");
         self.sched_name = "noop".into();
         self.params = ParamValues::new();
         let mut rqs: Vec<Request> = self.waiting.values().map(|(rq, _)| *rq).collect();
         rqs.sort_by_key(|rq| rq.id);
-        for rq in rqs {
-            self.sched.insert(rq, rq.arrival);
-        }
-        if let Some((_, name, _, reply)) = self.switching.take() {
+        let now = self.now();
+        self.sched.replace(noop, rqs, now);
+        if let Some((name, _, reply)) = self.switching.take() {
             let _ = reply.send(Err(format!(
                 "the running scheduler failed during the switch to `{name}`: replaced by noop"
             )));
-            for (job, arrival) in std::mem::take(&mut self.held) {
-                self.insert(job, arrival);
-            }
         }
     }
 
     fn pump(&mut self) {
-        self.wake = None;
-        if self.switching.is_some() && !self.sched.has_work() && self.inflight.is_empty() {
-            self.finish_switch();
-        }
         while self.inflight.len() < self.depth {
             let now = self.now();
-            let Some(d) = self.sched_call("dispatch", |s| s.dispatch(now)) else {
+            let Some(next) = self.sched_call("dispatch", |s| s.poll(now)) else {
                 continue; // the fallback scheduler has every waiting request
             };
-            match d {
-                Dispatch::Request(rq) => {
+            match next {
+                Next::Request(rq) => {
                     let Some((_, job)) = self.waiting.remove(&rq.id) else {
                         tracing::error!(id = rq.id, scheduler = %self.sched_name, "scheduler dispatched an unknown request");
                         continue;
@@ -580,18 +565,10 @@ impl Engine {
                     self.dispatched += 1;
                     self.backend.submit(Dispatched { id: rq.id, rq, job });
                 }
-                Dispatch::WaitUntil(t) => {
-                    self.wake = Some(t.max(now + 1_000));
-                    break;
-                }
-                Dispatch::Empty => break,
+                Next::Wait { .. } | Next::Idle => break,
             }
         }
-        if self.switching.is_some() && !self.sched.has_work() && self.inflight.is_empty() {
-            self.finish_switch();
-            // The held requests are in the new scheduler now.
-            self.pump();
-        }
+        self.finish_switches();
     }
 
     fn done(&mut self, id: u64, result: IoResult) {
@@ -617,36 +594,53 @@ impl Engine {
         }
     }
 
-    fn finish_switch(&mut self) {
-        let Some((new, name, params, reply)) = self.switching.take() else {
-            return;
-        };
-        let old = std::mem::replace(&mut self.sched, new);
-        tracing::info!(from = old.name(), to = %name, held = self.held.len(), "scheduler switched");
-        self.sched_name = name;
-        self.params = params;
-        self.switches += 1;
-        for (job, arrival) in std::mem::take(&mut self.held) {
-            self.insert(job, arrival);
+    /// Tell whoever asked for a switch the driver finished.
+    fn finish_switches(&mut self) {
+        for report in self.sched.take_reports() {
+            tracing::info!(
+                from = report.from,
+                to = report.to,
+                policy = %report.policy,
+                drain_us = report.drain_time() / 1_000,
+                handed_over = report.handed_over,
+                bypassed = report.bypassed,
+                held = report.held,
+                "scheduler switched"
+            );
+            self.switches += 1;
+            if let Some((name, params, reply)) = self.switching.take() {
+                self.sched_name = name;
+                self.params = params;
+                let _ = reply.send(Ok(report));
+            }
         }
-        let _ = reply.send(Ok(()));
     }
 
     fn control(&mut self, c: Control) {
         match c {
-            Control::Switch { name, params, reply } => {
-                if self.switching.is_some() {
-                    let _ = reply.send(Err("a scheduler switch is already in progress".into()));
-                    return;
-                }
+            Control::Switch {
+                name,
+                params,
+                policy,
+                reply,
+            } => {
                 // Build first: a bad name or parameter leaves the old scheduler running.
-                match hvio_sched::build(&name, &params, &self.ctx) {
-                    Ok(new) => {
-                        tracing::info!(to = %name, queued = self.sched.queued(), inflight = self.inflight.len(), "draining for a scheduler switch");
-                        self.switching = Some((new, name, params, reply));
+                let now = self.now();
+                let (queued, inflight) = (self.sched.queued(), self.inflight.len());
+                match self.sched_call("switch", |s| s.switch_by_name(&name, &params, policy, now)) {
+                    Some(Ok(())) => {
+                        tracing::info!(to = %name, %policy, queued, inflight, "scheduler switch started");
+                        self.switching = Some((name, params, reply));
+                        // A switch with nothing to drain is already done.
+                        self.finish_switches();
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         let _ = reply.send(Err(e.to_string()));
+                    }
+                    None => {
+                        let _ = reply.send(Err(format!(
+                            "the running scheduler failed while the switch to `{name}` began: replaced by noop"
+                        )));
                     }
                 }
             }
@@ -656,7 +650,7 @@ impl Engine {
                 attrs,
                 reply,
             } => {
-                let Some(i) = self.ctx.streams.iter().position(|s| s.name == vm) else {
+                let Some(i) = self.sched.context().streams.iter().position(|s| s.name == vm) else {
                     let _ = reply.send(Err(format!("unknown VM `{vm}`")));
                     return;
                 };
@@ -672,20 +666,16 @@ impl Engine {
                         return;
                     }
                 }
-                let s = &mut self.ctx.streams[i];
+                let mut info = self.sched.context().streams[i].clone();
                 if let Some(w) = weight {
-                    s.weight = w;
+                    info.weight = w;
                 }
-                s.attrs.extend(attrs);
-                let info = s.clone();
+                info.attrs.extend(attrs);
                 if self.sched_call("set_stream", |s| s.set_stream(&info)).is_none() {
                     let _ = reply.send(Err(format!(
                         "the scheduler failed on this change for VM `{vm}` and was replaced by noop (see the log)"
                     )));
                     return;
-                }
-                if let Some((new, ..)) = &mut self.switching {
-                    new.set_stream(&info);
                 }
                 tracing::info!(vm = %vm, weight = info.weight, "stream changed");
                 let _ = reply.send(Ok(()));
@@ -710,7 +700,7 @@ impl Engine {
         let vms = self
             .stats
             .iter_mut()
-            .zip(&self.ctx.streams)
+            .zip(&self.sched.context().streams)
             .zip(&self.store.disks)
             .map(|((st, si), d)| {
                 st.refresh(now);
@@ -759,6 +749,7 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::buf::AlignedBuf;
+    use hvio_core::Dispatch;
 
     /// noop that panics on its third insert, as a scheduler bug would.
     struct Buggy {

@@ -113,6 +113,22 @@ fn bad_requests_get_clear_errors_and_the_daemon_carries_on() {
     );
     bad(a, "PUT", "/scheduler", "\u{0}\u{1}\u{2}", 400, "not JSON");
     bad(a, "PUT", "/scheduler", r#"{"nam": "noop"}"#, 400, "unknown key `nam`");
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "noop", "policy": "gentle"}"#,
+        400,
+        "`policy`: unknown switch policy `gentle` (known: drain, freeze, migrate)",
+    );
+    bad(
+        a,
+        "PUT",
+        "/scheduler",
+        r#"{"name": "noop", "policy": 1}"#,
+        400,
+        "`policy`: expected",
+    );
     bad(a, "PUT", "/vms/vm1", r#"{"weight": "heavy"}"#, 400, "weight");
     bad(a, "PUT", "/vms/vm1", r#"{"weight": -1}"#, 400, "-1");
     bad(a, "PUT", "/vms/vm1", r#"{"weight": 1e10}"#, 400, "weight");

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use hvio_sched::SwitchPolicy;
 use hvio_vdisk::engine::Control;
 use hvio_vdisk::nbd::proto::*;
 use std::io::{Read, Write};
@@ -142,12 +143,18 @@ fn switch_scheduler_under_load_and_change_weights() {
     for i in 0..6 {
         let name = names[i % names.len()].to_string();
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let policy = SwitchPolicy::ALL[i % SwitchPolicy::ALL.len()];
         assert!(d.engine().control(Control::Switch {
             name: name.clone(),
             params: Default::default(),
+            policy,
             reply: tx
         }));
-        assert_eq!(rx.blocking_recv().unwrap(), Ok(()), "switch to {name}");
+        let report = rx
+            .blocking_recv()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("switch to {name}: {e}"));
+        assert_eq!((report.to, report.policy), (names[i % names.len()], policy));
         switched += 1;
         let (tx, rx) = tokio::sync::oneshot::channel();
         assert!(d.engine().control(Control::SetStream {
@@ -168,6 +175,7 @@ fn switch_scheduler_under_load_and_change_weights() {
     d.engine().control(Control::Switch {
         name: "nope".into(),
         params: Default::default(),
+        policy: SwitchPolicy::Freeze,
         reply: tx,
     });
     assert!(rx.blocking_recv().unwrap().unwrap_err().contains("nope"));
@@ -240,6 +248,17 @@ fn control_api_metrics_and_request_log() {
     assert_eq!(code, 404);
     let (code, body) = http(addr, "PUT", "/scheduler", r#"{"name": "noop"}"#);
     assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""policy": "freeze""#), "{body}");
+    for policy in ["drain", "migrate"] {
+        let (code, body) = http(
+            addr,
+            "PUT",
+            "/scheduler",
+            &format!(r#"{{"name": "deadline", "policy": "{policy}"}}"#),
+        );
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains(&format!(r#""policy": "{policy}""#)), "{body}");
+    }
     let (code, body) = http(
         addr,
         "PUT",

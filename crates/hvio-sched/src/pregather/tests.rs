@@ -364,20 +364,9 @@ fn first_after_write_and_read(mode: f64) -> Vec<u64> {
     s.completed(&rd(0, 0, 1000, 0), us(100));
     s.insert(wr(1, 0, 1008, us(100)), us(100));
     s.insert(rd(2, 0, 900_000, us(100)), us(100));
-    let mut order = Vec::new();
-    let mut now = us(100);
-    while s.has_work() {
-        match s.dispatch(now) {
-            Dispatch::Request(r) => {
-                order.push(r.id);
-                s.completed(&r, now + us(100));
-                now += us(100);
-            }
-            Dispatch::WaitUntil(t) => now = t,
-            Dispatch::Empty => unreachable!("has work"),
-        }
-    }
-    order
+    let served = crate::testutil::serve_serially(&mut s, us(100), Nanos::MAX, us(100));
+    assert!(!s.has_work());
+    served.iter().map(|(_, r)| r.id).collect()
 }
 
 #[test]
@@ -404,19 +393,9 @@ fn the_shared_async_queue_has_its_own_budgeted_slice_and_no_timers() {
     }
     s.insert(rd(20, 0, 100_000, 0), 0);
     assert_eq!(counter(&s, "zones.async"), 0.0);
-    let mut order = Vec::new();
-    let mut now = 0;
-    while s.has_work() {
-        match s.dispatch(now) {
-            Dispatch::Request(r) => {
-                order.push(r.id);
-                now += us(100);
-                s.completed(&r, now);
-            }
-            Dispatch::WaitUntil(t) => now = t,
-            Dispatch::Empty => unreachable!("has work"),
-        }
-    }
+    let served = crate::testutil::serve_serially(&mut s, 0, Nanos::MAX, us(100));
+    assert!(!s.has_work());
+    let order: Vec<u64> = served.iter().map(|(_, r)| r.id).collect();
     // Head at 0: the async queue's nearest request (VM 0's write at 0) is
     // nearer than VM 0's read; its slice ends after 3 dispatches. Then VM 0's
     // read (VM 1 has nothing of its own), then the async queue again, which
@@ -477,39 +456,39 @@ fn every_async_service_mode_drains_a_random_mix() {
             .collect();
         arrivals.sort_by_key(|r| (r.arrival, r.id));
         let mut pending = arrivals.into_iter().peekable();
-        let mut wait = None;
+        let mut d = crate::driver::Driver::new(Box::new(&mut s), ctx(&regions));
         for _ in 0..1_000_000 {
-            let t = [pending.peek().map(|r| r.arrival), in_flight.map(|(c, _)| c), wait]
+            let t = [pending.peek().map(|r| r.arrival), in_flight.map(|(c, _)| c), d.wake()]
                 .into_iter()
                 .flatten()
                 .min();
             let Some(t) = t else { break };
             now = now.max(t);
+            d.timer_due(now);
             if let Some((c, rq)) = in_flight {
                 if c <= now {
-                    s.completed(&rq, now);
+                    d.completed(&rq, now);
                     in_flight = None;
                 }
             }
             while pending.peek().is_some_and(|r| r.arrival <= now) {
                 let rq = pending.next().unwrap();
-                s.insert(rq, now);
+                d.insert(rq, now);
             }
-            wait = None;
             if in_flight.is_none() {
-                match s.dispatch(now) {
-                    Dispatch::Request(rq) => {
+                match d.poll(now) {
+                    crate::driver::Next::Request(rq) => {
                         assert!(done.insert(rq.id), "mode {mode}: {} twice", rq.id);
                         in_flight = Some((now + ms(1), rq));
                     }
-                    Dispatch::WaitUntil(w) => {
-                        assert!(w > now, "mode {mode}: wait into the past");
-                        wait = Some(w);
+                    crate::driver::Next::Wait { .. } => {
+                        assert_eq!(d.stats().past_waits, 0, "mode {mode}: wait into the past");
                     }
-                    Dispatch::Empty => assert!(!s.has_work(), "mode {mode}"),
+                    crate::driver::Next::Idle => assert!(!d.has_work(), "mode {mode}"),
                 }
             }
         }
+        drop(d);
         assert_eq!(done.len(), 400, "mode {mode}: not drained");
         assert_eq!(s.queued(), 0);
     }

@@ -8,7 +8,8 @@ use super::{counter, pct, registered, simulate, DISK};
 use crate::experiments::{ExpOptions, Report};
 use crate::report::{f, Table};
 use crate::Result;
-use hvio_core::{Dispatch, Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
+use hvio_core::{Nanos, Op, ParamValues, Request, SchedContext, StreamInfo};
+use hvio_sched::{Driver, Next};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -63,7 +64,7 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
         .collect();
     let device = super::disk()?.info();
     let ctx = SchedContext { streams, device };
-    let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx)?;
+    let mut s = Driver::build(name, &ParamValues::new(), ctx)?;
     // Table 1: VM1 SR-M + SR-S, VM2 SW-M + SW-S, VM3 SR-M + RRW, VM4 RR + RW.
     let kinds = [
         (true, false),
@@ -109,17 +110,17 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
         }
     }
     let mut in_service: Option<(Nanos, Request)> = None;
-    let mut wait: Option<Nanos> = None;
     let mut last_end = 0;
     let (mut done, mut dispatch_calls) = (0u64, 0u64);
     while done < requests {
         let next_arrival = arrivals.peek().map(|a| a.0 .0);
-        let t = [in_service.map(|x| x.0), wait, next_arrival]
+        let t = [in_service.map(|x| x.0), s.wake(), next_arrival]
             .into_iter()
             .flatten()
             .min();
         let Some(t) = t else { break };
         now = now.max(t);
+        s.timer_due(now);
         if let Some((at, rq)) = in_service {
             if at <= now {
                 timed(&mut || s.completed(&rq, now));
@@ -139,19 +140,17 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
             owner.insert(id, a);
             timed(&mut || s.insert(rq, now));
         }
-        wait = None;
         if in_service.is_none() {
-            let mut d = Dispatch::Empty;
-            timed(&mut || d = s.dispatch(now));
+            let mut d = Next::Idle;
+            timed(&mut || d = s.poll(now));
             dispatch_calls += 1;
             match d {
-                Dispatch::Request(rq) => {
+                Next::Request(rq) => {
                     let service = if rq.sector == last_end { 150_000 } else { 8_000_000 };
                     last_end = rq.end();
                     in_service = Some((now + service, rq));
                 }
-                Dispatch::WaitUntil(w) => wait = Some(w),
-                Dispatch::Empty => {}
+                Next::Wait { .. } | Next::Idle => {}
             }
         }
     }
