@@ -69,6 +69,27 @@ fn errors_start_with_the_file_and_the_line_of_the_key() {
     );
     let text = "[disk]\nmodel = \"hdd\"\nrpm = 0\n[[vm]]\nname = \"a\"\n";
     assert_has(&error_of(text, "d.toml"), &["d.toml:3: ", "`rpm`", "invalid value 0"]);
+    // SSD keys out of range, at their line: GC thresholds, the write buffer, preconditioning.
+    for (disk, key, value) in [
+        (
+            "gc_threshold = 0.01\ngc_hard_threshold = 0.5",
+            "gc_hard_threshold",
+            "0.5",
+        ),
+        ("write_buffer_mib = -1.0", "write_buffer_mib", "-1"),
+        ("precondition = { fill = 2.0 }", "precondition.fill", "2"),
+    ] {
+        let text = format!("[disk]\nmodel = \"ssd\"\ncapacity_gib = 1\n{disk}\n[[vm]]\nname = \"a\"\n");
+        let line = 3 + disk.lines().count();
+        assert_has(
+            &error_of(&text, "d.toml"),
+            &[
+                &format!("d.toml:{line}: "),
+                &format!("`{key}`"),
+                &format!("invalid value {value}"),
+            ],
+        );
+    }
     // A [disk] key of the wrong type: named, at its line (was the [disk] line, no key).
     for (disk, line, key) in [
         ("model = \"hdd\"\nsurfaces = 4\nrpm = \"fast\"", 4, "rpm"),

@@ -148,3 +148,50 @@ fn default_scenario_finishes_under_every_scheduler() {
         assert!(r.jobs.iter().all(|j| j.finished && j.reads + j.writes == 300), "{name}");
     }
 }
+
+/// Random 4 KiB direct writes from one VM on the 850 PRO preset (scaled to
+/// 2 GiB), fresh or preconditioned: its IOPS.
+fn ssd_random_write_iops(precondition: &str) -> f64 {
+    let text = format!(
+        r#"
+seed = 3
+[host]
+scheduler = "noop"
+first_image_offset = 0
+[disk]
+model = "ssd"
+preset = "samsung-850-pro-256"
+capacity_gib = 2
+pages_per_block = 32
+{precondition}
+[[vm]]
+name = "a"
+image_size = "1GiB"
+[[vm.job]]
+rw = "randwrite"
+bs = "4k"
+size = "512MiB"
+numjobs = 4
+iodepth = 8
+direct = true
+requests = 20000
+"#
+    );
+    let r = run(&cfg(&text)).unwrap();
+    assert_eq!(
+        serde_json::to_string(&r).unwrap(),
+        serde_json::to_string(&run(&cfg(&text)).unwrap()).unwrap(),
+        "same config, same output"
+    );
+    let job = &r.jobs[0];
+    assert!(job.finished && job.writes == 20_000);
+    job.iops
+}
+
+#[test]
+fn a_preconditioned_ssd_preset_writes_at_random_far_slower_than_a_fresh_one() {
+    let fresh = ssd_random_write_iops("");
+    let steady = ssd_random_write_iops("precondition = { max_drive_writes = 1 }");
+    eprintln!("random 4 KiB writes: fresh {fresh:.0} IOPS, preconditioned {steady:.0} IOPS");
+    assert!(steady < 0.5 * fresh, "fresh {fresh}, preconditioned {steady}");
+}
