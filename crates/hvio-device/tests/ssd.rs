@@ -399,8 +399,9 @@ fn rate(d: &mut Ssd, now: &mut Nanos, n: u64, mut next: impl FnMut(u64) -> (Op, 
     (bytes as f64 / 1e6 / s, n as f64 / s)
 }
 
-/// (sequential read MB/s, sequential write MB/s, QD32 random read IOPS, QD32 random write IOPS, QD1 random read IOPS)
-fn datasheet_figures(preset: SsdPreset) -> [f64; 5] {
+/// (sequential read MB/s, sequential write MB/s, QD32 random read IOPS, QD32 random write IOPS, QD1 random read IOPS,
+/// random read IOPS at the preset's queue depth)
+fn datasheet_figures(preset: SsdPreset) -> [f64; 6] {
     let fresh = |depth: Option<usize>| {
         SsdParams {
             preset: Some(preset),
@@ -432,12 +433,17 @@ fn datasheet_figures(preset: SsdPreset) -> [f64; 5] {
     let mut now = 0;
     rate(&mut d1, &mut now, 2000, |i| (Op::Write, i * 8, 8));
     let (_, qd1_read) = rate(&mut d1, &mut now, 2000, |_| (Op::Read, rnd() % 2000 * 8, 8));
-    [seq_read, seq_write, rand_read, rand_write, qd1_read]
+    // Random reads at the preset's own queue depth.
+    let mut d = fresh(None);
+    let mut now = 0;
+    rate(&mut d, &mut now, 4096, |i| (Op::Write, i * 64, 64));
+    let (_, deep_read) = rate(&mut d, &mut now, 40_000, |_| (Op::Read, rnd() % 32_768 * 8, 8));
+    [seq_read, seq_write, rand_read, rand_write, qd1_read, deep_read]
 }
 
 #[test]
 fn samsung_850_pro_preset_meets_its_datasheet() {
-    let [sr, sw, rr, rw, rr1] = datasheet_figures(SsdPreset::Samsung850Pro256);
+    let [sr, sw, rr, rw, rr1, _] = datasheet_figures(SsdPreset::Samsung850Pro256);
     eprintln!("850 PRO: seq read {sr:.0} MB/s, seq write {sw:.0} MB/s, QD32 random read {rr:.0} IOPS, write {rw:.0} IOPS, QD1 read {rr1:.0} IOPS");
     let near = |x: f64, want: f64| (x / want - 1.0).abs() <= 0.15;
     assert!(near(sr, 550.0), "sequential read {sr}");
@@ -449,11 +455,14 @@ fn samsung_850_pro_preset_meets_its_datasheet() {
 
 #[test]
 fn intel_p3700_preset_meets_its_datasheet() {
-    let [sr, sw, rr, _, _] = datasheet_figures(SsdPreset::IntelP3700_400);
-    eprintln!("P3700: seq read {sr:.0} MB/s, seq write {sw:.0} MB/s, QD32 random read {rr:.0} IOPS");
+    let [sr, sw, rr, _, _, deep] = datasheet_figures(SsdPreset::IntelP3700_400);
+    eprintln!(
+        "P3700: seq read {sr:.0} MB/s, seq write {sw:.0} MB/s, random read {rr:.0} IOPS at QD32, {deep:.0} at QD256"
+    );
     let near = |x: f64, want: f64| (x / want - 1.0).abs() <= 0.15;
     assert!(near(sr, 2800.0), "sequential read {sr}");
     assert!(near(sw, 2000.0), "sequential write {sw}");
+    assert!(near(deep, 460_000.0), "random read at the preset's depth {deep}");
 }
 
 #[test]

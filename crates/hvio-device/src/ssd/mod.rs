@@ -350,7 +350,7 @@ impl SsdParams {
                 "over_provisioning",
                 op,
                 format!(
-                    "leaves {} spare blocks per plane, GC needs more than {}",
+                    "leaves {} spare blocks per plane, GC needs more than {} (a small drive needs fewer pages_per_block)",
                     bpp - logical_blocks,
                     gc_min_free as u64 + frontiers
                 ),
