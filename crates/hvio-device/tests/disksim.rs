@@ -2,17 +2,14 @@
 
 use hvio_device::disksim::load_disk;
 use hvio_device::validate::{disksim_demerit, validate};
-use std::path::PathBuf;
 
-/// `<repo>/../shared/data/hdd-validation` (a fresh clone has shared/ beside it).
-fn data() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/hdd-validation")
-}
+mod common;
 
 #[test]
 fn disksim_own_demerits_match_its_printed_values() {
-    let hp = disksim_demerit(&data().join("hp_c2247a.outv")).unwrap();
-    let ibm = disksim_demerit(&data().join("ibm18es.outv")).unwrap();
+    let Some(data) = common::hdd_validation() else { return };
+    let hp = disksim_demerit(&data.join("hp_c2247a.outv")).unwrap();
+    let ibm = disksim_demerit(&data.join("ibm18es.outv")).unwrap();
     assert!((hp - 0.089).abs() < 0.0005, "HP {hp}");
     assert!((ibm - 0.136).abs() < 0.0005, "IBM {ibm}");
 }
@@ -20,11 +17,12 @@ fn disksim_own_demerits_match_its_printed_values() {
 /// Each shared disk stays within the goal: demerit ≤ 2× DiskSim's own and < 5% of the measured mean.
 #[test]
 fn shared_disks_within_goal() {
+    let Some(data) = common::hdd_validation() else { return };
     for (spec, trace, disksim) in [
         ("hp_c2247a.parv", "hp_c2247a.trace", 0.089),
         ("ibm18es.parv", "ibm18es.trace", 0.136),
     ] {
-        let v = validate(&data().join(spec), None, &data().join(trace)).unwrap();
+        let v = validate(&data.join(spec), None, &data.join(trace)).unwrap();
         assert!(
             v.demerit_ms <= 2.0 * disksim,
             "{spec}: demerit {:.3} ms vs DiskSim {disksim}",
@@ -43,8 +41,9 @@ fn shared_disks_within_goal() {
 /// LBN → (cylinder, head, sector) → LBN on every block of every zone (slips, spares, reserved fronts included).
 #[test]
 fn lbn_chs_round_trip_on_every_zone() {
+    let Some(data) = common::hdd_validation() else { return };
     for spec in ["hp_c2247a.parv", "ibm18es.parv"] {
-        let l = load_disk(&data().join(spec), None).unwrap();
+        let l = load_disk(&data.join(spec), None).unwrap();
         let g = &l.model.geom;
         let mut prev = None;
         let mut step = 0u64;
@@ -77,8 +76,9 @@ fn lbn_chs_round_trip_on_every_zone() {
 
 #[test]
 fn hp_layout_matches_its_block_count() {
+    let Some(data) = common::hdd_validation() else { return };
     // HP C2247: track sparing with slipped tracks and reserved space; the zones add up to DiskSim's block count.
-    let l = load_disk(&data().join("hp_c2247a.parv"), None).unwrap();
+    let l = load_disk(&data.join("hp_c2247a.parv"), None).unwrap();
     assert_eq!(l.model.geom.capacity(), 2_054_864);
     assert_eq!(l.model.geom.heads, 13);
     let z0 = &l.model.geom.zones[0];
@@ -97,12 +97,13 @@ fn hp_layout_matches_its_block_count() {
 
 #[test]
 fn a_disksim_spec_builds_through_the_device_config() {
+    let Some(data) = common::hdd_validation() else { return };
     let cfg: hvio_device::DeviceConfig =
         toml::from_str(&format!("model = \"disksim\"\nspec = \"{}\"\n", "ibm18es.parv")).unwrap();
-    let d = hvio_device::build_device(&cfg, &data()).unwrap();
+    let d = hvio_device::build_device(&cfg, &data).unwrap();
     assert_eq!(d.info().capacity, 18_033_753);
     let bad: hvio_device::DeviceConfig = toml::from_str("model = \"disksim\"\nspec = \"nope.parv\"\n").unwrap();
-    let e = hvio_device::build_device(&bad, &data()).err().unwrap();
+    let e = hvio_device::build_device(&bad, &data).err().unwrap();
     assert!(e.to_string().contains("nope.parv"), "{e}");
     assert!(toml::from_str::<hvio_device::DeviceConfig>("model = \"disksim\"\nspec = \"x\"\nbogus = 1\n").is_err());
 }
@@ -113,13 +114,14 @@ fn a_disksim_spec_builds_through_the_device_config() {
 /// measured before SPTF destage existed (0.150 ms).
 #[test]
 fn ibm_destage_orders() {
+    let Some(data) = common::hdd_validation() else { return };
     use hvio_device::hdd::DestagePolicy;
     use hvio_device::validate::{quantiles, read_trace, replay, rms};
-    let records = read_trace(&data().join("ibm18es.trace")).unwrap();
+    let records = read_trace(&data.join("ibm18es.trace")).unwrap();
     let measured: Vec<f64> = records.iter().map(|r| r.measured_ms).collect();
     let mq = quantiles(&measured);
     let demerit = |p: DestagePolicy| {
-        let mut m = load_disk(&data().join("ibm18es.parv"), None).unwrap().model;
+        let mut m = load_disk(&data.join("ibm18es.parv"), None).unwrap().model;
         assert!(m.cache.write_back);
         assert_eq!(
             m.cache.destage,
@@ -140,10 +142,11 @@ fn ibm_destage_orders() {
 /// disk could load. It loads now and every seek takes the average.
 #[test]
 fn a_constant_seek_disk_loads() {
+    let Some(data) = common::hdd_validation() else { return };
     let dir = std::env::temp_dir().join(format!("hvio-const-seek-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let specs = std::fs::read_to_string(data().join("hp_c2247a.diskspecs")).unwrap();
-    let model = std::fs::read_to_string(data().join("hp_c2247a_validate.model")).unwrap();
+    let specs = std::fs::read_to_string(data.join("hp_c2247a.diskspecs")).unwrap();
+    let model = std::fs::read_to_string(data.join("hp_c2247a_validate.model")).unwrap();
     std::fs::write(dir.join("hp_c2247a.diskspecs"), specs).unwrap();
     let model = model.replace("Seek type = hplplus10", "Seek type = const");
     std::fs::write(dir.join("hp_c2247a_validate.model"), model).unwrap();
@@ -160,11 +163,12 @@ fn a_constant_seek_disk_loads() {
 /// Now: errors naming the trace file and its line.
 #[test]
 fn bad_validation_traces_are_named_errors() {
+    let Some(data) = common::hdd_validation() else { return };
     use hvio_device::validate::{read_trace, validate};
     let dir = std::env::temp_dir().join(format!("hvio-bad-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.trace");
-    let spec = data().join("hp_c2247a.parv");
+    let spec = data.join("hp_c2247a.parv");
     for (text, line, what) in [
         (
             "R Miss 0 8 1000 10\n\nR Miss 18446744073709551615 8 1000 10\n",

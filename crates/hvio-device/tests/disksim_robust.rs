@@ -16,8 +16,16 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::path::{Path, PathBuf};
 
+mod common;
+
+/// The real-disk data; only called by tests that checked [`have_data`].
 fn shared() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/hdd-validation")
+    common::hdd_validation().expect("checked by have_data")
+}
+
+/// Whether the real-disk data is here (if not, the test is logged as skipped).
+fn have_data() -> bool {
+    common::hdd_validation().is_some()
 }
 
 /// The files of one disk: (name, bytes); the first is the top-level `.parv`,
@@ -131,6 +139,9 @@ fn fuzz(cases: u32) {
 
 #[test]
 fn shared_disks_load_and_replay() {
+    if !have_data() {
+        return;
+    }
     for disk in ["hp_c2247a", "ibm18es"] {
         let dir = scratch(&format!("{disk}-clean"));
         exercise(&dir, &disk_files(disk)).unwrap();
@@ -141,18 +152,27 @@ fn shared_disks_load_and_replay() {
 
 #[test]
 fn mutated_disks() {
+    if !have_data() {
+        return;
+    }
     fuzz(mutate::cases(16));
 }
 
 #[test]
 #[ignore = "long: HVIO_FUZZ_CASES=5000 cargo test -p hvio-device --test disksim_robust -- --ignored"]
 fn mutated_disks_long() {
+    if !have_data() {
+        return;
+    }
     fuzz(mutate::cases(2000));
 }
 
 /// Every 7th truncation of the HP disk's `.diskspecs` (410 loads).
 #[test]
 fn every_truncation_of_a_diskspecs() {
+    if !have_data() {
+        return;
+    }
     let files = disk_files("hp_c2247a");
     let dir = scratch("cut");
     let i = files.iter().position(|(n, _)| n.ends_with(".diskspecs")).unwrap();
@@ -208,6 +228,9 @@ fn sweep_numbers(disk: &str) {
 #[test]
 #[ignore = "slow: every number of both disks' files replaced by each weird value"]
 fn weird_numbers_everywhere() {
+    if !have_data() {
+        return;
+    }
     sweep_numbers("hp_c2247a");
     sweep_numbers("ibm18es");
 }
@@ -301,6 +324,9 @@ fn seek_table_header_count_is_not_trusted_for_memory() {
 /// `Max queue length = 1e300` reserved a queue of usize::MAX entries (capacity overflow).
 #[test]
 fn huge_queue_length_is_a_key_error() {
+    if !have_data() {
+        return;
+    }
     let e = hp_error(
         "depth",
         "hp_c2247a.diskspecs",
@@ -317,6 +343,9 @@ fn huge_queue_length_is_a_key_error() {
 /// A bus block transfer time of 2^63 ms saturated the clock and the replay never ended.
 #[test]
 fn huge_transfer_time_is_a_key_error_not_a_hang() {
+    if !have_data() {
+        return;
+    }
     let e = mutate::within(60, || {
         hp_error(
             "bus",
@@ -336,6 +365,9 @@ fn huge_transfer_time_is_a_key_error_not_a_hang() {
 /// A seek curve going negative (HPL b1 = -1) made a completion end before it started.
 #[test]
 fn negative_seek_time_is_a_key_error() {
+    if !have_data() {
+        return;
+    }
     let e = hp_error("neg", "hp_c2247a_validate.model", "0.330000", "-1");
     assert!(
         e.contains("hp_c2247a_validate.model:156: key `Seek type`: the seek curve gives -"),
@@ -346,6 +378,9 @@ fn negative_seek_time_is_a_key_error() {
 /// Cylinders, surfaces and blocks per track of 1e300 overflowed the zone's sector count.
 #[test]
 fn huge_geometry_is_a_key_error() {
+    if !have_data() {
+        return;
+    }
     let e = hp_error(
         "cyl",
         "hp_c2247a_validate.model",
@@ -373,6 +408,9 @@ fn huge_geometry_is_a_key_error() {
 /// 2^32 times scanning every slip, pushing a hole for each (a hang, then out of memory).
 #[test]
 fn spare_regions_are_bounded() {
+    if !have_data() {
+        return;
+    }
     let dir = hp_with(
         "spares",
         "hp_c2247a_validate.model",
@@ -401,6 +439,9 @@ fn spare_regions_are_bounded() {
 /// 96-sector tracks) underflowed placing them at the track's end.
 #[test]
 fn more_spares_than_a_track_holds_is_an_error() {
+    if !have_data() {
+        return;
+    }
     let dir = hp_with(
         "spt",
         "hp_c2247a_validate.model",
@@ -424,6 +465,9 @@ fn more_spares_than_a_track_holds_is_an_error() {
 /// a UTF-8 byte-order mark is accepted.
 #[test]
 fn non_utf8_parameter_file_names_the_line_and_a_bom_reads() {
+    if !have_data() {
+        return;
+    }
     let dir = scratch("utf8");
     let p = dir.join("bad.parv");
     std::fs::write(&p, b"# ok\n# caf\xe9\n").unwrap();
@@ -438,6 +482,9 @@ fn non_utf8_parameter_file_names_the_line_and_a_bom_reads() {
 /// `validate-disk --out DIR` writes cdf.csv whole or not at all.
 #[test]
 fn cdf_csv_is_written_whole_or_not_at_all() {
+    if !have_data() {
+        return;
+    }
     let dir = scratch("cdf");
     let out = dir.join("out");
     let spec = shared().join("hp_c2247a.parv");
@@ -470,6 +517,9 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
 /// (or NaN) saturated the gap to 2^64-1 ns and overflowed the clock.
 #[test]
 fn replay_of_a_huge_gap_is_an_error() {
+    if !have_data() {
+        return;
+    }
     use hvio_device::validate::{replay, TraceRecord};
     let model = load_disk(&shared().join("hp_c2247a.parv"), None).unwrap().model;
     for gap in [1e300, f64::NAN, -5.0] {
@@ -490,6 +540,9 @@ fn replay_of_a_huge_gap_is_an_error() {
 /// ends (here a symlink to /dev/zero) was read until out of memory.
 #[test]
 fn an_endless_outv_beside_the_trace_is_not_read_forever() {
+    if !have_data() {
+        return;
+    }
     let dir = scratch("outv");
     let trace = dir.join("t.trace");
     std::fs::write(&trace, "R Miss 1000 8 100 100\n").unwrap();
@@ -517,6 +570,9 @@ fn an_endless_outv_beside_the_trace_is_not_read_forever() {
 /// segment. hvio made them 1 and 0 silently; now errors at file:line:key.
 #[test]
 fn queue_length_and_segment_count_below_one_are_key_errors() {
+    if !have_data() {
+        return;
+    }
     for (from, to, line, key) in [
         ("Max queue length = 1,", "Max queue length = 0,", 18, "Max queue length"),
         (
@@ -551,6 +607,9 @@ fn queue_length_and_segment_count_below_one_are_key_errors() {
 /// negative maximum used to become 0 (no read-ahead at all).
 #[test]
 fn negative_max_read_ahead_is_clamped_as_disksim_does() {
+    if !have_data() {
+        return;
+    }
     let load = |to: &str| {
         let dir = hp_with(
             "read-ahead",

@@ -6,7 +6,9 @@
 
 use hvio_core::{Completion, Device, Nanos, Op, Request};
 use hvio_device::{build_device, DeviceConfig, DisksimConfig};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
 
 /// Longest believable service of one request (10 000 s): a saturated NaN
 /// or infinity shows up far beyond it.
@@ -250,21 +252,17 @@ fn ssd_keys_at_extreme_values() {
     }
 }
 
-/// `<repo>/../shared/data/hdd-validation` (a fresh clone has shared/ beside it).
-fn data() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/hdd-validation")
-}
-
 /// Every numeric key of a DiskSim disk description (the HP C2247A's disk,
 /// model, zones and mechanics) set to 0, 1, huge, nan, inf, negative and a
 /// value past u32: an error naming the file and the key, or a disk whose
 /// times are sane.
 #[test]
 fn disksim_keys_at_extreme_values() {
+    let Some(data) = common::hdd_validation() else { return };
     let dir = std::env::temp_dir().join(format!("hvio-disksim-ranges-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let specs = std::fs::read_to_string(data().join("hp_c2247a.diskspecs")).unwrap();
-    let model = std::fs::read_to_string(data().join("hp_c2247a_validate.model")).unwrap();
+    let specs = std::fs::read_to_string(data.join("hp_c2247a.diskspecs")).unwrap();
+    let model = std::fs::read_to_string(data.join("hp_c2247a_validate.model")).unwrap();
     let values = ["0", "1", "-1", "1e300", "nan", "inf", "4294967296", "1e-300"];
     for (file, text, other) in [
         ("hp_c2247a.diskspecs", &specs, ("hp_c2247a_validate.model", &model)),

@@ -7,6 +7,9 @@ use hvio_trace::fio::{parse_job_file, parse_size, FioRw, SizeSpec};
 use std::path::Path;
 use std::process::Command;
 
+#[path = "../../hvio-device/tests/common/skip.rs"]
+mod skip;
+
 fn have_fio() -> bool {
     let ok = Command::new("fio")
         .arg("--version")
@@ -14,7 +17,7 @@ fn have_fio() -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("SKIPPED: fio is not installed (apt-get install fio, or scripts/deps.sh)");
+        skip::skipped("fio is not installed (apt-get install fio, or scripts/deps.sh)");
     }
     ok
 }

@@ -31,7 +31,7 @@ fn can_fuse() -> bool {
     }
     let ok = Path::new("/dev/fuse").exists();
     if !ok {
-        eprintln!("\n!!!!!!!! SKIPPED: FUSE export tests need /dev/fuse (`modprobe fuse`) !!!!!!!!\n");
+        skipped("FUSE export tests need /dev/fuse (`modprobe fuse`)");
     }
     ok
 }
@@ -123,7 +123,7 @@ fn ext4_on_loop(engine: &str, direct: bool) {
         return;
     }
     if !Path::new("/dev/loop-control").exists() {
-        eprintln!("\n!!!!!!!! SKIPPED: no loop devices here (/dev/loop-control; `modprobe loop`) !!!!!!!!\n");
+        skipped("no loop devices here (/dev/loop-control; `modprobe loop`)");
         return;
     }
     let d = Daemon::start(&CONF.replacen(

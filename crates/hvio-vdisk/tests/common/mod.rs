@@ -10,6 +10,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+#[path = "../../../hvio-device/tests/common/skip.rs"]
+mod skip;
+pub use skip::skipped;
+
 /// Whether `tool` can be run; if not, say so loudly (the test then skips).
 pub fn have(tool: &str) -> bool {
     let ok = Command::new("sh")
@@ -19,7 +23,7 @@ pub fn have(tool: &str) -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("\n!!!!!!!! SKIPPED: `{tool}` is not installed (run scripts/deps.sh) !!!!!!!!\n");
+        skipped(&format!("`{tool}` is not installed (run scripts/deps.sh)"));
     }
     ok
 }
@@ -45,7 +49,7 @@ pub fn have_io_uring() -> bool {
         .unwrap_or_else(|_| Err("the probe panicked".to_string()))
     });
     if let Err(why) = probe {
-        eprintln!("\n!!!!!!!! SKIPPED: io_uring refused here ({why}): its variants do not run !!!!!!!!\n");
+        skipped(&format!("io_uring refused here ({why}): its variants do not run"));
     }
     probe.is_ok()
 }
@@ -268,7 +272,7 @@ pub fn can_mount(what: &str) -> bool {
         })
         .is_some_and(|caps| caps & (1 << 21) != 0);
     if !(root && cap) {
-        eprintln!("\n!!!!!!!! SKIPPED: {what} needs root with CAP_SYS_ADMIN to mount !!!!!!!!\n");
+        skipped(&format!("{what} needs root with CAP_SYS_ADMIN to mount"));
         return false;
     }
     have("mount") && have("umount")
