@@ -6,8 +6,8 @@
 # unix socket, 4 KiB random I/O.
 #
 # Each run prints IOPS, the server's CPU µs per request and the other load
-# during it: CPUs busy with niced work (/proc/stat), i.e. other helpers'
-# background jobs on this shared machine (0 = nobody else, 1 = one CPU
+# during it: CPUs busy with niced work (/proc/stat), i.e. other people's
+# background jobs on a shared machine (0 = nobody else, 1 = one CPU
 # taken), so quiet and loaded rounds can be told apart. At the end, the
 # polling server's counters (control API). Not part of `make test`.
 # Needs fio, qemu-nbd, curl (bench/serve.sh installs them).

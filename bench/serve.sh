@@ -44,7 +44,7 @@ RAMP=2
 # cputicks PID... -> user+system clock ticks the processes used so far
 cputicks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
 # CPU time spent at a nice level above 0 so far (ticks, all CPUs): other
-# helpers' background jobs on this shared machine; the benchmark runs at 0.
+# people's background jobs on a shared machine; the benchmark runs at 0.
 nicetime() { awk '/^cpu /{print $3}' /proc/stat; }
 # iops "SERVER PIDS" RW [fio args...] -> prints "IOPS CPU-microseconds-per-request other-load"
 # (other-load: CPUs busy with niced work during the run, 0 = nobody else, 1 = one CPU taken)
