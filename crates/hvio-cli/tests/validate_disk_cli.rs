@@ -5,15 +5,10 @@ use std::process::Command;
 #[path = "../../hvio-device/tests/common/mod.rs"]
 mod device_common;
 
-/// A file of the real-disk data; only called by tests that checked [`have_data`].
+/// A file of the real-disk data; only called by tests that checked [`device_common::have_hdd_validation`].
 fn data(name: &str) -> String {
-    let dir = device_common::hdd_validation().expect("checked by have_data");
+    let dir = device_common::hdd_validation().expect("checked by have_hdd_validation");
     dir.join(name).to_str().unwrap().to_string()
-}
-
-/// Whether the real-disk data is here (if not, the test is logged as skipped).
-fn have_data() -> bool {
-    device_common::hdd_validation().is_some()
 }
 
 fn hvio(args: &[&str]) -> (bool, String, String) {
@@ -27,7 +22,7 @@ fn hvio(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn validate_disk_reports_and_writes_cdfs() {
-    if !have_data() {
+    if !device_common::have_hdd_validation() {
         return;
     }
     let out_dir = std::env::temp_dir().join(format!("hvio-validate-disk-{}", std::process::id()));
@@ -49,7 +44,7 @@ fn validate_disk_reports_and_writes_cdfs() {
 
 #[test]
 fn validate_disk_bad_input_names_the_file() {
-    if !have_data() {
+    if !device_common::have_hdd_validation() {
         return;
     }
     let (ok, _, err) = hvio(&["validate-disk", &data("nope.parv"), &data("ibm18es.trace")]);
@@ -62,7 +57,7 @@ fn validate_disk_bad_input_names_the_file() {
 
 #[test]
 fn validate_disk_is_byte_identical_unless_timed() {
-    if !have_data() {
+    if !device_common::have_hdd_validation() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("hvio-validate-disk-twice-{}", std::process::id()));

@@ -5,10 +5,13 @@
 use hvio_device::disksim::load_disk;
 use std::path::PathBuf;
 
+mod common;
+
 /// The IBM 18ES description copied to a fresh directory, its model file
-/// edited by `edit`.
+/// edited by `edit`; only called by tests that checked [`common::have_hdd_validation`].
 fn ibm18es_with(name: &str, edit: impl Fn(&str) -> String) -> PathBuf {
-    let src = format!("{}/../../../shared/data/hdd-validation", env!("CARGO_MANIFEST_DIR"));
+    let src = common::hdd_validation().expect("checked by have_hdd_validation");
+    let src = src.display();
     let dir = std::env::temp_dir().join(format!("hvio-disksim-refuse-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for f in ["ibm18es.parv", "ibm18es.diskspecs", "ibm18es.seek"] {
@@ -21,6 +24,9 @@ fn ibm18es_with(name: &str, edit: impl Fn(&str) -> String) -> PathBuf {
 
 #[test]
 fn the_unedited_description_loads() {
+    if !common::have_hdd_validation() {
+        return;
+    }
     let dir = ibm18es_with("same", str::to_string);
     load_disk(&dir.join("ibm18es.parv"), None).unwrap();
     std::fs::remove_dir_all(dir).unwrap();
@@ -28,6 +34,9 @@ fn the_unedited_description_loads() {
 
 #[test]
 fn overlapping_zones_are_an_error() {
+    if !common::have_hdd_validation() {
+        return;
+    }
     let dir = ibm18es_with("overlap", |m| {
         m.replacen("Last cylinder number = 377,", "Last cylinder number = 400,", 1)
     });
@@ -44,6 +53,9 @@ fn overlapping_zones_are_an_error() {
 
 #[test]
 fn slips_outside_their_zone_or_not_whole_are_an_error() {
+    if !common::have_hdd_validation() {
+        return;
+    }
     for (i, bad) in ["nan", "-1", "-1e300", "1e300", "2.5", "99999999"].iter().enumerate() {
         let dir = ibm18es_with(&format!("slip{i}"), |m| m.replacen("187771", bad, 1));
         let e = load_disk(&dir.join("ibm18es.parv"), None).err();

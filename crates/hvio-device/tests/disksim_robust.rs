@@ -18,14 +18,9 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-/// The real-disk data; only called by tests that checked [`have_data`].
+/// The real-disk data; only called by tests that checked [`common::have_hdd_validation`].
 fn shared() -> PathBuf {
-    common::hdd_validation().expect("checked by have_data")
-}
-
-/// Whether the real-disk data is here (if not, the test is logged as skipped).
-fn have_data() -> bool {
-    common::hdd_validation().is_some()
+    common::hdd_validation().expect("checked by have_hdd_validation")
 }
 
 /// The files of one disk: (name, bytes); the first is the top-level `.parv`,
@@ -139,7 +134,7 @@ fn fuzz(cases: u32) {
 
 #[test]
 fn shared_disks_load_and_replay() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     for disk in ["hp_c2247a", "ibm18es"] {
@@ -152,7 +147,7 @@ fn shared_disks_load_and_replay() {
 
 #[test]
 fn mutated_disks() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     fuzz(mutate::cases(16));
@@ -161,7 +156,7 @@ fn mutated_disks() {
 #[test]
 #[ignore = "long: HVIO_FUZZ_CASES=5000 cargo test -p hvio-device --test disksim_robust -- --ignored"]
 fn mutated_disks_long() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     fuzz(mutate::cases(2000));
@@ -170,7 +165,7 @@ fn mutated_disks_long() {
 /// Every 7th truncation of the HP disk's `.diskspecs` (410 loads).
 #[test]
 fn every_truncation_of_a_diskspecs() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let files = disk_files("hp_c2247a");
@@ -228,7 +223,7 @@ fn sweep_numbers(disk: &str) {
 #[test]
 #[ignore = "slow: every number of both disks' files replaced by each weird value"]
 fn weird_numbers_everywhere() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     sweep_numbers("hp_c2247a");
@@ -324,7 +319,7 @@ fn seek_table_header_count_is_not_trusted_for_memory() {
 /// `Max queue length = 1e300` reserved a queue of usize::MAX entries (capacity overflow).
 #[test]
 fn huge_queue_length_is_a_key_error() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let e = hp_error(
@@ -343,7 +338,7 @@ fn huge_queue_length_is_a_key_error() {
 /// A bus block transfer time of 2^63 ms saturated the clock and the replay never ended.
 #[test]
 fn huge_transfer_time_is_a_key_error_not_a_hang() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let e = mutate::within(60, || {
@@ -365,7 +360,7 @@ fn huge_transfer_time_is_a_key_error_not_a_hang() {
 /// A seek curve going negative (HPL b1 = -1) made a completion end before it started.
 #[test]
 fn negative_seek_time_is_a_key_error() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let e = hp_error("neg", "hp_c2247a_validate.model", "0.330000", "-1");
@@ -378,7 +373,7 @@ fn negative_seek_time_is_a_key_error() {
 /// Cylinders, surfaces and blocks per track of 1e300 overflowed the zone's sector count.
 #[test]
 fn huge_geometry_is_a_key_error() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let e = hp_error(
@@ -408,7 +403,7 @@ fn huge_geometry_is_a_key_error() {
 /// 2^32 times scanning every slip, pushing a hole for each (a hang, then out of memory).
 #[test]
 fn spare_regions_are_bounded() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let dir = hp_with(
@@ -439,7 +434,7 @@ fn spare_regions_are_bounded() {
 /// 96-sector tracks) underflowed placing them at the track's end.
 #[test]
 fn more_spares_than_a_track_holds_is_an_error() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let dir = hp_with(
@@ -465,7 +460,7 @@ fn more_spares_than_a_track_holds_is_an_error() {
 /// a UTF-8 byte-order mark is accepted.
 #[test]
 fn non_utf8_parameter_file_names_the_line_and_a_bom_reads() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let dir = scratch("utf8");
@@ -482,7 +477,7 @@ fn non_utf8_parameter_file_names_the_line_and_a_bom_reads() {
 /// `validate-disk --out DIR` writes cdf.csv whole or not at all.
 #[test]
 fn cdf_csv_is_written_whole_or_not_at_all() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let dir = scratch("cdf");
@@ -517,7 +512,7 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
 /// (or NaN) saturated the gap to 2^64-1 ns and overflowed the clock.
 #[test]
 fn replay_of_a_huge_gap_is_an_error() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     use hvio_device::validate::{replay, TraceRecord};
@@ -540,7 +535,7 @@ fn replay_of_a_huge_gap_is_an_error() {
 /// ends (here a symlink to /dev/zero) was read until out of memory.
 #[test]
 fn an_endless_outv_beside_the_trace_is_not_read_forever() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let dir = scratch("outv");
@@ -570,7 +565,7 @@ fn an_endless_outv_beside_the_trace_is_not_read_forever() {
 /// segment. hvio made them 1 and 0 silently; now errors at file:line:key.
 #[test]
 fn queue_length_and_segment_count_below_one_are_key_errors() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     for (from, to, line, key) in [
@@ -607,7 +602,7 @@ fn queue_length_and_segment_count_below_one_are_key_errors() {
 /// negative maximum used to become 0 (no read-ahead at all).
 #[test]
 fn negative_max_read_ahead_is_clamped_as_disksim_does() {
-    if !have_data() {
+    if !common::have_hdd_validation() {
         return;
     }
     let load = |to: &str| {

@@ -23,3 +23,9 @@ pub fn hdd_validation() -> Option<PathBuf> {
     ));
     None
 }
+
+/// Whether the HDD validation data is here; if not, the running test is
+/// logged as skipped (and returns).
+pub fn have_hdd_validation() -> bool {
+    hdd_validation().is_some()
+}
