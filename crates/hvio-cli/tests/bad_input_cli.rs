@@ -157,7 +157,33 @@ fn trace_convert_and_validate_disk_refuse_to_write_over_an_input_and_leave_no_di
         "--out vd/cdf.csv: the output is the trace vd/cdf.csv",
         &[("vd/cdf.csv", &trace)],
     );
+    // ... nor a file the spec sources.
+    let sd = d.join("sd");
+    std::fs::create_dir_all(&sd).unwrap();
+    for f in ["ibm18es.model", "ibm18es.seek"] {
+        std::fs::copy(format!("{data}/{f}"), sd.join(f)).unwrap();
+    }
+    let specs = std::fs::read_to_string(format!("{data}/ibm18es.diskspecs")).unwrap();
+    std::fs::write(sd.join("cdf.csv"), &specs).unwrap();
+    let parv = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("source ibm18es.diskspecs", "source cdf.csv");
+    std::fs::write(sd.join("d.parv"), parv).unwrap();
     std::fs::write(d.join("t.trace"), &trace).unwrap();
+    refused(
+        &d,
+        &["validate-disk", "sd/d.parv", "t.trace", "--out", "sd"],
+        "--out sd/cdf.csv: the output is the disk spec file sd/cdf.csv",
+        &[("sd/cdf.csv", &specs)],
+    );
+    let disksim = SIM.replace("model = \"simple\"", "model = \"disksim\"\nspec = \"sd/d.parv\"");
+    std::fs::write(d.join("ds.toml"), &disksim).unwrap();
+    refused(
+        &d,
+        &["sim", "ds.toml", "--json", "sd/cdf.csv"],
+        "--json sd/cdf.csv: the output is the [disk] spec's sourced file",
+        &[("sd/cdf.csv", &specs)],
+    );
     std::fs::write(d.join("file"), "").unwrap();
     let (code, err) = hvio(&d, &["validate-disk", &spec, "t.trace", "--out", "file/vd"]);
     assert_eq!(code, 1, "{err}");

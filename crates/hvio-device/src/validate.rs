@@ -348,7 +348,14 @@ pub fn run_cli(
 ) -> Result<String, ValidateError> {
     let cdf = out.map(|dir| dir.join("cdf.csv"));
     if let Some(p) = &cdf {
-        hvio_core::output::check_outputs(&[("--out", p)], &[("disk spec", spec), ("trace", trace)])?;
+        // The spec's `source`d files are inputs too (a spec that cannot be
+        // read fails below, before anything is written).
+        let sourced = crate::disksim::parse::read_spec(spec)
+            .map(|s| s.files())
+            .unwrap_or_default();
+        let mut inputs = vec![("disk spec", spec), ("trace", trace)];
+        inputs.extend(sourced.iter().map(|f| ("disk spec file", f.as_path())));
+        hvio_core::output::check_outputs(&[("--out", p)], &inputs)?;
     }
     let mut v = validate(spec, disk, trace)?;
     if bench_repeats > 0 {

@@ -404,7 +404,14 @@ impl Config {
             v.push(("config".to_string(), f.clone()));
         }
         if let Some(spec) = self.disk.get("spec").and_then(|v| v.as_str()) {
-            v.push(("[disk] spec".to_string(), self.base_dir.join(spec)));
+            let spec = self.base_dir.join(spec);
+            // And the files it `source`s (one that cannot be read is an
+            // error when the disk is built).
+            let sourced = hvio_device::disksim::parse::read_spec(&spec).map(|s| s.files());
+            v.push(("[disk] spec".to_string(), spec));
+            for f in sourced.unwrap_or_default() {
+                v.push(("[disk] spec's sourced file".to_string(), f));
+            }
         }
         for f in &self.fio_files {
             v.push(("fio job file".to_string(), f.clone()));

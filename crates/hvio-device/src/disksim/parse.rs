@@ -77,6 +77,37 @@ pub struct SpecFile {
     pub instances: Vec<(Vec<String>, String)>,
 }
 
+impl SpecFile {
+    /// The files the description was read from (the top file's blocks and
+    /// every `source`d file's), each once, in order of first appearance.
+    pub fn files(&self) -> Vec<PathBuf> {
+        fn note(f: &str, out: &mut Vec<PathBuf>) {
+            if !out.iter().any(|p| p.as_os_str() == f) {
+                out.push(PathBuf::from(f));
+            }
+        }
+        fn walk(b: &Block, out: &mut Vec<PathBuf>) {
+            note(&b.place.file, out);
+            for e in &b.entries {
+                note(&e.place.file, out);
+                let mut stack = vec![&e.value];
+                while let Some(v) = stack.pop() {
+                    match v {
+                        Value::Block(inner) => walk(inner, out),
+                        Value::List(items) => stack.extend(items),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for b in &self.blocks {
+            walk(b, &mut out);
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Open,
