@@ -258,6 +258,12 @@ fn write_buffer_acknowledges_before_programming_and_flush_waits() {
     let w = run_one(&mut d, Request::new(0, 0, Op::Write, 0, 16, 0));
     let r = run_one(&mut d, Request::new(1, 0, Op::Read, 0, 16, w.done));
     assert!(r.done - r.start < 75_000 && d.stats().pages_read == 0);
+    // A FUA write waits for its program, buffer or not.
+    let mut d = buffered(1.0);
+    let mut fua = Request::new(0, 0, Op::Write, 0, 16, 0);
+    fua.fua = true;
+    let c = run_one(&mut d, fua);
+    assert!(c.done >= 750_000, "FUA write returned at {} ns", c.done);
     // Without a buffer the write waits for the program.
     let mut d = buffered(0.0);
     let c = run_one(&mut d, Request::new(0, 0, Op::Write, 0, 16, 0));

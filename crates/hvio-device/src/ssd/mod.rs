@@ -64,7 +64,8 @@ pub struct SsdParams {
     /// GC copies go to their own open block per plane, apart from host writes (default false).
     pub separate_gc_frontier: Option<bool>,
     /// DRAM write buffer, MiB (default 0: none): a write completes once its
-    /// pages are in the buffer; each page holds its slot until programmed.
+    /// pages are in the buffer (a FUA write once programmed); each page holds
+    /// its slot until programmed.
     pub write_buffer_mib: Option<f64>,
     /// Host link rate, MB/s (default: unlimited); data of every request crosses it.
     pub interface_mb_s: Option<f64>,
@@ -700,8 +701,10 @@ impl Device for Ssd {
             Op::Write => {
                 let t = self.cross_link(t, bytes);
                 end = t;
+                // A FUA write completes when programmed: it does not wait in the buffer.
+                let buffered = self.buffer.is_some() && !rq.fua;
                 for l in first..=last {
-                    end = match self.buffer.as_mut().map(|b| b.slot_at(t)) {
+                    end = match self.buffer.as_mut().filter(|_| buffered).map(|b| b.slot_at(t)) {
                         // Done once the page is in the buffer; its slot frees when programmed.
                         Some(slot) => {
                             let programmed = self.write_page(l, slot);
