@@ -90,6 +90,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     ishare_destage_idle::EXPERIMENT,
     meta_paper002::TABLE1,
     meta_paper002::ADAPTIVE,
+    meta_paper002::FIG5,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {

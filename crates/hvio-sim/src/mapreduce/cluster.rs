@@ -193,6 +193,7 @@ mod tests {
             (FileKey::Segment { .. } | FileKey::Merged { reduce: true, .. }, true) => "reduce-write",
             (FileKey::Segment { .. } | FileKey::Merged { reduce: true, .. }, false) => "reduce-read",
             (FileKey::Output { .. }, _) => "output",
+            (FileKey::Plain(_), _) => "plain",
         }
     }
 

@@ -62,6 +62,9 @@ pub enum FileKey {
     MapOutput(u32),
     /// A replica of a reducer's part of the job output.
     Output { reduce: u32, replica: u32 },
+    /// A file of a benchmark run on the same nodes outside a job (the
+    /// switch-cost measurement's `dd` files).
+    Plain(u32),
 }
 
 /// A read or a write of part of a file in a VM's guest.
