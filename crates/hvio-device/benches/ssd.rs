@@ -11,10 +11,18 @@ use hvio_core::Op;
 use hvio_device::ssd::{Precondition, Ssd, SsdParams, SsdPreset};
 use std::hint::black_box;
 
+/// `cargo bench` passes `--bench`; `cargo test --benches` (make test) runs each
+/// benchmark once, unoptimised, so it gets a 1 GiB drive and short runs.
+fn timed() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
 fn preset(precondition: bool) -> Ssd {
+    let (gib, pages_per_block) = if timed() { (32.0, None) } else { (1.0, Some(16)) };
     SsdParams {
         preset: Some(SsdPreset::Samsung850Pro256),
-        capacity_gib: Some(32.0),
+        capacity_gib: Some(gib),
+        pages_per_block,
         precondition: precondition.then(|| Precondition {
             max_drive_writes: Some(2.0),
             ..Default::default()
@@ -26,7 +34,7 @@ fn preset(precondition: bool) -> Ssd {
 }
 
 fn bench(c: &mut Criterion) {
-    let n = 100_000u64;
+    let n = if timed() { 100_000u64 } else { 1000 };
     let mut g = c.benchmark_group("ssd");
     g.throughput(Throughput::Elements(n));
     g.sample_size(10);
