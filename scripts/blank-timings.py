@@ -3,8 +3,8 @@
 The report's CPU table (ns per request, ns per dispatch call, the ratio to
 CFQ) is timed on the machine that runs it; everything else is simulated and
 must be byte-identical between two builds. Used by identical-outputs.sh.
-JSON reports keep the table with those columns emptied (and lose\n`data.cpu_ns_per_request`); text (stdout) loses
-the table's rows.
+JSON reports keep the table with those columns emptied (and lose
+`data.cpu_ns_per_request`); text (stdout) loses the table's rows.
 """
 
 import json
