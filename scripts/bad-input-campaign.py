@@ -176,6 +176,24 @@ def sim_cases() -> list[Case]:
     }
     for name, data in garbage.items():
         cases.append(case("sim", name, ["sim", "c.toml"], {"c.toml": data}, ["c.toml"]))
+    # Valid TOML, a bad value of 300 kB: quoted in a few hundred bytes.
+    long = "x" * 300_000
+    for name, text in {
+        "long VM name": replace_key(SIM, "[[vm]]", "name", f'"{long}"').replace("weight = 500", "weight = 0"),
+        "long guest scheduler": SIM.replace("weight = 500", f'weight = 500\nguest_scheduler = "{long}"'),
+        "long host scheduler": SIM.replace('"cfq"', f'"{long}"'),
+        "long rw": replace_key(SIM, "[[vm.job]]", "rw", f'"{long}"'),
+    }.items():
+        cases.append(case("sim", name, ["sim", "c.toml"], {"c.toml": text}, ["c.toml"]))
+    cases.append(
+        case(
+            "sim",
+            "long --scheduler",
+            ["sim", "c.toml", "--scheduler", long[:100_000]],
+            {"c.toml": SIM},
+            ["--scheduler"],
+        )
+    )
     guest = SIM.replace("weight = 500", 'weight = 500\nguest_scheduler = "noopp"')
     tunable = SIM.replace('scheduler = "cfq"', 'scheduler = "cfq"\nparams = { slice_sycn = 3 }')
     cases += [
@@ -321,6 +339,7 @@ def serve_cases() -> list[Case]:
         ),
         "no vm": ("[[vm]]", "[[vmm]]"),
         "deep": ("[log]", "x = " + "[" * 5000 + "\n[log]"),
+        "long VM name": ('name = "vm1"\nsize = "4MiB"', 'name = "' + "v" * 300_000 + '"\nsize = "0"'),
     }
     for name, (old, new) in edits.items():
         text = HOST.replace(old, new, 1)
@@ -363,6 +382,8 @@ def fio_cases() -> list[Case]:
         "thinktime unit": "thinktime=5parsecs",
         "unterminated ${": "size=${HOME",
         "long typo": "nope=" + "x" * 100_000,
+        "long rw": "rw=" + "x" * 300_000,
+        "long bs": "bs=" + "1" * 300_000,
     }
     cases = []
     for name, line in edits.items():

@@ -109,14 +109,16 @@ fn main() {
         Command::ValidateDisk(a) => validate_disk::validate_disk(a),
     };
     if let Err(e) = result {
-        errln!("hvio: error: {e}");
+        // A value quoted whole (a 300 kB name) is cut to a few hundred bytes.
+        let cut = hvio_core::message::cut_long_words;
+        errln!("hvio: error: {}", cut(&e.to_string()));
         // Errors that name a path wrap an io::Error and print it in their
         // own message; a cause already said above is not said again.
         let mut said = e.to_string();
         for cause in e.chain().skip(1) {
             let cause = cause.to_string();
             if !said.contains(&cause) {
-                errln!("  caused by: {cause}");
+                errln!("  caused by: {}", cut(&cause));
                 said.push_str(&cause);
             }
         }

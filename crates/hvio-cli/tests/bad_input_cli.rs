@@ -265,6 +265,10 @@ fn unknown_names_get_a_did_you_mean_and_quotes_stay_short() {
     for (file, text) in [
         ("deep.toml", format!("x = {}\n", "[".repeat(5000))),
         ("long.toml", format!("x = \"{}\n", "a".repeat(500_000))),
+        (
+            "name.toml",
+            format!("[[vm]]\nname = \"{}\"\nweight = 0\n", "a".repeat(300_000)),
+        ),
     ] {
         std::fs::write(d.join(file), text).unwrap();
         let (code, err) = hvio(&d, &["sim", file]);

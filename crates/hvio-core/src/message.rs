@@ -35,6 +35,26 @@ pub fn shorten(text: &str) -> std::borrow::Cow<'_, str> {
     format!("{}… ({} bytes in all)", &text[..end], text.len()).into()
 }
 
+/// `message` with each of `quoted` (pieces of the user's input it may
+/// repeat, raw or `{:?}`-quoted) cut by [`shorten`].
+pub fn cut_quotes(message: &str, quoted: &[&str]) -> String {
+    let mut m = message.to_string();
+    for q in quoted.iter().filter(|q| q.len() > MAX_QUOTED_BYTES) {
+        m = m.replace(q, &shorten(q));
+    }
+    m
+}
+
+/// `message` with every word (a run between spaces) longer than
+/// [`MAX_QUOTED_BYTES`] cut by [`shorten`]: the last guard, where a message
+/// is printed, against a value quoted whole (a 300 kB VM name).
+pub fn cut_long_words(message: &str) -> String {
+    if message.len() <= MAX_QUOTED_BYTES {
+        return message.to_string();
+    }
+    message.split(' ').map(shorten).collect::<Vec<_>>().join(" ")
+}
+
 /// A serde/toml error message made to point at the fix: every line cut by
 /// [`shorten`] (toml quotes the whole offending line, however long), and an
 /// unknown field or variant followed by the closest expected one.

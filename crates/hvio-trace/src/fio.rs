@@ -803,13 +803,14 @@ fn resolve(lines: Vec<Line>) -> Result<FioJobFile, FioError> {
         let rest = opts.iter().filter(|l| split(l).0 != "kb_base");
         for l in kb_first.chain(rest) {
             let (key, value) = split(l);
-            let bad = |message: String| FioError::Bad {
+            let bad = |message: String, quoted: &[&str]| FioError::Bad {
                 file: l.file.clone(),
                 line: l.no,
-                option: key.clone(),
-                message,
+                option: hvio_core::message::shorten(&key).into_owned(),
+                message: hvio_core::message::cut_quotes(&message, quoted),
             };
-            let expanded = value.as_deref().map(expand).transpose().map_err(bad)?;
+            let raw = value.as_deref().unwrap_or_default();
+            let expanded = value.as_deref().map(expand).transpose().map_err(|m| bad(m, &[raw]))?;
             // An error about a value made by `${VAR}` says what it became.
             let expansion = match (&value, &expanded) {
                 (Some(v), Some(e)) if v != e => format!(" ({v:?} expands to {e:?})"),
@@ -824,7 +825,7 @@ fn resolve(lines: Vec<Line>) -> Result<FioJobFile, FioError> {
                     option: key.clone(),
                     message,
                 }),
-                Err(m) => return Err(bad(m)),
+                Err(m) => return Err(bad(m, &[raw, expanded.as_deref().unwrap_or_default()])),
             }
         }
         if section == "global" {
