@@ -262,6 +262,150 @@ fn run_adaptive(opts: &ExpOptions) -> Result<Report> {
     Ok(report)
 }
 
+pub const FIG2: Experiment = Experiment {
+    name: "paper002-fig2",
+    title: "Wordcount, wordcount without combiner and sort under the 16 (host, guest) pairs",
+    paper: "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), Fig. 2",
+    run: run_fig2,
+};
+
+/// The paper's words on each benchmark in Fig. 2: spread across the 16
+/// pairs, its best pair and that pair's gain over (cfq, cfq).
+const PAPER_FIG2: [(Benchmark, &str); 3] = [
+    (
+        Benchmark::Wordcount,
+        "spread 1.5 %; best (anticipatory, cfq), 4.5 % faster than (cfq, cfq)",
+    ),
+    (
+        Benchmark::WordcountNoCombiner,
+        "spread 29 %; best (anticipatory, noop) and (deadline, noop), 6 % faster",
+    ),
+    (
+        Benchmark::Sort,
+        "spread 45 %; best (anticipatory, deadline), 9 % faster",
+    ),
+];
+
+fn run_fig2(opts: &ExpOptions) -> Result<Report> {
+    let (sort, cluster) = setup(opts);
+    let mut t = Table::new(
+        "job time (s) per benchmark and pair",
+        &["pair", "wordcount", "wordcount-no-combiner", "sort"],
+    );
+    let mut secs = Vec::new();
+    for (benchmark, _) in PAPER_FIG2 {
+        let spec = JobSpec {
+            input_per_vm: sort.input_per_vm,
+            ..JobSpec::preset(benchmark)
+        };
+        let runs: Vec<f64> = (0..16)
+            .into_par_iter()
+            .map(|p| run_plan(&spec, &cluster, &[p]).map(|r| ns_to_s(r.phases.job())))
+            .collect::<Result<_>>()?;
+        secs.push(runs);
+    }
+    for p in 0..16 {
+        let mut row = vec![label(p)];
+        row.extend(secs.iter().map(|s| f(s[p], 1)));
+        t.row(row);
+    }
+    let mut notes = Vec::new();
+    for (b, (benchmark, paper)) in PAPER_FIG2.iter().enumerate() {
+        let s = &secs[b];
+        let best = (0..16)
+            .min_by(|&x, &y| s[x].total_cmp(&s[y]).then(x.cmp(&y)))
+            .unwrap_or(0);
+        let worst = (0..16).max_by(|&x, &y| s[x].total_cmp(&s[y])).unwrap_or(0);
+        notes.push(format!(
+            "{}: hvio spread {} %; best {}, {} % faster than (cfq, cfq) (paper: {paper}).",
+            benchmark.name(),
+            f((s[worst] - s[best]) / s[best] * 100.0, 1),
+            label(best),
+            f((s[0] - s[best]) / s[0] * 100.0, 1)
+        ));
+    }
+    let data = json!(PAPER_FIG2
+        .iter()
+        .zip(&secs)
+        .map(|((b, _), s)| json!({ "benchmark": b.name(), "job_s": s }))
+        .collect::<Vec<_>>());
+    Ok(Report {
+        tables: vec![t],
+        notes,
+        data,
+        ..Report::default()
+    })
+}
+
+pub const TABLE2: Experiment = Experiment {
+    name: "paper002-table2",
+    title: "The non-concurrent shuffle's share of sort against the number of map waves",
+    paper:
+        "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), Table II",
+    run: run_table2,
+};
+
+/// Table II: waves and the non-concurrent shuffle's share (%).
+const PAPER_TABLE2: [(f64, f64); 9] = [
+    (1.0, 29.5),
+    (1.5, 17.0),
+    (2.0, 10.9),
+    (2.5, 6.4),
+    (3.0, 5.3),
+    (3.5, 3.4),
+    (4.0, 2.1),
+    (4.5, 2.3),
+    (5.0, 1.4),
+];
+
+fn run_table2(opts: &ExpOptions) -> Result<Report> {
+    let (sort, cluster) = setup(opts);
+    // One wave is a block per map slot of every VM.
+    let wave = sort.block * sort.map_slots as u64;
+    let runs: Vec<ClusterRun> = PAPER_TABLE2
+        .par_iter()
+        .map(|&(waves, _)| {
+            let spec = JobSpec {
+                input_per_vm: (waves * wave as f64) as u64,
+                ..sort.clone()
+            };
+            run_plan(&spec, &cluster, &[0])
+        })
+        .collect::<Result<_>>()?;
+    let mut t = Table::new(
+        "sort under (cfq, cfq): the shuffle after the last map, as a share of the job",
+        &["waves", "MiB per VM", "job s", "hvio %", "paper %"],
+    );
+    for ((waves, paper), run) in PAPER_TABLE2.iter().zip(&runs) {
+        let blocks = run.progress.maps_done.len() as u64;
+        let measured = crate::mapreduce::waves(blocks, cluster.vms() as u64, sort.map_slots as u64);
+        t.row(vec![
+            f(measured, 1),
+            f(*waves * (wave >> 20) as f64, 0),
+            f(ns_to_s(run.phases.job()), 1),
+            f(run.phases.non_concurrent_shuffle_pct(), 1),
+            f(*paper, 1),
+        ]);
+    }
+    let first = runs[0].phases.non_concurrent_shuffle_pct();
+    let last = runs[runs.len() - 1].phases.non_concurrent_shuffle_pct();
+    let notes = vec![format!(
+        "hvio: {} % at 1 wave, {} % at 5 (paper: 29.5 % and 1.4 %).",
+        f(first, 1),
+        f(last, 1)
+    )];
+    let data = json!(runs
+        .iter()
+        .map(|r| r.phases.non_concurrent_shuffle_pct())
+        .collect::<Vec<_>>());
+    Ok(Report {
+        tables: vec![t],
+        notes,
+        data,
+        ..Report::default()
+    })
+}
+
 pub const FIG5: Experiment = Experiment {
     name: "paper002-fig5",
     title: "The cost of switching between (host, guest) pairs: dd of 600 MiB in four VMs of one node",

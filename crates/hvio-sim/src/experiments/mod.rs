@@ -91,6 +91,8 @@ pub static EXPERIMENTS: &[Experiment] = &[
     meta_paper002::TABLE1,
     meta_paper002::ADAPTIVE,
     meta_paper002::FIG5,
+    meta_paper002::FIG2,
+    meta_paper002::TABLE2,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
