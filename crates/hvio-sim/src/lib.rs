@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod experiments;
 pub mod fiojob;
+pub(crate) mod host;
 pub mod mapreduce;
 pub mod metrics;
 pub mod pagecache;

@@ -18,6 +18,7 @@
 
 use crate::config::{Config, VmLayout};
 use crate::error::{Result, SimError};
+use crate::host::{build_host_scheduler, HostSide};
 use crate::metrics::*;
 use hvio_core::*;
 use std::collections::VecDeque;
@@ -59,9 +60,6 @@ struct VmState {
     pending: VecDeque<ReplayRequest>,
     first: Option<Nanos>,
     last: Nanos,
-    host_requests: u64,
-    host_bytes: u64,
-    disk_time: Nanos,
     wrapped: u64,
     series_ops: Vec<u64>,
     series_bytes: Vec<u64>,
@@ -75,24 +73,12 @@ struct Slot {
 
 struct Replayer {
     now: Nanos,
-    host: Box<dyn Scheduler>,
-    host_timer: Option<Nanos>,
-    device: Box<dyn Device>,
+    host: HostSide,
     vms: Vec<VmState>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     seq: u64,
-    seek: SeekDistribution,
-    busy: Nanos,
-    sum_seek: Nanos,
-    sum_rotation: Nanos,
-    sum_transfer: Nanos,
-    cache_hits: u64,
-    host_requests: u64,
-    host_bytes: u64,
     interval: Nanos,
-    /// The host scheduler's time slices, by VM and bucket.
-    slices: SliceSeries,
     events: u64,
     done: Vec<Completion>,
 }
@@ -135,40 +121,21 @@ impl Replayer {
     }
 
     fn host_kick(&mut self) {
-        self.slices.take_from(self.host.as_mut());
-        let now = self.now;
-        while self.device.can_accept() {
-            match self.host.dispatch(now) {
-                Dispatch::Request(rq) => {
-                    self.seek.dispatched(&rq);
-                    self.device.submit(rq, now);
-                }
-                Dispatch::WaitUntil(t) => {
-                    self.host_timer = Some(t.max(now + 1));
-                    return;
-                }
-                Dispatch::Empty => return,
-            }
-        }
+        self.host.kick(self.now, &mut |_| {});
     }
 
     /// Completes what the device finished by now; returns the VMs that got a completion.
     fn complete(&mut self, touched: &mut Vec<usize>) {
         let now = self.now;
         let mut done = std::mem::take(&mut self.done);
-        self.device.advance(now, &mut done);
+        self.host.complete(now, &mut done);
         for c in done.drain(..) {
-            self.host.completed(&c.rq, c.done);
             let idx = (c.rq.id & ((1 << SLOT_BITS) - 1)) as u32;
             let s = self.slots[idx as usize];
             self.free.push(idx);
             let vm = &mut self.vms[s.vm];
-            let dt = c.done.saturating_sub(c.start);
             let bytes = c.rq.bytes();
             vm.outstanding -= 1;
-            vm.host_requests += 1;
-            vm.host_bytes += bytes;
-            vm.disk_time += dt;
             vm.last = vm.last.max(c.done);
             if matches!(c.rq.op, Op::Read | Op::Write) {
                 vm.counts
@@ -181,13 +148,6 @@ impl Replayer {
                 vm.series_ops[b] += 1;
                 vm.series_bytes[b] += bytes;
             }
-            self.host_requests += 1;
-            self.host_bytes += bytes;
-            self.busy += dt;
-            self.sum_seek += c.service.seek;
-            self.sum_rotation += c.service.rotation;
-            self.sum_transfer += c.service.transfer;
-            self.cache_hits += c.service.cache_hit as u64;
             touched.push(s.vm);
         }
         self.done = done;
@@ -235,7 +195,7 @@ where
         v.jobs.clear();
     }
     let layouts = jobless.layout(info.capacity).map_err(|e| cfg.locate(e))?;
-    let host = crate::engine::build_host_scheduler(cfg, &layouts, &info).map_err(|e| cfg.locate(e))?;
+    let host = build_host_scheduler(cfg, &layouts, &info).map_err(|e| cfg.locate(e))?;
     let image_sectors = layouts.iter().map(|l| l.image_sectors).max().unwrap_or(0);
     let interval_s = cfg.output.interval_s.unwrap_or(1.0);
     // Checked by `Config::layout`.
@@ -250,9 +210,6 @@ where
             pending: VecDeque::new(),
             first: None,
             last: 0,
-            host_requests: 0,
-            host_bytes: 0,
-            disk_time: 0,
             wrapped: 0,
             series_ops: Vec::new(),
             series_bytes: Vec::new(),
@@ -261,23 +218,12 @@ where
     let nvm = vms.len();
     let mut e = Replayer {
         now: 0,
-        host,
-        host_timer: None,
-        device,
+        host: HostSide::new(cfg, host, device, image_sectors),
         vms,
         slots: Vec::new(),
         free: Vec::new(),
         seq: 0,
-        seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
-        busy: 0,
-        sum_seek: 0,
-        sum_rotation: 0,
-        sum_transfer: 0,
-        cache_hits: 0,
-        host_requests: 0,
-        host_bytes: 0,
         interval: (interval_s * 1e9).round() as Nanos,
-        slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
         events: 0,
         done: Vec::new(),
     };
@@ -330,8 +276,8 @@ where
             ReplayMode::Open { time_scale } => next.as_ref().map(|r| arrival_of(r, time_scale)),
             ReplayMode::Closed { .. } => None,
         };
-        let t_dev = e.device.next_event();
-        let t = [t_arr, t_dev, e.host_timer].into_iter().flatten().min();
+        let t_dev = e.host.device.next_event();
+        let t = [t_arr, t_dev, e.host.timer_at].into_iter().flatten().min();
         let Some(t) = t else { break };
         if t > max_time {
             truncated = true;
@@ -343,8 +289,8 @@ where
             touched.clear();
             e.complete(&mut touched);
         }
-        if e.host_timer.is_some_and(|h| h <= e.now) {
-            e.host_timer = None;
+        if e.host.timer_at.is_some_and(|h| h <= e.now) {
+            e.host.timer_at = None;
         }
         if let ReplayMode::Open { time_scale } = mode {
             while let Some(r) = next {
@@ -362,7 +308,6 @@ where
 
 fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
     let now = e.now;
-    e.seek.finish();
     let (mut first, mut last) = (Nanos::MAX, 0);
     let mut total = 0u64;
     let mut vms = Vec::new();
@@ -373,21 +318,10 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
         first = first.min(start);
         last = last.max(end);
         total += v.counts.bytes();
-        let dur = ns_to_s(end - start).max(1e-9);
-        vms.push(VmResult {
-            vm: v.layout.name.clone(),
-            weight: v.weight,
-            active_s: ns_to_s(end - start),
-            reads: v.counts.reads,
-            writes: v.counts.writes,
-            mb: v.counts.bytes() as f64 / 1e6,
-            iops: v.counts.ops() as f64 / dur,
-            mb_per_s: v.counts.bytes() as f64 / 1e6 / dur,
-            latency: v.counts.latency.summary(),
-            host_requests: v.host_requests,
-            host_mb: v.host_bytes as f64 / 1e6,
-            disk_time_s: ns_to_s(v.disk_time),
-        });
+        vms.push(
+            e.host
+                .vm_result(vms.len(), &v.layout.name, v.weight, start, end, &v.counts),
+        );
         jobs.push(JobResult::from_counts(
             &v.layout.name,
             "trace",
@@ -400,39 +334,16 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
     }
     let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
     let interval_s = ns_to_s(e.interval);
-    e.slices.take_from(e.host.as_mut());
-    let buckets = e.slices.buckets(e.vms.iter().map(|v| v.series_ops.len()));
-    let col = |v: &Vec<u64>, scale: f64| -> Vec<f64> {
-        (0..buckets).map(|b| *v.get(b).unwrap_or(&0) as f64 / scale).collect()
-    };
-    let mut series = TimeSeries {
-        interval_s,
-        vms: e.vms.iter().map(|v| v.layout.name.clone()).collect(),
-        iops: e.vms.iter().map(|v| col(&v.series_ops, interval_s)).collect(),
-        mb_per_s: e.vms.iter().map(|v| col(&v.series_bytes, 1e6 * interval_s)).collect(),
-        slices: Vec::new(),
-        slice_ms: Vec::new(),
-        slice_used_ms: Vec::new(),
-    };
-    e.slices.fill(&mut series, buckets);
-    let n = e.host_requests.max(1) as f64;
-    let mut counters = e.host.counters();
+    let names = e.vms.iter().map(|v| v.layout.name.clone()).collect();
+    let ops: Vec<&[u64]> = e.vms.iter().map(|v| &v.series_ops[..]).collect();
+    let bytes: Vec<&[u64]> = e.vms.iter().map(|v| &v.series_bytes[..]).collect();
+    let series = e
+        .host
+        .series(e.interval, names, &ops, &bytes, |b| b as f64 / (1e6 * interval_s));
+    let mut counters = e.host.sched.counters();
     let wrapped: u64 = e.vms.iter().map(|v| v.wrapped).sum();
     counters.push(("replay_wrapped_requests".into(), wrapped as f64));
-    let host = HostResult {
-        scheduler: e.host.name().to_string(),
-        requests: e.host_requests,
-        mb: e.host_bytes as f64 / 1e6,
-        busy_s: ns_to_s(e.busy),
-        idle_pending_s: 0.0,
-        utilisation: ns_to_s(e.busy) / ns_to_s(now).max(1e-9),
-        seek: e.seek.clone(),
-        mean_seek_ms: ns_to_ms(e.sum_seek) / n,
-        mean_rotation_ms: ns_to_ms(e.sum_rotation) / n,
-        mean_transfer_ms: ns_to_ms(e.sum_transfer) / n,
-        cache_hits: e.cache_hits,
-        counters,
-    };
+    let host = e.host.result(now, 0, counters);
     SimResult {
         seed,
         scheduler: host.scheduler.clone(),

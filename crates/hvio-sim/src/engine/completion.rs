@@ -5,39 +5,45 @@ use super::*;
 impl Engine {
     pub(crate) fn guest_done(&mut self, slot: u32) -> Result<()> {
         let now = self.now;
-        let s = self.slots[slot as usize];
-        self.free.push(slot);
+        let s = self.requests[slot];
+        self.requests.release(slot);
+        let Owner::Guest { thread, kind } = s.owner else {
+            return Err(SimError::Other(format!(
+                "request {} reached the guest but is not the guest's",
+                s.guest.id
+            )));
+        };
         let vi = s.vm as usize;
         let interval = self.interval;
         let vm = &mut self.vms[vi];
         vm.ring_used -= 1;
         vm.sched.completed(&s.guest, now);
-        match s.kind {
+        match kind {
             Kind::Journal => {}
             Kind::FsyncJournal if vm.barrier => {
                 // The commit record is down: now the cache flush.
-                let rq = Request::new(0, s.thread, Op::Flush, 0, 0, now).with_sync(true);
-                self.submit_guest(vi, s.thread, Kind::FsyncFlush, rq, now)?;
+                let rq = Request::new(0, thread, Op::Flush, 0, 0, now).with_sync(true);
+                self.submit_guest(vi, thread, Kind::FsyncFlush, rq, now)?;
             }
             Kind::FsyncJournal | Kind::FsyncFlush => {
-                let th = &mut vm.threads[s.thread as usize];
+                let th = &mut vm.threads[thread as usize];
                 th.in_fsync = false;
                 th.outstanding -= 1;
-                self.after_thread_completion(vi, s.thread)?;
+                self.after_thread_completion(vi, thread)?;
             }
             Kind::Data => {
-                vm.threads[s.thread as usize].outstanding -= 1;
+                vm.threads[thread as usize].outstanding -= 1;
                 vm.record_op(
-                    s.thread,
+                    thread,
                     s.guest.is_read(),
                     s.guest.bytes(),
                     now - s.issued,
                     now,
                     interval,
                 );
-                match vm.jobs[vm.threads[s.thread as usize].job as usize].job.inode_lock {
-                    Some(how) if !s.guest.is_read() => self.release_inode_lock(vi, s.thread, s.guest.sector, how)?,
-                    _ => self.after_thread_completion(vi, s.thread)?,
+                match vm.jobs[vm.threads[thread as usize].job as usize].job.inode_lock {
+                    Some(how) if !s.guest.is_read() => self.release_inode_lock(vi, thread, s.guest.sector, how)?,
+                    _ => self.after_thread_completion(vi, thread)?,
                 }
             }
             Kind::CacheRead => {

@@ -35,9 +35,9 @@ pub(crate) enum Ev {
     Flusher {
         vm: u16,
     },
-    /// blktap: tapdisk's event-loop pass submits the requests it took
-    /// from the VM's ring (one `io_submit`).
-    TapdiskSubmit {
+    /// The VM's host-path stage asked to be woken (blktap: tapdisk's
+    /// event-loop pass submits the requests it took from the VM's ring).
+    StageWake {
         vm: u16,
     },
 }
@@ -64,5 +64,25 @@ impl Ord for Entry {
         // BinaryHeap is a max-heap: reverse for earliest (time, seq) first.
         // One 128-bit comparison: (t, seq) in lexicographic order.
         (((o.t as u128) << 64) | o.seq as u128).cmp(&(((self.t as u128) << 64) | self.seq as u128))
+    }
+}
+
+/// Events in (time, insertion) order.
+#[derive(Default)]
+pub(crate) struct EventQueue {
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+}
+
+impl EventQueue {
+    #[inline]
+    pub(crate) fn push(&mut self, t: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry { t, seq: self.seq, ev });
+    }
+
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<(Nanos, Ev)> {
+        self.heap.pop().map(|e| (e.t, e.ev))
     }
 }

@@ -3,16 +3,45 @@
 use super::*;
 
 impl Engine {
+    /// End-of-run accounting, as Linux's `dd_exit_sched` warns of requests
+    /// left behind, but an error: after a run that was not cut short, every
+    /// request issued was completed, no host-path stage holds anything, and
+    /// each VM's host path was served every byte it was handed.
+    fn account(&self) -> Result<()> {
+        let fail = |what: String| Err(SimError::Other(format!("end of run: {what}")));
+        if self.requests.live > 0 {
+            return fail(format!("{} requests issued were never completed", self.requests.live));
+        }
+        for ((vm, path), s) in self.vms.iter().zip(&self.paths).zip(&self.host.streams) {
+            let name = &vm.layout.name;
+            if path.stage.held() > 0 {
+                return fail(format!(
+                    "VM {name}'s host path still holds {} requests",
+                    path.stage.held()
+                ));
+            }
+            if s.offered != s.bytes {
+                return fail(format!(
+                    "VM {name}'s host path was handed {} bytes and the host served {}",
+                    s.offered, s.bytes
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn finish(mut self, truncated: bool) -> Result<SimResult> {
         let now = self.now;
-        self.slices.take_from(self.host.as_mut());
+        if !truncated {
+            self.account()?;
+        }
+        self.host.slices.take_from(self.host.sched.as_mut());
         if let Some(w) = self.records.take() {
             w.finish()?;
         }
         if let Some(s) = self.idle_since {
             self.idle_pending += now - s;
         }
-        self.seek.finish();
         let mut jobs = Vec::new();
         let mut vms = Vec::new();
         let (mut first, mut last) = (Nanos::MAX, 0);
@@ -47,85 +76,46 @@ impl Engine {
             first = first.min(vs);
             last = last.max(ve);
             total_bytes += counts.bytes();
-            let dur = ns_to_s(ve.saturating_sub(vs)).max(1e-9);
-            vms.push(VmResult {
-                vm: vm.layout.name.clone(),
-                weight: vc_weight,
-                active_s: ns_to_s(ve.saturating_sub(vs)),
-                reads: counts.reads,
-                writes: counts.writes,
-                mb: counts.bytes() as f64 / 1e6,
-                iops: counts.ops() as f64 / dur,
-                mb_per_s: counts.bytes() as f64 / 1e6 / dur,
-                latency: counts.latency.summary(),
-                host_requests: vm.host_requests,
-                host_mb: vm.host_bytes as f64 / 1e6,
-                disk_time_s: ns_to_s(vm.disk_time),
-            });
+            vms.push(
+                self.host
+                    .vm_result(vms.len(), &vm.layout.name, vc_weight, vs, ve, &counts),
+            );
         }
         let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
         let interval_s = ns_to_s(self.interval);
-        let buckets = self.slices.buckets(self.vms.iter().map(|v| v.series_ops.len()));
-        let mut series = TimeSeries {
-            interval_s,
-            vms: self.vms.iter().map(|v| v.layout.name.clone()).collect(),
-            iops: self
-                .vms
-                .iter()
-                .map(|v| {
-                    (0..buckets)
-                        .map(|b| *v.series_ops.get(b).unwrap_or(&0) as f64 / interval_s)
-                        .collect()
-                })
-                .collect(),
-            mb_per_s: self
-                .vms
-                .iter()
-                .map(|v| {
-                    (0..buckets)
-                        .map(|b| *v.series_bytes.get(b).unwrap_or(&0) as f64 / 1e6 / interval_s)
-                        .collect()
-                })
-                .collect(),
-            slices: Vec::new(),
-            slice_ms: Vec::new(),
-            slice_used_ms: Vec::new(),
-        };
-        self.slices.fill(&mut series, buckets);
-        let n = self.host_requests.max(1) as f64;
-        let host = HostResult {
-            scheduler: self.host.name().to_string(),
-            requests: self.host_requests,
-            mb: self.host_bytes as f64 / 1e6,
-            busy_s: ns_to_s(self.busy),
-            idle_pending_s: ns_to_s(self.idle_pending),
-            utilisation: ns_to_s(self.busy) / ns_to_s(now).max(1e-9),
-            seek: self.seek.clone(),
-            mean_seek_ms: ns_to_ms(self.sum_seek) / n,
-            mean_rotation_ms: ns_to_ms(self.sum_rotation) / n,
-            mean_transfer_ms: ns_to_ms(self.sum_transfer) / n,
-            cache_hits: self.cache_hits,
-            counters: {
-                let mut c = self.host.counters();
-                if self.blktap.is_some() {
-                    c.push(("blktap_io_merges".into(), self.io_merges as f64));
-                    c.push(("blktap_elevator_merges".into(), self.elevator_merges as f64));
-                    let mut q = self.seek_queued.clone();
-                    q.finish();
-                    c.push(("blktap_queued_distances".into(), q.total as f64));
-                    c.push(("blktap_queued_zero_frac".into(), q.zero_frac));
-                    c.push(("blktap_queued_within_image_frac".into(), q.within_image_frac));
+        let names = self.vms.iter().map(|v| v.layout.name.clone()).collect();
+        let ops: Vec<&[u64]> = self.vms.iter().map(|v| &v.series_ops[..]).collect();
+        let bytes: Vec<&[u64]> = self.vms.iter().map(|v| &v.series_bytes[..]).collect();
+        let series = self
+            .host
+            .series(self.interval, names, &ops, &bytes, |b| b as f64 / 1e6 / interval_s);
+        let mut counters = self.host.sched.counters();
+        if self.blktap {
+            // The stages' counters, summed over the VMs, in the first VM's order.
+            let mut sums: Vec<(&'static str, f64)> = Vec::new();
+            for p in &self.paths {
+                for (k, v) in p.stage.counters() {
+                    match sums.iter_mut().find(|s| s.0 == k) {
+                        Some(s) => s.1 += v,
+                        None => sums.push((k, v)),
+                    }
                 }
-                c
-            },
-        };
+            }
+            counters.extend(sums.into_iter().map(|(k, v)| (k.to_string(), v)));
+            let mut q = self.host.seek_queued.clone();
+            q.finish();
+            counters.push(("blktap_queued_distances".into(), q.total as f64));
+            counters.push(("blktap_queued_zero_frac".into(), q.zero_frac));
+            counters.push(("blktap_queued_within_image_frac".into(), q.within_image_frac));
+        }
+        let host = self.host.result(now, self.idle_pending, counters);
         Ok(SimResult {
             seed: self.seed,
             scheduler: host.scheduler.clone(),
             sim_time_s: ns_to_s(now),
             truncated,
             events: self.events,
-            max_outstanding: self.slots.len() as u64,
+            max_outstanding: self.requests.high_water(),
             total_mb_per_s: total_bytes as f64 / 1e6 / span,
             vms,
             jobs,

@@ -28,97 +28,40 @@ mod device;
 mod events;
 mod finish;
 mod guest;
-mod host;
+mod requests;
 mod stage;
 #[cfg(test)]
 mod tests;
 
+use crate::host::{build_host_scheduler, HostEvent, HostSide};
 pub(crate) use events::*;
 pub(crate) use guest::*;
-pub(crate) use host::build_host_scheduler;
-
-/// What a request in flight is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Data,
-    /// The journal write of a thread's fsync; the flush follows when it completes.
-    FsyncJournal,
-    FsyncFlush,
-    /// Periodic journal commit / metadata write-back (nobody waits).
-    Journal,
-    /// A page-cache read (read-ahead or a miss) for buffered jobs.
-    CacheRead,
-    /// A page-cache write-back; `flusher`: by the background flusher.
-    CacheWrite {
-        flusher: bool,
-    },
-}
-
-#[derive(Clone, Copy)]
-pub(crate) struct Slot {
-    pub(crate) vm: u16,
-    /// Index of the thread within its VM (`u32::MAX` for the journal).
-    pub(crate) thread: u32,
-    pub(crate) kind: Kind,
-    /// The request as the guest scheduler saw it.
-    pub(crate) guest: Request,
-    /// When the application issued it.
-    pub(crate) issued: Nanos,
-    pub(crate) host_arrival: Nanos,
-    pub(crate) host_dispatch: Nanos,
-    /// blktap: the next guest request merged into the same host request
-    /// (`NO_SLOT` for none), and this request's tapdisk ring slot.
-    pub(crate) chain: u32,
-    pub(crate) tap_slot: u32,
-}
-
-/// No slot (the end of a merge chain, or no tapdisk ring slot).
-pub(crate) const NO_SLOT: u32 = u32::MAX;
-
-pub(crate) const SLOT_BITS: u32 = 20;
-pub(crate) const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+pub(crate) use requests::*;
+pub(crate) use stage::blktap::Blktap;
+pub(crate) use stage::direct::Direct;
+pub(crate) use stage::*;
 
 /// One simulation run.
 pub struct Engine {
     now: Nanos,
-    seq: u64,
-    heap: BinaryHeap<Entry>,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    next_id: u64,
+    queue: EventQueue,
+    requests: Requests,
     vms: Vec<Vm>,
-    host: Box<dyn Scheduler>,
-    host_timer_at: Option<Nanos>,
-    device: Box<dyn Device>,
-    device_event_at: Option<Nanos>,
+    /// Each VM's host-path stage and image map.
+    paths: Vec<VmPath>,
+    host: HostSide,
+    /// The device's completions, a buffer kept between its events.
     completions: Vec<Completion>,
-    seek: SeekDistribution,
-    host_requests: u64,
-    host_bytes: u64,
-    busy: Nanos,
-    sum_seek: Nanos,
-    sum_rotation: Nanos,
-    sum_transfer: Nanos,
-    cache_hits: u64,
     idle_pending: Nanos,
     idle_since: Option<Nanos>,
     interval: Nanos,
-    /// The host scheduler's time slices, by VM and bucket.
-    slices: SliceSeries,
     records: Option<RecordWriter>,
     events: u64,
     max_time: Nanos,
     seed: u64,
     host_weights: Vec<u32>,
-    blktap: Option<crate::config::BlktapConfig>,
-    /// blktap: guest requests joined by tapdisk's `io_merge`, and control
-    /// blocks back-merged by the dom0 elevator.
-    io_merges: u64,
-    elevator_merges: u64,
-    /// blktap: seek distances between consecutive bios as they reach the
-    /// dom0 block layer (blktrace's Q events, before merging), beside the
-    /// dispatch-order distances of `seek` (its D events).
-    seek_queued: SeekDistribution,
+    /// Whether the VMs' host path is blktap (its counters are reported).
+    blktap: bool,
 }
 
 fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
@@ -266,12 +209,7 @@ impl Engine {
                 wb_queue: VecDeque::new(),
                 wb_inflight: 0,
                 throttled: Vec::new(),
-                tap_ring: vec![false; vc.virtio_depth as usize],
-                tap_batch: Vec::new(),
                 rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
-                host_requests: 0,
-                host_bytes: 0,
-                disk_time: 0,
                 series_ops: Vec::new(),
                 series_bytes: Vec::new(),
             });
@@ -283,40 +221,33 @@ impl Engine {
             Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p), cfg.seed)?),
             None => None,
         };
+        let paths = vms
+            .iter()
+            .map(|vm| VmPath {
+                stage: match &cfg.host.blktap {
+                    Some(b) => Box::new(Blktap::new(b.clone(), vm.ring_depth)) as Box<dyn HostPath>,
+                    None => Box::new(Direct),
+                },
+                map: vm.layout.clone(),
+            })
+            .collect();
         let mut e = Engine {
             now: 0,
-            seq: 0,
-            heap: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            next_id: 0,
+            queue: EventQueue::default(),
+            requests: Requests::default(),
             vms,
-            host,
-            host_timer_at: None,
-            device,
-            device_event_at: None,
+            paths,
+            host: HostSide::new(cfg, host, device, image_sectors),
             completions: Vec::new(),
-            seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
-            host_requests: 0,
-            host_bytes: 0,
-            busy: 0,
-            sum_seek: 0,
-            sum_rotation: 0,
-            sum_transfer: 0,
-            cache_hits: 0,
             idle_pending: 0,
             idle_since: None,
             interval: (interval_s * 1e9).round() as Nanos,
-            slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
             records,
             events: 0,
             max_time: (cfg.max_time_s * 1e9).round() as Nanos,
             seed: cfg.seed,
             host_weights: cfg.vms.iter().map(|v| v.weight).collect(),
-            blktap: cfg.host.blktap.clone(),
-            io_merges: 0,
-            elevator_merges: 0,
-            seek_queued: SeekDistribution::new(image_sectors),
+            blktap: cfg.host.blktap.is_some(),
         };
         for vi in 0..e.vms.len() {
             for ti in 0..e.vms[vi].threads.len() {
@@ -343,34 +274,24 @@ impl Engine {
 
     #[inline]
     fn push(&mut self, t: Nanos, ev: Ev) {
-        self.seq += 1;
-        self.heap.push(Entry { t, seq: self.seq, ev });
+        self.queue.push(t, ev);
     }
 
-    fn alloc(&mut self, slot: Slot) -> Result<u64> {
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i
-            }
-            None => {
-                if self.slots.len() as u64 > SLOT_MASK {
-                    return Err(SimError::Other(format!("more than {SLOT_MASK} requests outstanding")));
-                }
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.next_id += 1;
-        let id = (self.next_id << SLOT_BITS) | idx as u64;
-        self.slots[idx as usize].guest.id = id;
-        Ok(id)
+    /// Put `stage` on VM `vi`'s host path.
+    #[cfg(test)]
+    pub(crate) fn set_stage(&mut self, vi: usize, stage: Box<dyn HostPath>) {
+        self.paths[vi].stage = stage;
+    }
+
+    /// Dispatch from the host scheduler while the device accepts.
+    pub(crate) fn host_kick(&mut self) {
+        kick_host(&mut self.host, &mut self.requests, &mut self.queue, self.now);
     }
 
     /// Run to the end (every job finished and every request drained) or to `max_time_s`.
     pub fn run(mut self) -> Result<SimResult> {
         let mut truncated = false;
-        while let Some(Entry { t, ev, .. }) = self.heap.pop() {
+        while let Some((t, ev)) = self.queue.pop() {
             if t > self.max_time {
                 truncated = true;
                 break;
@@ -383,12 +304,10 @@ impl Engine {
                     self.thread_fill(vm as usize, thread, t)?;
                     self.guest_kick(vm as usize);
                 }
-                Ev::HostArrive { slot } => self.host_arrive(slot),
+                Ev::HostArrive { slot } => self.host_arrive(slot)?,
                 Ev::GuestDone { slot } => self.guest_done(slot)?,
                 Ev::HostTimer => {
-                    if self.host_timer_at == Some(t) {
-                        self.host_timer_at = None;
-                    }
+                    self.host.timer_due(t);
                     self.host_kick();
                 }
                 Ev::GuestTimer { vm } => {
@@ -399,18 +318,16 @@ impl Engine {
                     self.guest_kick(vm as usize);
                 }
                 Ev::Device => {
-                    if self.device_event_at == Some(t) {
-                        self.device_event_at = None;
-                    }
-                    self.device_advance();
+                    self.host.device_due(t);
+                    self.device_advance()?;
                 }
                 Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
                 Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
                 Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
-                Ev::TapdiskSubmit { vm } => self.tapdisk_submit(vm as usize),
+                Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
             }
             // Device idle while the host holds requests: anticipation / idling.
-            let idle = self.device.in_flight() == 0 && self.host.has_work();
+            let idle = self.host.device.in_flight() == 0 && self.host.sched.has_work();
             match (idle, self.idle_since) {
                 (true, None) => self.idle_since = Some(t),
                 (false, Some(s)) => {

@@ -5,8 +5,13 @@ use crate::testing::SimpleDisk;
 
 /// The engine of one VM running one job (`job` is the TOML of its fields).
 fn engine(job: &str) -> Engine {
+    engine_in("", job)
+}
+
+/// As [`engine`], with more of the VM's keys (`vm_keys`, TOML).
+fn engine_in(vm_keys: &str, job: &str) -> Engine {
     let text = format!(
-        "seed = 3\n[host]\nscheduler = \"noop\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n[[vm.job]]\n{job}\nrequests = 100\n"
+        "seed = 3\n[host]\nscheduler = \"noop\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\n{vm_keys}\n[[vm.job]]\n{job}\nrequests = 100\n"
     );
     let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
     Engine::new(&cfg, Box::new(SimpleDisk::new(2_000_000_000))).unwrap()
@@ -277,4 +282,93 @@ fn guest_disk_rotational_must_be_a_boolean() {
     let text = "[[vm]]\nname = \"a\"\nguest_disk_rotational = \"no\"\n";
     let e = Config::from_toml_str(text, "t.toml").unwrap_err().to_string();
     assert!(e.contains("guest_disk_rotational") && e.contains("t.toml"), "{e}");
+}
+
+/// A host-path stage that sends each guest request on and, for each write,
+/// a 4 KiB log record of its own (in the image's first 256 KiB), counting
+/// the records it sent and those done.
+#[derive(Default)]
+struct LogWrites {
+    sent: std::rc::Rc<std::cell::Cell<u64>>,
+    done: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl HostPath for LogWrites {
+    fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
+        let rq = cx.host_request(slot);
+        let write = rq.op == Op::Write;
+        cx.send(rq);
+        if write {
+            let n = self.sent.get() + 1;
+            self.sent.set(n);
+            let log = Request::new(0, 0, Op::Write, n % 64 * 8, 8, cx.now).with_sync(true);
+            cx.originate(n, log)?;
+        }
+        Ok(())
+    }
+
+    fn done(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
+        if let Owner::Stage { tag } = cx.requests[slot].owner {
+            assert!(tag >= 1 && tag <= self.sent.get(), "tag {tag} of {}", self.sent.get());
+            self.done.set(self.done.get() + 1);
+        }
+        Ok(())
+    }
+
+    fn held(&self) -> usize {
+        0
+    }
+}
+
+#[test]
+fn a_stages_own_io_goes_through_the_host_and_completes() {
+    let job = "rw = \"randrw\"\nbs = \"8k\"\nsize = \"64MiB\"\nnumjobs = 2";
+    let plain = engine(job).run().unwrap();
+    let mut e = engine(job);
+    let stage = LogWrites::default();
+    let (sent, done) = (stage.sent.clone(), stage.done.clone());
+    e.set_stage(0, Box::new(stage));
+    let r = e.run().unwrap();
+    assert!(!r.truncated);
+    // A record for every write reaching the host (the jobs' and the
+    // journal's), and every record completed.
+    assert!(
+        sent.get() >= r.vms[0].writes && r.vms[0].writes > 20,
+        "{} records",
+        sent.get()
+    );
+    assert_eq!(done.get(), sent.get());
+    // The host served the guest's requests and the records, as the VM's.
+    assert_eq!(r.host.requests, plain.host.requests + sent.get());
+    assert_eq!(r.vms[0].host_requests, r.host.requests);
+    let record_mb = sent.get() as f64 * 4096.0 / 1e6;
+    assert!((r.vms[0].host_mb - plain.vms[0].host_mb - record_mb).abs() < 1e-9);
+}
+
+/// A stage that keeps every guest request.
+struct Swallow(usize);
+
+impl HostPath for Swallow {
+    fn arrive(&mut self, _slot: u32, _cx: &mut PathCx) -> Result<()> {
+        self.0 += 1;
+        Ok(())
+    }
+
+    fn done(&mut self, _slot: u32, _cx: &mut PathCx) -> Result<()> {
+        Ok(())
+    }
+
+    fn held(&self) -> usize {
+        self.0
+    }
+}
+
+#[test]
+fn a_run_that_leaves_requests_behind_is_an_error() {
+    // No journal commits: once the guest waits for what the stage keeps,
+    // nothing is left to happen and the run ends.
+    let mut e = engine_in("journal_commit_s = 0", "rw = \"read\"\nbs = \"8k\"\nsize = \"64MiB\"");
+    e.set_stage(0, Box::new(Swallow(0)));
+    let err = e.run().unwrap_err().to_string();
+    assert!(err.contains("end of run") && err.contains("never completed"), "{err}");
 }

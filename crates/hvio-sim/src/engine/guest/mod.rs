@@ -30,14 +30,7 @@ pub(crate) struct Vm {
     pub(crate) wb_inflight: u32,
     /// Writers blocked above `dirty_ratio`.
     pub(crate) throttled: Vec<u32>,
-    /// blktap: which of tapdisk's ring slots hold a request, and the
-    /// guest requests taken from the ring since the last `io_submit`.
-    pub(crate) tap_ring: Vec<bool>,
-    pub(crate) tap_batch: Vec<u32>,
     pub(crate) rng: JobRng,
-    pub(crate) host_requests: u64,
-    pub(crate) host_bytes: u64,
-    pub(crate) disk_time: Nanos,
     pub(crate) series_ops: Vec<u64>,
     pub(crate) series_bytes: Vec<u64>,
 }
@@ -105,18 +98,10 @@ impl Engine {
         issued: Nanos,
         now: Nanos,
     ) -> Result<()> {
-        let id = self.alloc(Slot {
-            vm: vi as u16,
-            thread,
-            kind,
-            guest: rq,
-            issued,
-            host_arrival: 0,
-            host_dispatch: 0,
-            chain: NO_SLOT,
-            tap_slot: NO_SLOT,
-        })?;
-        let rq = Request { id, ..rq };
+        let slot = self
+            .requests
+            .alloc(Slot::new(vi, Owner::Guest { thread, kind }, rq, issued))?;
+        let rq = self.requests[slot].guest;
         self.vms[vi].sched.insert(rq, now);
         Ok(())
     }
@@ -133,8 +118,8 @@ impl Engine {
                 Dispatch::Request(rq) => {
                     vm.ring_used += 1;
                     let t = now + vm.latency;
-                    let slot = (rq.id & SLOT_MASK) as u32;
-                    self.slots[slot as usize].guest = rq;
+                    let slot = slot_of(rq.id);
+                    self.requests[slot].guest = rq;
                     self.push(t, Ev::HostArrive { slot });
                 }
                 Dispatch::WaitUntil(t) => {

@@ -1,0 +1,278 @@
+//! The host side of a run, shared by the engine ([`crate::run`]) and the
+//! trace replayer ([`crate::replay`]): the host scheduler (one stream per
+//! VM), the device, and what the host measures of the requests it serves
+//! (seek distances, service-time parts, per-VM requests, bytes and disk
+//! time, time slices). ARCHITECTURE.md's "host scheduler → device" layers.
+//!
+//! Its callers own the clock: [`HostSide::kick`] dispatches while the device
+//! accepts and reports, through a callback, each dispatch and each time it
+//! needs to be woken (the device's next event, the scheduler's timer);
+//! [`HostSide::complete`] takes the device's completions, counts them and
+//! returns them to be handed back up.
+
+use crate::config::{Config, VmLayout};
+use crate::error::Result;
+use crate::metrics::*;
+use hvio_core::*;
+
+/// The host scheduler of `cfg`: one stream per VM, with its weight, its
+/// image's span as the region, and its scheduler attributes.
+pub(crate) fn build_host_scheduler(
+    cfg: &Config,
+    layouts: &[VmLayout],
+    info: &DeviceInfo,
+) -> Result<Box<dyn Scheduler>> {
+    let streams: Vec<StreamInfo> = cfg
+        .vms
+        .iter()
+        .zip(layouts)
+        .enumerate()
+        .map(|(i, (vc, l))| {
+            let (start, len) = l.span();
+            let mut s = StreamInfo::new(i as StreamId, vc.name.clone())
+                .with_weight(vc.weight)
+                .with_region(start, len);
+            s.attrs = vc.attrs.clone();
+            s
+        })
+        .collect();
+    Ok(hvio_sched::build(
+        &cfg.host.scheduler,
+        &cfg.host.params,
+        &SchedContext {
+            streams,
+            device: info.clone(),
+        },
+    )?)
+}
+
+/// What [`HostSide::kick`] tells its caller.
+pub(crate) enum HostEvent<'a> {
+    /// This request went to the device.
+    Dispatched(&'a Request),
+    /// Wake the host at this time: the device's next event (completion).
+    Device(Nanos),
+    /// Wake the host at this time: the scheduler's timer.
+    Timer(Nanos),
+}
+
+/// The host's counts of one VM (stream): bytes its host path was handed
+/// (guest requests and the stage's own I/O), requests served, their bytes,
+/// and the device time they took.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct StreamCounts {
+    pub offered: u64,
+    pub requests: u64,
+    pub bytes: u64,
+    pub disk_time: Nanos,
+}
+
+/// The host scheduler, the device, and the host's measurements.
+pub(crate) struct HostSide {
+    pub sched: Box<dyn Scheduler>,
+    /// The scheduler's pending wake-up.
+    pub timer_at: Option<Nanos>,
+    pub device: Box<dyn Device>,
+    /// The device event the caller was asked to schedule (earliest first).
+    device_event_at: Option<Nanos>,
+    /// Seek distances in dispatch order (blktrace's D events).
+    pub seek: SeekDistribution,
+    /// Seek distances in the order requests reach the host (Q events).
+    pub seek_queued: SeekDistribution,
+    pub requests: u64,
+    pub bytes: u64,
+    pub busy: Nanos,
+    sum_seek: Nanos,
+    sum_rotation: Nanos,
+    sum_transfer: Nanos,
+    pub cache_hits: u64,
+    pub streams: Vec<StreamCounts>,
+    /// The host scheduler's time slices, by VM and bucket.
+    pub slices: SliceSeries,
+}
+
+impl HostSide {
+    /// A host of `sched` on `device` for `cfg`'s VMs, whose images end by
+    /// sector `image_sectors` (the seek distributions' "within image" bound).
+    pub fn new(cfg: &Config, sched: Box<dyn Scheduler>, device: Box<dyn Device>, image_sectors: u64) -> HostSide {
+        let interval_s = cfg.output.interval_s.unwrap_or(1.0);
+        HostSide {
+            sched,
+            timer_at: None,
+            device,
+            device_event_at: None,
+            seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
+            seek_queued: SeekDistribution::new(image_sectors),
+            requests: 0,
+            bytes: 0,
+            busy: 0,
+            sum_seek: 0,
+            sum_rotation: 0,
+            sum_transfer: 0,
+            cache_hits: 0,
+            streams: vec![StreamCounts::default(); cfg.vms.len()],
+            slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
+        }
+    }
+
+    /// A request reaches the host scheduler.
+    pub fn insert(&mut self, rq: Request, now: Nanos) {
+        self.sched.insert(rq, now);
+    }
+
+    /// Dispatch from the host scheduler while the device accepts.
+    pub fn kick(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
+        self.slices.take_from(self.sched.as_mut());
+        while self.device.can_accept() {
+            match self.sched.dispatch(now) {
+                Dispatch::Request(rq) => {
+                    self.seek.dispatched(&rq);
+                    on(HostEvent::Dispatched(&rq));
+                    self.device.submit(rq, now);
+                    self.schedule_device(now, on);
+                }
+                Dispatch::WaitUntil(t) => {
+                    debug_assert!(t > now, "host scheduler asked to wait for the past");
+                    let t = t.max(now + 1);
+                    if self.timer_at != Some(t) {
+                        self.timer_at = Some(t);
+                        on(HostEvent::Timer(t));
+                    }
+                    return;
+                }
+                Dispatch::Empty => return,
+            }
+        }
+    }
+
+    /// Ask for a wake-up at the device's next event, unless one is due
+    /// earlier. A device may report an event already due: run it now.
+    /// Remember the time actually asked for, so that event clears the mark.
+    pub fn schedule_device(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
+        if let Some(t) = self.device.next_event() {
+            let t = t.max(now);
+            if self.device_event_at.is_none_or(|at| t < at) {
+                self.device_event_at = Some(t);
+                on(HostEvent::Device(t));
+            }
+        }
+    }
+
+    /// The device wake-up asked for at `t` is running (a stale, earlier one
+    /// must not clear the mark, or duplicates would be scheduled).
+    pub fn device_due(&mut self, t: Nanos) {
+        if self.device_event_at == Some(t) {
+            self.device_event_at = None;
+        }
+    }
+
+    /// The scheduler's timer set for `t` fires.
+    pub fn timer_due(&mut self, t: Nanos) {
+        if self.timer_at == Some(t) {
+            self.timer_at = None;
+        }
+    }
+
+    /// What the device finished by `now`, appended to `done`: each is
+    /// reported to the scheduler and counted.
+    pub fn complete(&mut self, now: Nanos, done: &mut Vec<Completion>) {
+        let first = done.len();
+        self.device.advance(now, done);
+        for c in &done[first..] {
+            self.sched.completed(&c.rq, c.done);
+            let dt = c.done.saturating_sub(c.start);
+            let s = &mut self.streams[c.rq.stream as usize];
+            s.requests += 1;
+            s.bytes += c.rq.bytes();
+            s.disk_time += dt;
+            self.requests += 1;
+            self.bytes += c.rq.bytes();
+            self.busy += dt;
+            self.sum_seek += c.service.seek;
+            self.sum_rotation += c.service.rotation;
+            self.sum_transfer += c.service.transfer;
+            self.cache_hits += c.service.cache_hit as u64;
+        }
+    }
+
+    /// The host's table at the end of a run at `now`: `idle_pending` is the
+    /// time the device sat idle while the scheduler held requests;
+    /// `counters` the scheduler's and the caller's own.
+    pub fn result(&mut self, now: Nanos, idle_pending: Nanos, counters: Vec<(String, f64)>) -> HostResult {
+        self.seek.finish();
+        let n = self.requests.max(1) as f64;
+        HostResult {
+            scheduler: self.sched.name().to_string(),
+            requests: self.requests,
+            mb: self.bytes as f64 / 1e6,
+            busy_s: ns_to_s(self.busy),
+            idle_pending_s: ns_to_s(idle_pending),
+            utilisation: ns_to_s(self.busy) / ns_to_s(now).max(1e-9),
+            seek: self.seek.clone(),
+            mean_seek_ms: ns_to_ms(self.sum_seek) / n,
+            mean_rotation_ms: ns_to_ms(self.sum_rotation) / n,
+            mean_transfer_ms: ns_to_ms(self.sum_transfer) / n,
+            cache_hits: self.cache_hits,
+            counters,
+        }
+    }
+
+    /// A VM's row, its application counts `counts` over `[start, end)` and
+    /// the host's counts of its stream `vm`.
+    pub fn vm_result(
+        &self,
+        vm: usize,
+        name: &str,
+        weight: u32,
+        start: Nanos,
+        end: Nanos,
+        counts: &IoCount,
+    ) -> VmResult {
+        let dur = ns_to_s(end.saturating_sub(start)).max(1e-9);
+        let s = &self.streams[vm];
+        VmResult {
+            vm: name.to_string(),
+            weight,
+            active_s: ns_to_s(end.saturating_sub(start)),
+            reads: counts.reads,
+            writes: counts.writes,
+            mb: counts.bytes() as f64 / 1e6,
+            iops: counts.ops() as f64 / dur,
+            mb_per_s: counts.bytes() as f64 / 1e6 / dur,
+            latency: counts.latency.summary(),
+            host_requests: s.requests,
+            host_mb: s.bytes as f64 / 1e6,
+            disk_time_s: ns_to_s(s.disk_time),
+        }
+    }
+
+    /// The run's time series: each VM's operations and bytes per bucket
+    /// (`ops`, `bytes`), as rates (`mb_per_s` turns a bucket's bytes into
+    /// MB/s), with the scheduler's slices.
+    pub fn series(
+        &mut self,
+        interval: Nanos,
+        names: Vec<String>,
+        ops: &[&[u64]],
+        bytes: &[&[u64]],
+        mb_per_s: impl Fn(u64) -> f64,
+    ) -> TimeSeries {
+        let interval_s = ns_to_s(interval);
+        self.slices.take_from(self.sched.as_mut());
+        let buckets = self.slices.buckets(ops.iter().map(|o| o.len()));
+        let col = |v: &[u64], rate: &dyn Fn(u64) -> f64| -> Vec<f64> {
+            (0..buckets).map(|b| rate(*v.get(b).unwrap_or(&0))).collect()
+        };
+        let mut series = TimeSeries {
+            interval_s,
+            vms: names,
+            iops: ops.iter().map(|v| col(v, &|n| n as f64 / interval_s)).collect(),
+            mb_per_s: bytes.iter().map(|v| col(v, &mb_per_s)).collect(),
+            slices: Vec::new(),
+            slice_ms: Vec::new(),
+            slice_used_ms: Vec::new(),
+        };
+        self.slices.fill(&mut series, buckets);
+        series
+    }
+}
