@@ -538,6 +538,9 @@ def disk_cases() -> list[Case]:
         "blocks per track 0": ("Blocks per track = 390,", "Blocks per track = 0,"),
         "last before first": ("Last cylinder number = 377,", "Last cylinder number = 1,"),
         "skew nan": ("Skew for track switch = 58.000000,", "Skew for track switch = nan,"),
+        "defect nan": ("defects = []", "defects = [ nan, 5 ]"),
+        "defect -1": ("defects = []", "defects = [ -1, 5 ]"),
+        "defects unpaired": ("defects = []", "defects = [ 3 ]"),
     }
     cases = []
     for name, (old, new) in edits.items():

@@ -67,3 +67,33 @@ fn slips_outside_their_zone_or_not_whole_are_an_error() {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+#[test]
+fn defect_lists_of_non_sectors_or_unpaired_are_an_error() {
+    for (i, (list, want)) in [
+        ("nan, 5", "is not a sector number"),
+        ("-1, 5", "is not a sector number"),
+        ("1e300, 5", "is not a sector number"),
+        ("3", "defects come in pairs"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dir = ibm18es_with(&format!("defect{i}"), |m| {
+            m.replacen("defects = []", &format!("defects = [ {list} ]"), 1)
+        });
+        let Err(e) = load_disk(&dir.join("ibm18es.parv"), None) else {
+            panic!("defects [{list}] accepted");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("ibm18es.model:") && e.contains("defects") && e.contains(want),
+            "{list}: {e}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    // A pair of sectors is read (and reported as not modelled).
+    let dir = ibm18es_with("defect-ok", |m| m.replacen("defects = []", "defects = [ 10, 20 ]", 1));
+    load_disk(&dir.join("ibm18es.parv"), None).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}

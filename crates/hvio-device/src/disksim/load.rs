@@ -671,6 +671,19 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
             .collect::<Result<_, _>>()?,
     };
     if let Some((d, e)) = k.nums("defects")? {
+        // (defective sector, spare) pairs of sector numbers.
+        if let Some(bad) = d
+            .iter()
+            .find(|x| !(**x >= 0.0 && **x <= (1u64 << 53) as f64 && x.fract() == 0.0))
+        {
+            return Err(kerr(e, format!("{bad} is not a sector number (a whole number from 0)")));
+        }
+        if d.len() % 2 != 0 {
+            return Err(kerr(
+                e,
+                format!("{} numbers: defects come in pairs (defective sector, spare)", d.len()),
+            ));
+        }
         if !d.is_empty() {
             ctx.warnings.push(format!(
                 "{}:{}: {} defect(s) remapped to spares: hvio times remapped blocks at their original place",
