@@ -609,3 +609,99 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         abandoned
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hvio_core::{DeviceInfo, Op};
+
+    /// Asks to wait until a fixed time, whatever the time is.
+    struct WaitsUntil(Nanos);
+
+    impl Scheduler for WaitsUntil {
+        fn name(&self) -> &'static str {
+            "waits"
+        }
+        fn insert(&mut self, _: Request, _: Nanos) {}
+        fn dispatch(&mut self, _: Nanos) -> Dispatch {
+            Dispatch::WaitUntil(self.0)
+        }
+        fn completed(&mut self, _: &Request, _: Nanos) {}
+        fn has_work(&self) -> bool {
+            true
+        }
+        fn queued(&self) -> usize {
+            1
+        }
+    }
+
+    fn ctx() -> SchedContext {
+        SchedContext {
+            streams: vec![StreamInfo::new(0, "vm0")],
+            device: DeviceInfo::test_disk(1 << 30),
+        }
+    }
+
+    #[test]
+    fn a_wait_not_in_the_future_is_counted_and_moved_by_the_resolution() {
+        let mut d = Driver::new(Box::new(WaitsUntil(100)), ctx());
+        assert_eq!(d.poll(50), Next::Wait { until: 100, new: true });
+        assert_eq!(d.poll(60), Next::Wait { until: 100, new: false }, "the same timer");
+        assert_eq!(d.stats().past_waits, 0);
+        assert_eq!(d.poll(100), Next::Wait { until: 101, new: true });
+        assert_eq!(d.stats().past_waits, 1);
+        let mut d = Driver::new(Box::new(WaitsUntil(100)), ctx()).with_resolution(1_000);
+        assert_eq!(
+            d.poll(100),
+            Next::Wait {
+                until: 1_100,
+                new: true
+            }
+        );
+        assert_eq!(
+            d.poll(200),
+            Next::Wait {
+                until: 1_200,
+                new: true
+            }
+        );
+        assert_eq!(d.stats().past_waits, 2);
+    }
+
+    #[test]
+    fn a_wait_stands_until_due_and_a_replaced_one_is_not_due() {
+        let mut d = Driver::new(Box::new(WaitsUntil(100)), ctx());
+        d.poll(50);
+        assert!(!d.timer_due(99));
+        assert!(d.timer_due(100));
+        assert!(!d.timer_due(100), "cleared once due");
+        d.scheduler_mut().0 = 300;
+        d.poll(150);
+        assert!(!d.timer_due(200), "an event for an older timer finds nothing due");
+        assert_eq!(d.wake(), Some(300));
+    }
+
+    #[test]
+    fn a_failed_scheduler_is_replaced_with_the_requests_it_held() {
+        let mut d = Driver::build("noop", &ParamValues::new(), ctx()).unwrap();
+        let rq = |id| Request::new(id, 0, Op::Read, 8 * id, 8, 0);
+        for id in 0..3 {
+            d.insert(rq(id), 0);
+        }
+        let Next::Request(first) = d.poll(0) else {
+            panic!("noop dispatches")
+        };
+        d.switch_by_name("deadline", &ParamValues::new(), SwitchPolicy::Freeze, 1)
+            .unwrap();
+        d.insert(rq(3), 2);
+        let fallback = build("noop", &ParamValues::new(), &ctx()).unwrap();
+        assert_eq!(d.replace(fallback, vec![rq(1), rq(2), rq(3)], 3), Some("deadline"));
+        assert!(!d.switching());
+        d.completed(&first, 4);
+        let mut got = Vec::new();
+        while let Next::Request(r) = d.poll(5) {
+            got.push(r.id);
+        }
+        assert_eq!((got, d.in_flight()), (vec![1, 2, 3], 3));
+    }
+}
