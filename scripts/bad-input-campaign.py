@@ -515,6 +515,13 @@ def trace_cases() -> list[Case]:
             ["--scheduler", "kybre"],
         ),
         case("replay", "1100 devices", replay, {"t": many}, ["t:", "1100"]),
+        case(
+            "replay",
+            "offset past the disk",
+            replay,
+            {"t": b"128166372000000000,h,0,Read,9000000000000000000,4096,1\n"},
+            ["t:", "--image-size"],
+        ),
     ]
     return cases
 

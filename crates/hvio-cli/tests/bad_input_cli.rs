@@ -327,6 +327,18 @@ fn replay_map_takes_blkparse_devices_and_refuses_bad_entries() {
         err.starts_with("hvio: error: many.csv: its 1100 devices make 1100 VMs"),
         "{err}"
     );
+    // So does an offset past the disk: no `image_size` the user never wrote.
+    std::fs::write(
+        d.join("big.csv"),
+        "128166372000000000,host,0,Read,9000000000000000000,4096,100\n",
+    )
+    .unwrap();
+    let (code, err) = hvio(&d, &["replay", "big.csv", "--format", "msr"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("hvio: error: big.csv: device host_0 needs an image of ") && !err.contains("image_size"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -517,6 +517,7 @@ pub fn replay_trace(
         })
         .collect();
     let mut extra = String::new();
+    let mut made: Vec<String> = Vec::new();
     let mut names: Vec<String> = cfg.vms.iter().map(|v| v.name.clone()).collect();
     for vm in &vm_of_dev {
         if names.contains(vm) {
@@ -536,6 +537,7 @@ pub fn replay_trace(
             "[[vm]]\nname = {quoted}\nimage_size = \"{size}\"\njournal_size = 0\n"
         ));
         names.push(vm.clone());
+        made.push(vm.clone());
     }
     if names.len() > crate::config::limits::MAX_VMS {
         return Err(SimError::Other(format!(
@@ -568,7 +570,32 @@ pub fn replay_trace(
             fua: r.flags.has(hvio_trace::RecFlags::FUA),
         })
     });
-    Ok((replay(&cfg, requests, how.mode)?, skipped))
+    let result = replay(&cfg, requests, how.mode).map_err(|e| image_error(e, &made, path))?;
+    Ok((result, skipped))
+}
+
+/// An image that does not fit, of a VM made for the trace, said in the
+/// trace's terms: the user wrote no `image_size`.
+fn image_error(e: SimError, made: &[String], trace: &std::path::Path) -> SimError {
+    let inner = match &e {
+        SimError::In { source, .. } => source.as_ref(),
+        other => other,
+    };
+    if let SimError::Config(hvio_core::ConfigError::InvalidValue {
+        context, key, value, ..
+    }) = inner
+    {
+        if let Some(vm) = made.iter().find(|v| *context == format!("vm {v:?}")) {
+            if key == "image_size" {
+                return SimError::Other(format!(
+                    "{}: device {vm} needs an image of {value} bytes (its largest offset), more than the disk holds; \
+                     wrap its offsets with --image-size SIZE, or give --config a larger [disk]",
+                    trace.display()
+                ));
+            }
+        }
+    }
+    e
 }
 
 #[cfg(test)]
