@@ -405,3 +405,26 @@ fn store_device_errors_name_file_and_line() {
     assert!(err.contains("did you mean `rpm`?"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_fifo_is_read_until_its_writer_closes_it() {
+    // What docs/bad-input.md says of FIFOs: read as a stream, like
+    // `hvio trace stats <(zcat t.gz)`; hvio adds no timeout of its own.
+    let d = dir("fifo");
+    let fifo = d.join("t.fifo");
+    if !Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+        return;
+    }
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, TRACE).unwrap())
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .args(["trace", "stats", "--format", "msr", fifo.to_str().unwrap()])
+        .output()
+        .unwrap();
+    writer.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("requests"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
