@@ -4,15 +4,16 @@
 //! queue depth: throughput and write amplification, the gap address
 //! reshaping exploits. Fresh-drive figures beside them.
 //!
-//! `cargo run --release -p hvio-device --example ssd_presets` (docs/ssd-model.md).
+//! `cargo run --release -p hvio-device --example ssd_presets [-- --gib N]`
+//! (docs/ssd-model.md); `--gib 0` keeps each preset's real capacity.
 
 use hvio_core::{Device, Nanos, Op, Request};
 use hvio_device::ssd::{Precondition, Ssd, SsdParams, SsdPreset};
 
-fn build(preset: SsdPreset, steady: bool) -> Ssd {
+fn build(preset: SsdPreset, steady: bool, gib: Option<f64>) -> Ssd {
     SsdParams {
         preset: Some(preset),
-        capacity_gib: Some(32.0),
+        capacity_gib: gib,
         precondition: steady.then(Precondition::default),
         ..Default::default()
     }
@@ -43,13 +44,31 @@ fn run(d: &mut Ssd, n: u64, mut next: impl FnMut(u64) -> (u64, u32)) -> (f64, f6
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let gib = match args.iter().position(|a| a == "--gib") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("--gib takes a number"),
+        None => 32.0,
+    };
+    let gib = (gib > 0.0).then_some(gib);
     println!(
-        "{:<22} {:>6} {:>16} {:>8} {:>19} {:>8} {:>10}",
-        "preset (32 GiB)", "state", "random 4K IOPS", "WA", "sequential MB/s", "WA", "settled"
+        "{:<22} {:>6} {:>16} {:>8} {:>19} {:>8} {:>10} {:>14}",
+        format!("preset ({})", gib.map_or("real size".into(), |g| format!("{g} GiB"))),
+        "state",
+        "random 4K IOPS",
+        "WA",
+        "sequential MB/s",
+        "WA",
+        "settled",
+        "precondition"
     );
     for preset in [SsdPreset::Samsung850Pro256, SsdPreset::IntelP3700_400] {
         for steady in [false, true] {
-            let mut d = build(preset, steady);
+            let start = std::time::Instant::now();
+            let mut d = build(preset, steady, gib);
+            let built = start.elapsed();
             let cap = d.capacity();
             let report = d.precondition_report();
             let mut s = 0x9e37_79b9_7f4a_7c15u64;
@@ -59,10 +78,10 @@ fn main() {
                 s ^= s << 17;
                 (s % (cap / 8) * 8, 8)
             });
-            let mut d = build(preset, steady);
+            let mut d = build(preset, steady, gib);
             let (mb_s, _, wa_seq) = run(&mut d, 40_000, |i| (i * 256 % cap, 256));
             println!(
-                "{:<22} {:>6} {:>16.0} {:>8.2} {:>19.0} {:>8.2} {:>10}",
+                "{:<22} {:>6} {:>16.0} {:>8.2} {:>19.0} {:>8.2} {:>10} {:>13.1}s",
                 format!("{preset:?}"),
                 if steady { "steady" } else { "fresh" },
                 iops,
@@ -73,7 +92,8 @@ fn main() {
                     "{} ({:.2})",
                     r.settled,
                     (r.fill_pages + r.random_pages) as f64 / r.fill_pages as f64
-                ))
+                )),
+                built.as_secs_f64()
             );
         }
     }
