@@ -801,18 +801,27 @@ impl Bfq {
         }
     }
 
-    /// `bfq_bfqq_is_slow`: returns (slow, elapsed ms to charge).
+    /// `bfq_bfqq_is_slow`: returns (slow, elapsed ms to charge). A service
+    /// period of 20 ms or less is too short to measure a rate: the queue is
+    /// slow if it is seeky (Linux: `bool slow = BFQQ_SEEKY(bfqq)`, kept
+    /// unless the period is longer), so a seeky queue that exhausts small
+    /// budgets quickly is charged for its disk time, not its few sectors.
     fn is_slow(&self, q: usize, compensate: bool, now: Nanos) -> (bool, Nanos) {
         if !self.queues[q].sync {
             return (false, 0);
         }
+        let seeky = self.queues[q].seeky();
         let end = if compensate { self.last_idling_start } else { now };
         let elapsed = end.saturating_sub(self.last_budget_start);
         if elapsed < ms(1) {
             // Too short to measure: charge at least one seek (or BFQ_MIN_TT).
-            return (false, if self.rotational { self.slice_idle } else { MIN_TT });
+            return (seeky, if self.rotational { self.slice_idle } else { MIN_TT });
         }
-        let slow = elapsed > ms(20) && self.ents[self.queues[q].ent].service < self.max_budget() / 2;
+        let slow = if elapsed > ms(20) {
+            self.ents[self.queues[q].ent].service < self.max_budget() / 2
+        } else {
+            seeky
+        };
         (slow, elapsed)
     }
 
@@ -1601,6 +1610,29 @@ mod tests {
         let ratio = sectors_after(&out, 0, s_(30)) / sectors_after(&out, 1, s_(30));
         eprintln!("bfq 300/100 random, default, 30-60 s: service ratio {ratio:.3}");
         assert!((2.7..=3.3).contains(&ratio), "service ratio after raising {ratio}");
+    }
+
+    /// A seeky queue whose service periods last 20 ms or less is charged
+    /// for the disk time it used, as Linux's `bfq_bfqq_is_slow` does (`slow
+    /// = BFQQ_SEEKY(bfqq)` unless the period is longer than 20 ms, when the
+    /// rate decides): here a random reader with one request at a time
+    /// (8 ms each) and 5 ms between them, whose periods end with no more
+    /// requests after about 8 ms, beside a greedy sequential reader. Judged
+    /// by its rate only, the random reader is charged for time about twice
+    /// in 10 s (its rare periods over 20 ms); as Linux does, at most of its
+    /// periods.
+    #[test]
+    fn short_seeky_periods_are_charged_for_time() {
+        let mut s = build_with(&[100, 100], &[("low_latency", 0.0)]);
+        let clients = [
+            Client::new(0, Pattern::Random(3), 0).think(ms(5)),
+            Client::new(1, Pattern::Sequential, 1 << 28).outstanding(8),
+        ];
+        let cost = |r: &Request| if r.stream == 0 { ms(8) } else { ms(1) };
+        let out = run(s.as_mut(), &clients, 1, &cost, s_(10));
+        eprintln!("bfq short seeky periods: counters {:?}", s.counters());
+        assert!(out.completed[&0] > 50, "{:?}", out.completed);
+        assert!(counter(s.as_ref(), "time_charged") > 30.0, "{:?}", s.counters());
     }
 
     /// The same for two sequential readers (budgets exhausted or timed out).
