@@ -105,15 +105,17 @@ def test_main_run_writes_identical_files_that_name_the_seed(tmp_path, capsys):
         "bandwidth_by_scheduler.png",
         "compare.csv",
         "compare.json",
+        "fairness.png",
+        "p99_by_scheduler.png",
         "seek_distribution.png",
-        "throughput_cfq.png",
-        "throughput_deadline.png",
+        "throughput_over_time.png",
     ]
     for name, data in outs[0].items():
         assert data == outs[1][name], f"{name} differs between two runs"
     header, *rows = outs[0]["compare.csv"].decode().splitlines()
     assert header.endswith(",seed")
-    assert [r.split(",")[-1] for r in rows] == ["3", "3"]
+    # A row per scheduler and VM.
+    assert [r.split(",")[-1] for r in rows] == ["3"] * 4
     # Another seed, another random workload.
     other = tmp_path / "seed4"
     cfg.write_text(SMALL.replace("seed = 3", "seed = 4"))

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from ._hvio import HvioError
 from .api import (
+    Comparison,
     Report,
     Result,
     compare,
+    comparison,
     default_scenario,
     experiments,
+    load_comparison,
     replay,
     reproduce,
     scheduler_table,
@@ -26,12 +29,15 @@ from .api import (
 )
 
 __all__ = [
+    "Comparison",
     "HvioError",
     "Report",
     "Result",
     "compare",
+    "comparison",
     "default_scenario",
     "experiments",
+    "load_comparison",
     "replay",
     "reproduce",
     "scheduler_table",

@@ -1,14 +1,17 @@
 """``python -m hvio run``: the main job of ``make run``.
 
-Runs paper 000's four-VM scenario (embedded) under every registered host
-scheduler, prints the per-VM comparison table, and writes JSON results and
-figures under ``--out``.
+Compares the host schedulers on a config (default: paper 000's four-VM
+scenario, embedded): prints the per-scheduler and per-VM tables of
+``hvio compare`` and its verdict, and writes the comparison (JSON, CSV) and
+its figures under ``--out``. ``python -m hvio figures JSON`` draws the
+figures of a comparison written by ``hvio compare --json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -17,65 +20,115 @@ import pandas as pd
 from . import api, plots
 
 
-def _table(results: list[api.Result]) -> pd.DataFrame:
+def _cell(mean: float, sd: float, digits: int, spread: bool) -> str:
+    if not math.isfinite(mean):
+        return "inf"
+    return f"{mean:.{digits}f}±{sd:.{digits}f}" if spread else f"{mean:.{digits}f}"
+
+
+def scheduler_table(c: api.Comparison) -> pd.DataFrame:
+    """Per scheduler: total MB/s, fairness, the worst VM's p99, starved VMs."""
+    sp = len(c.seeds) > 1
     rows = []
-    for r in results:
-        row = {"scheduler": r.scheduler}
-        for _, v in r.vms.iterrows():
-            row[f"{v['vm']} MB/s"] = round(v["mb_per_s"], 2)
-        row["total MB/s"] = round(r.total_mb_per_s, 2)
-        row["zero seek %"] = round(100 * r.host["seek"]["zero_frac"], 1)
-        row["idle-wait s"] = round(r.host["idle_pending_s"], 2)
-        row["sim s"] = round(r.raw["sim_time_s"], 1)
-        rows.append(row)
+    for _, s in c.schedulers.iterrows():
+        rows.append(
+            {
+                "scheduler": s["scheduler"],
+                "total MB/s": _cell(s["total_mb_per_s"], s["total_mb_per_s_sd"], 2, sp),
+                "fairness (Jain)": _cell(s["jain"], s["jain_sd"], 3, sp),
+                "worst p99 ms": _cell(s["worst_p99_ms"], s["worst_p99_ms_sd"], 1, sp),
+                "worst VM": s["worst_p99_vm"],
+                "starved": s["starved"] or "-",
+            }
+        )
     return pd.DataFrame(rows).set_index("scheduler")
 
 
-def _jobs(results: list[api.Result]) -> pd.DataFrame:
-    frames = []
-    for r in results:
-        j = r.jobs[["vm", "job", "exec_time_s"]].copy()
-        j["scheduler"] = r.scheduler
-        frames.append(j)
-    df = pd.concat(frames)
-    return df.pivot_table(index=["vm", "job"], columns="scheduler", values="exec_time_s", sort=False)[
-        [r.scheduler for r in results]
-    ].round(2)
+def vm_table(c: api.Comparison) -> pd.DataFrame:
+    """Per scheduler and VM: throughput, latency, disk share against weight share, slowdown."""
+    sp = len(c.seeds) > 1
+    rows = []
+    for _, v in c.vms.iterrows():
+        rows.append(
+            {
+                "scheduler": v["scheduler"],
+                "vm": v["vm"],
+                "MB/s": _cell(v["mb_per_s"], v["mb_per_s_sd"], 2, sp),
+                "IOPS": _cell(v["iops"], v["iops_sd"], 1, sp),
+                "p50 ms": _cell(v["p50_ms"], v["p50_ms_sd"], 1, sp),
+                "p99 ms": _cell(v["p99_ms"], v["p99_ms_sd"], 1, sp),
+                "p99.9 ms": _cell(v["p999_ms"], v["p999_ms_sd"], 1, sp),
+                "disk %": _cell(100 * v["disk_share"], 100 * v["disk_share_sd"], 1, sp),
+                "weight %": f"{100 * v['weight_share']:.1f}",
+                "alone MB/s": _cell(v["alone_mb_per_s"], v["alone_mb_per_s_sd"], 2, sp),
+                "slowdown": _cell(v["slowdown"], v["slowdown_sd"], 1, sp) + "x",
+            }
+        )
+    return pd.DataFrame(rows).set_index(["scheduler", "vm"])
 
 
-def run(out: Path, config: str | None, schedulers: list[str] | None) -> int:
+def report(c: api.Comparison) -> str:
+    """The comparison as text: the two tables, the notes and the verdict."""
+    with pd.option_context("display.width", 250, "display.max_columns", 50):
+        parts = [
+            f"{c.config} by host scheduler ({c.seed_text})",
+            scheduler_table(c).to_string(),
+            "",
+            "per VM; slowdown = MB/s alone on the disk / MB/s shared",
+            vm_table(c).to_string(),
+            "",
+        ]
+    parts += [f"note: {n}" for n in c.notes]
+    parts += ["", "verdict"] + [f"  {v}" for v in c.verdict]
+    return "\n".join(parts)
+
+
+def write_csv(c: api.Comparison, path: Path) -> None:
+    """One row per scheduler and VM; the last column names the seeds that reproduce it."""
+    df = c.vms.merge(
+        c.schedulers[["scheduler", "total_mb_per_s", "jain", "worst_p99_ms"]], on="scheduler", how="left"
+    )
+    df["seed"] = " ".join(str(s) for s in c.seeds)
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False)
+    tmp.rename(path)
+
+
+def run(out: Path, config: str | None, schedulers: list[str] | None, seeds: int = 1) -> int:
     out.mkdir(parents=True, exist_ok=True)
     names = schedulers or api.schedulers()
-    print(f"paper 000's four-VM scenario under {len(names)} host schedulers: {', '.join(names)}", flush=True)
-    results = []
-    for name in names:
-        print(f"  simulating {name} ...", flush=True)
-        results.extend(api.compare(config, [name]))
-    with pd.option_context("display.width", 200, "display.max_columns", 50):
-        print("\nPer-VM bandwidth (MB/s) by host scheduler")
-        print(_table(results).to_string())
-        print("\nJob execution time (s) by host scheduler")
-        print(_jobs(results).to_string())
+    what = config if config else "paper 000's four-VM scenario (embedded)"
+    print(f"{what} under {len(names)} host schedulers: {', '.join(names)}", flush=True)
+    c = api.comparison(config, names, seeds=seeds)
+    print(report(c))
     tmp = out / "compare.json.tmp"
-    tmp.write_text(json.dumps([r.raw for r in results], indent=1))
+    tmp.write_text(json.dumps(c.raw, indent=1))
     tmp.rename(out / "compare.json")
-    # The seed column names what reproduces each row (compare.json has it too).
-    _table(results).assign(seed=[r.raw["seed"] for r in results]).to_csv(out / "compare.csv")
-    plots.bandwidth_by_scheduler(results, out / "bandwidth_by_scheduler.png")
-    plots.seek_distribution(results, out / "seek_distribution.png")
-    for r in results:
-        plots.throughput_over_time(r, out / f"throughput_{r.scheduler}.png")
+    write_csv(c, out / "compare.csv")
+    plots.comparison_figures(c, out)
     print(f"\nresults: {out / 'compare.json'}, {out / 'compare.csv'}; figures: {out}/*.png")
+    return 0
+
+
+def figures(json_path: Path, out: Path, fmt: str) -> int:
+    c = api.load_comparison(json_path)
+    for p in plots.comparison_figures(c, out, fmt):
+        print(p)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hvio", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="paper 000's four VMs under every scheduler")
+    r = sub.add_parser("run", help="compare every scheduler on a config (default: paper 000's four VMs)")
     r.add_argument("--out", type=Path, default=Path("out"))
     r.add_argument("--config", help="a config file instead of the embedded scenario")
     r.add_argument("--schedulers", help="comma-separated subset")
+    r.add_argument("--seeds", type=int, default=1, help="runs per scheduler, seeds from the config's on")
+    f = sub.add_parser("figures", help="the figures of a comparison written by `hvio compare --json`")
+    f.add_argument("json", type=Path)
+    f.add_argument("--out", type=Path, default=Path("out"))
+    f.add_argument("--format", default="png", help="png, svg, svgz, pdf or eps")
     e = sub.add_parser("reproduce", help="run a paper experiment by name")
     e.add_argument("name")
     e.add_argument("--quick", action="store_true")
@@ -83,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "run":
             names = args.schedulers.split(",") if args.schedulers else None
-            return run(args.out, args.config, names)
+            return run(args.out, args.config, names, args.seeds)
+        if args.cmd == "figures":
+            return figures(args.json, args.out, args.format)
         rep = api.reproduce(args.name, quick=args.quick)
         print(f"{rep.name}: seed {rep.seed}{', quick run' if rep.quick else ''}\n")
         for title, df in rep.tables.items():
@@ -94,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             print("note:", n)
         return 0
     except api._hvio.HvioError as e:
+        print(f"hvio: error: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, KeyError) as e:
         print(f"hvio: error: {e}", file=sys.stderr)
         return 1
 

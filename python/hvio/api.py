@@ -132,6 +132,115 @@ def compare(config: ConfigLike | None = None, schedulers: list[str] | None = Non
     return [Result(r) for r in json.loads(_hvio.compare(text, origin, names))]
 
 
+def _spread(d: dict | None) -> tuple[float, float]:
+    """(mean, sd) of a figure over seeds; JSON null (an infinite slowdown) is inf."""
+    if d is None or d.get("mean") is None:
+        return math.inf, 0.0
+    return d["mean"], d.get("sd") or 0.0
+
+
+@dataclass
+class Comparison:
+    """Host schedulers compared on one config (``hvio compare``'s JSON):
+    per-scheduler and per-VM DataFrames (means over the seeds, ``*_sd`` their
+    standard deviations), the verdict, notes and every run."""
+
+    raw: dict[str, Any]
+    schedulers: pd.DataFrame = field(init=False)
+    vms: pd.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        srows, vrows = [], []
+        for s in self.raw["schedulers"]:
+            starved = [v["vm"] for v in s["vms"] if v["starved"]]
+            row = {"scheduler": s["scheduler"], "reads_weights": s["reads_weights"]}
+            for k in ("total_mb_per_s", "jain", "worst_p99_ms"):
+                row[k], row[f"{k}_sd"] = _spread(s[k])
+            row.update(worst_p99_vm=s["worst_p99_vm"], starved=",".join(starved))
+            srows.append(row)
+            for v in s["vms"]:
+                vrow = {
+                    "scheduler": s["scheduler"],
+                    "vm": v["vm"],
+                    "weight": v["weight"],
+                    "weight_share": v["weight_share"],
+                }
+                for k in (
+                    "mb_per_s",
+                    "iops",
+                    "p50_ms",
+                    "p99_ms",
+                    "p999_ms",
+                    "disk_share",
+                    "alone_mb_per_s",
+                    "slowdown",
+                    "progress",
+                ):
+                    vrow[k], vrow[f"{k}_sd"] = _spread(v[k])
+                vrow["starved"] = v["starved"]
+                vrows.append(vrow)
+        self.schedulers = pd.DataFrame(srows)
+        self.vms = pd.DataFrame(vrows)
+
+    @property
+    def config(self) -> str:
+        return self.raw["config"]
+
+    @property
+    def config_name(self) -> str:
+        """The config's file name, for titles."""
+        return Path(self.config).name
+
+    @property
+    def seeds(self) -> list[int]:
+        return self.raw["seeds"]
+
+    @property
+    def seed_text(self) -> str:
+        s = self.seeds
+        return f"seed {s[0]}" if len(s) == 1 else f"seeds {s[0]}..{s[-1]}"
+
+    @property
+    def verdict(self) -> list[str]:
+        return self.raw["verdict"]
+
+    @property
+    def notes(self) -> list[str]:
+        return self.raw["notes"]
+
+    @property
+    def runs(self) -> list[Result]:
+        """Every shared run, scheduler by scheduler, seed by seed."""
+        return [Result(r) for r in self.raw["runs"]]
+
+    @property
+    def scheduler_names(self) -> list[str]:
+        return list(self.schedulers["scheduler"])
+
+    @property
+    def vm_names(self) -> list[str]:
+        return list(dict.fromkeys(self.vms["vm"]))
+
+
+def comparison(
+    config: ConfigLike | None = None, schedulers: list[str] | None = None, *, seeds: int = 1
+) -> Comparison:
+    """Compare host schedulers on a config (default: paper 000's four VMs):
+    per-VM MB/s, IOPS, latency percentiles, disk share against weight share
+    and slowdown against running alone; per scheduler total, Jain's index,
+    worst p99; a verdict. ``seeds`` runs each with that many seeds."""
+    text, origin = (
+        _config_text(config) if config is not None else (default_scenario(), "paper000-four-vms.toml")
+    )
+    names = schedulers if schedulers is not None else [s["name"] for s in schedulers_list()]
+    return Comparison(json.loads(_hvio.comparison(text, origin, names, seeds)))
+
+
+def load_comparison(path: str | PathLike) -> Comparison:
+    """A comparison written by ``hvio compare --json``."""
+    return Comparison(json.loads(Path(path).read_text()))
+
+
 def schedulers_list() -> list[dict]:
     return json.loads(_hvio.schedulers())
 

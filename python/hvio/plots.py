@@ -1,5 +1,8 @@
 """Figures: the LBA-over-time scatter of paper 000 Fig. 1, throughput over
-time (Fig. 7), per-VM bandwidth by scheduler (Fig. 6b), seek distances.
+time (Fig. 7), per-VM bandwidth by scheduler (Fig. 6b), seek distances, and
+the figures of a scheduler comparison (``hvio compare``): per-VM p99 by
+scheduler, fairness with share of disk time against weight share, and
+throughput over time under every scheduler on one shared axis.
 
 Every figure is byte-identical for the same results (no dates, fixed SVG ids,
 matplotlib's default style whatever a matplotlibrc says) in any format
@@ -21,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .api import Result  # noqa: E402
+from .api import Comparison, Result  # noqa: E402
 
 
 def reproducible(draw):
@@ -39,7 +42,8 @@ def reproducible(draw):
 
 @reproducible
 def lba_scatter(records_csv: str | Path, out: str | Path, *, max_points: int = 200_000) -> Path:
-    """Paper 000 Fig. 1: arrival time vs sector of every host request, by VM.
+    """Arrival time vs sector of every host request, by VM (the figure of
+    paper 000 Fig. 1, for any config).
 
     ``records_csv`` is the per-request file of ``hvio sim --records``.
     """
@@ -51,40 +55,148 @@ def lba_scatter(records_csv: str | Path, out: str | Path, *, max_points: int = 2
         ax.scatter(g["arrival_ns"] / 1e9, g["sector"], s=1, label=vm, rasterized=True)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("LBA (sector)")
-    ax.set_title("Disk access pattern of the VMs (paper 000 Fig. 1)")
-    ax.legend(markerscale=8, loc="best")
     seeds = sorted(df["seed"].unique()) if "seed" in df else []
+    seed_text = f", seed {', '.join(str(int(x)) for x in seeds)}" if seeds else ""
+    ax.set_title(f"Host requests by VM: {Path(records_csv).name}{seed_text}")
+    ax.legend(markerscale=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, out, description=_describe(seeds, [], f"records {Path(records_csv).name}"))
 
 
-@reproducible
-def throughput_over_time(result: Result, out: str | Path, *, metric: str = "iops") -> Path:
-    """Paper 000 Fig. 7: per-VM throughput every interval."""
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for vm, g in result.series.groupby("vm", sort=False):
-        ax.plot(g["time_s"], g[metric], label=vm, linewidth=1)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("IOPS" if metric == "iops" else "MB/s")
-    ax.set_title(f"Throughput of the VMs under {result.scheduler}")
-    ax.legend(loc="best")
-    return _save(fig, out, description=_describe_results([result]))
+def _seed_text(results: list[Result]) -> str:
+    seeds = sorted({r.raw["seed"] for r in results})
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(x) for x in seeds)
+
+
+def _whole_buckets(result: Result) -> pd.DataFrame:
+    """The time series of each VM up to the last bucket it was busy for
+    whole: the bucket its last job ended inside is left out (its rate would
+    be a part-bucket's bytes over a whole bucket), and so are the empty
+    ones after it."""
+    s = result.series
+    if s.empty:
+        return s
+    interval = result.raw["series"]["interval_s"]
+    ends = result.jobs.groupby("vm")["end_s"].max()
+    end = s["vm"].map(ends).fillna(result.raw["sim_time_s"])
+    return s[s["time_s"] + interval <= end + 1e-9]
 
 
 @reproducible
-def bandwidth_by_scheduler(results: list[Result], out: str | Path) -> Path:
-    """Paper 000 Fig. 6(b): per-VM and total bandwidth under each scheduler."""
+def throughput_over_time(
+    results: Result | list[Result], out: str | Path, *, metric: str = "mb_per_s", config: str | None = None
+) -> Path:
+    """Per-VM throughput every interval (paper 000 Fig. 7), one panel per
+    scheduler on a shared time and throughput axis (MB/s by default:
+    requests of 8 KiB and 1 MiB are not comparable in IOPS). A last
+    bucket the run ended inside is left out."""
+    if isinstance(results, Result):
+        results = [results]
+    n = len(results)
+    cols = 1 if n < 4 else 2
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(9 if cols == 1 else 12, 1.0 + 2.2 * rows),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+    )
+    unit = "IOPS" if metric == "iops" else "MB/s"
+    handles = {}
+    for ax, r in zip(axes.flat, results):
+        for vm, g in _whole_buckets(r).groupby("vm", sort=False):
+            (line,) = ax.plot(g["time_s"], g[metric], label=vm, linewidth=1)
+            handles.setdefault(vm, line)
+        ax.set_title(r.scheduler, fontsize=10)
+        ax.set_ylabel(unit)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("time (s)")
+    what = f"{config}, " if config else ""
+    fig.suptitle(f"Throughput of each VM over time ({what}{_seed_text(results)})")
+    fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    return _save(fig, out, description=_describe_results(results))
+
+
+@reproducible
+def bandwidth_by_scheduler(results: list[Result], out: str | Path, *, config: str | None = None) -> Path:
+    """The run's total MB/s under each scheduler, split between the VMs by
+    the bytes each moved: the stack is the total. (Paper 000 Fig. 6(b) sums
+    per-VM MB/s over each VM's own active time instead, which is no total.)"""
     rows = []
     for r in results:
+        all_mb = r.vms["mb"].sum()
         for _, v in r.vms.iterrows():
-            rows.append({"scheduler": r.scheduler, "vm": v["vm"], "mb_per_s": v["mb_per_s"]})
+            part = v["mb"] / all_mb if all_mb > 0 else 0.0
+            rows.append({"scheduler": r.scheduler, "vm": v["vm"], "mb_per_s": part * r.total_mb_per_s})
     df = pd.DataFrame(rows).pivot(index="scheduler", columns="vm", values="mb_per_s")
-    df = df.loc[[r.scheduler for r in results]]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    df = df.loc[[r.scheduler for r in results], list(results[0].vms["vm"])]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     df.plot(kind="bar", stacked=True, ax=ax)
-    ax.set_ylabel("MB/s")
-    ax.set_title("Per-VM bandwidth by host scheduler (stacked = total)")
+    ax.set_ylabel("MB/s (total, split by each VM's bytes)")
+    what = f"{config}, " if config else ""
+    ax.set_title(f"Bandwidth by host scheduler, stacked by VM = total ({what}{_seed_text(results)})")
     ax.tick_params(axis="x", rotation=30)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, out, description=_describe_results(results))
+
+
+@reproducible
+def p99_by_scheduler(c: Comparison, out: str | Path) -> Path:
+    """Each VM's p99 latency under each scheduler, log scale (mean over the
+    seeds, with the spread as error bars when there are several)."""
+    v = c.vms
+    p = v.pivot(index="scheduler", columns="vm", values="p99_ms").loc[c.scheduler_names, c.vm_names]
+    sd = v.pivot(index="scheduler", columns="vm", values="p99_ms_sd").loc[c.scheduler_names, c.vm_names]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    p.plot(kind="bar", ax=ax, yerr=sd if len(c.seeds) > 1 else None, logy=True)
+    ax.set_ylabel("p99 latency (ms, log scale)")
+    ax.set_title(f"p99 latency of each VM by host scheduler ({c.config_name}, {c.seed_text})")
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, out, description=_describe_comparison(c))
+
+
+@reproducible
+def fairness(c: Comparison, out: str | Path) -> Path:
+    """Two panels: Jain's index over weight-normalised progress per
+    scheduler, and each VM's share of the disk's time beside its weight
+    share (the dashed lines)."""
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 8))
+    s = c.schedulers.set_index("scheduler").loc[c.scheduler_names]
+    a1.bar(s.index, s["jain"], yerr=s["jain_sd"] if len(c.seeds) > 1 else None, color="tab:gray")
+    a1.set_ylim(0, 1.05)
+    a1.set_ylabel("Jain's index")
+    a1.set_title(f"Weighted fairness by host scheduler ({c.config_name}, {c.seed_text})")
+    a1.tick_params(axis="x", rotation=30)
+    share = c.vms.pivot(index="scheduler", columns="vm", values="disk_share").loc[
+        c.scheduler_names, c.vm_names
+    ]
+    (100 * share).plot(kind="bar", ax=a2)
+    weights = c.vms.drop_duplicates("vm").set_index("vm").loc[c.vm_names, "weight_share"]
+    for i, (vm, w) in enumerate(weights.items()):
+        color = a2.containers[i].patches[0].get_facecolor()
+        a2.axhline(100 * w, color=color, linestyle="--", linewidth=1, label=f"{vm} weight share")
+    a2.set_ylabel("% of the disk's busy time")
+    a2.set_title("Share of disk time (bars) against weight share (dashed)")
+    a2.tick_params(axis="x", rotation=30)
+    a2.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, out, description=_describe_comparison(c))
+
+
+def comparison_figures(c: Comparison, out_dir: str | Path, fmt: str = "png") -> list[Path]:
+    """Every figure of a comparison into ``out_dir``."""
+    out_dir = Path(out_dir)
+    first = [r for r in c.runs if r.raw["seed"] == c.seeds[0]]
+    return [
+        p99_by_scheduler(c, out_dir / f"p99_by_scheduler.{fmt}"),
+        fairness(c, out_dir / f"fairness.{fmt}"),
+        throughput_over_time(first, out_dir / f"throughput_over_time.{fmt}", config=c.config_name),
+        bandwidth_by_scheduler(first, out_dir / f"bandwidth_by_scheduler.{fmt}", config=c.config_name),
+        seek_distribution(first, out_dir / f"seek_distribution.{fmt}"),
+    ]
 
 
 @reproducible
@@ -120,7 +232,11 @@ def _describe(seeds: list, schedulers: list[str], source: str | None = None) -> 
 
 def _describe_results(results: list[Result]) -> str:
     seeds = sorted({r.raw["seed"] for r in results})
-    return _describe(seeds, [r.scheduler for r in results])
+    return _describe(seeds, list(dict.fromkeys(r.scheduler for r in results)))
+
+
+def _describe_comparison(c: Comparison) -> str:
+    return _describe(c.seeds, c.scheduler_names, f"config {c.config_name}")
 
 
 # What matplotlib writes by default that changes from run to run: the date

@@ -99,9 +99,6 @@ pub struct CompareArgs {
     figures: Option<PathBuf>,
 }
 
-/// Most seeds `--seeds` takes: each is a run per scheduler and per VM.
-const MAX_SEEDS: u64 = 1000;
-
 pub fn compare(a: CompareArgs) -> Result<()> {
     let mut cfg = match &a.config {
         Some(p) => load(p)?,
@@ -110,8 +107,8 @@ pub fn compare(a: CompareArgs) -> Result<()> {
     if let Some(s) = a.seed {
         cfg.seed = s;
     }
-    if !(1..=MAX_SEEDS).contains(&a.seeds) {
-        bail!("--seeds {}: must be 1..={MAX_SEEDS}", a.seeds);
+    if !(1..=cmp::MAX_SEEDS).contains(&a.seeds) {
+        bail!("--seeds {}: must be 1..={}", a.seeds, cmp::MAX_SEEDS);
     }
     let names: Vec<&str> = if a.schedulers == "all" {
         hvio_sched::names()
@@ -135,8 +132,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         outputs.push(("--csv", c));
     }
     cfg.check_outputs(&outputs, &[])?;
-    let mut c = cmp::comparison(&cfg, &names, a.seeds)?;
-    c.notes.extend(cfg.warnings.iter().map(|w| format!("fio: {w}")));
+    let c = cmp::comparison(&cfg, &names, a.seeds)?;
     write_atomic(&a.json, &serde_json::to_string_pretty(&c)?)?;
     if let Some(p) = &a.csv {
         write_atomic(p, &c.csv())?;

@@ -58,10 +58,8 @@ fn simulate(
     serde_json::to_string(&r).map_err(err)
 }
 
-/// Run a config under each named host scheduler; JSON list of results.
-#[pyfunction]
-fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) -> PyResult<String> {
-    let cfg = parse(text, origin)?;
+/// The `schedulers=` list, checked: at least one, every name known.
+fn scheduler_names(schedulers: &[String]) -> PyResult<Vec<&str>> {
     let names: Vec<&str> = schedulers.iter().map(String::as_str).collect();
     if names.is_empty() {
         return Err(err("schedulers=[]: name at least one scheduler"));
@@ -69,10 +67,36 @@ fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) ->
     for n in &names {
         hvio_sched::spec(n).map_err(|e| err(format!("schedulers: {e}")))?;
     }
+    Ok(names)
+}
+
+/// Run a config under each named host scheduler; JSON list of results.
+#[pyfunction]
+fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) -> PyResult<String> {
+    let cfg = parse(text, origin)?;
+    let names = scheduler_names(&schedulers)?;
     let r = py
         .allow_threads(|| hvio_sim::compare::compare(&cfg, &names))
         .map_err(err)?;
     serde_json::to_string(&r).map_err(err)
+}
+
+/// Compare host schedulers on a config with `seeds` seeds: per-VM and
+/// per-scheduler figures, verdict, notes and every run (`hvio compare`'s JSON).
+#[pyfunction]
+fn comparison(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>, seeds: u64) -> PyResult<String> {
+    let cfg = parse(text, origin)?;
+    let names = scheduler_names(&schedulers)?;
+    if !(1..=hvio_sim::compare::MAX_SEEDS).contains(&seeds) {
+        return Err(err(format!(
+            "seeds={seeds}: must be 1..={}",
+            hvio_sim::compare::MAX_SEEDS
+        )));
+    }
+    let c = py
+        .allow_threads(|| hvio_sim::compare::comparison(&cfg, &names, seeds))
+        .map_err(err)?;
+    serde_json::to_string(&c).map_err(err)
 }
 
 /// Replay a block trace (any format hvio-trace reads) under a config's disk,
@@ -172,6 +196,7 @@ fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(comparison, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;

@@ -52,6 +52,9 @@ fn alone(cfg: &Config, keep: usize) -> Config {
 /// at, far above measurement noise.
 pub const STARVED_BELOW: f64 = 0.25;
 
+/// Most seeds a comparison takes: each is a run per scheduler and per VM.
+pub const MAX_SEEDS: u64 = 1000;
+
 /// A figure over the seeds of a comparison: mean, sample standard deviation
 /// (0 for one seed), least and greatest.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
@@ -409,11 +412,26 @@ fn notes(cfg: &Config, c: &Comparison) -> Vec<String> {
         }
     }
     if c.schedulers.iter().any(|s| s.scheduler == "htbs") && cfg.vms.iter().all(|v| v.attrs.is_empty()) {
-        n.push(
-            "htbs: no VM sets attrs.rate_iops/burst/latency_ms, so every VM gets htbs's default contract (`hvio schedulers htbs`)"
-                .into(),
-        );
+        if let Ok(spec) = hvio_sched::spec("htbs") {
+            let own = cfg.host.scheduler == "htbs";
+            let contract: Vec<String> = ["default_rate_iops", "default_burst", "default_latency"]
+                .iter()
+                .filter_map(|name| spec.params.iter().find(|p| p.name == *name))
+                .map(|p| {
+                    let v = own
+                        .then(|| cfg.host.params.get(p.name).copied())
+                        .flatten()
+                        .unwrap_or(p.default);
+                    format!("{} = {v} {}", p.name, p.unit)
+                })
+                .collect();
+            n.push(format!(
+                "htbs: no VM sets attrs.rate_iops, burst or latency_ms, so every VM gets the same contract ({}; `hvio schedulers htbs`); where the rates add up to more than the disk delivers, service follows demand, not weights (docs/htbs.md)",
+                contract.join(", ")
+            ));
+        }
     }
+    n.extend(cfg.warnings.iter().map(|w| format!("fio: {w}")));
     for s in c.schedulers.iter().filter(|s| s.truncated) {
         n.push(format!(
             "{}: a run hit max_time_s before every job finished; its figures cover the run up to then",
