@@ -67,6 +67,25 @@ def vm_table(c: api.Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["scheduler", "vm"])
 
 
+def job_table(c: api.Comparison) -> pd.DataFrame | None:
+    """Execution time (s) of every job that ends by size or request count,
+    by scheduler (first seed); time-based jobs run their runtime under every
+    scheduler and are left out. ``None`` when every job is time-based."""
+    timed = {tuple(x) for x in c.raw["time_based"]}
+    first = [r for r in c.runs if r.raw["seed"] == c.seeds[0]]
+    frames = []
+    for r in first:
+        j = r.jobs[["vm", "job", "exec_time_s"]].copy()
+        j["scheduler"] = r.scheduler
+        frames.append(j[[(vm, job) not in timed for vm, job in zip(j["vm"], j["job"])]])
+    df = pd.concat(frames)
+    if df.empty:
+        return None
+    return df.pivot_table(index=["vm", "job"], columns="scheduler", values="exec_time_s", sort=False)[
+        [r.scheduler for r in first]
+    ].round(2)
+
+
 def report(c: api.Comparison) -> str:
     """The comparison as text: the two tables, the notes and the verdict."""
     with pd.option_context("display.width", 250, "display.max_columns", 50):
@@ -78,6 +97,9 @@ def report(c: api.Comparison) -> str:
             vm_table(c).to_string(),
             "",
         ]
+        jobs = job_table(c)
+        if jobs is not None:
+            parts += [f"job execution time (s) by host scheduler (seed {c.seeds[0]})", jobs.to_string(), ""]
     parts += [f"note: {n}" for n in c.notes]
     parts += ["", "verdict"] + [f"  {v}" for v in c.verdict]
     return "\n".join(parts)

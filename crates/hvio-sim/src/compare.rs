@@ -155,9 +155,9 @@ pub struct Comparison {
     pub notes: Vec<String>,
     /// Every shared run, scheduler by scheduler, seed by seed.
     pub runs: Vec<SimResult>,
-    /// Which jobs end by time (`runtime_s` set): their execution time is the runtime.
-    #[serde(skip)]
-    time_based: Vec<(String, String)>,
+    /// (vm, job) of every job that ends by time (`runtime_s` set): its
+    /// execution time is its runtime under every scheduler.
+    pub time_based: Vec<(String, String)>,
 }
 
 /// Jain's fairness index of `xs`: (Σx)² / (n Σx²); 1 for an empty or all-zero list.
