@@ -243,7 +243,10 @@ fn convert(a: ConvertArgs) -> Result<()> {
             }
             w.finish().map_err(wr)?
         }
-        other => bail!("unknown output format {other:?}; use blkparse or iolog3"),
+        other => bail!(
+            "--to {other:?}: unknown output format (blkparse or iolog3){}",
+            hvio_core::message::hint(other, ["blkparse", "iolog3"])
+        ),
     };
     finished.into_inner().map_err(|e| wr(e.into_error()))?.commit()?;
     if r.skipped() > 0 {

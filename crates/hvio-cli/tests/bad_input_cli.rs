@@ -428,3 +428,26 @@ fn a_fifo_is_read_until_its_writer_closes_it() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("requests"));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn trace_formats_and_presets_get_a_did_you_mean() {
+    let d = dir("formats");
+    std::fs::write(d.join("t.csv"), TRACE).unwrap();
+    let (code, err) = hvio(&d, &["trace", "stats", "t.csv", "--format", "msrr"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("unknown trace format \"msrr\"; did you mean `msr`?"),
+        "{err}"
+    );
+    let (code, err) = hvio(&d, &["trace", "convert", "t.csv", "--format", "msr", "--to", "iolgo3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--to \"iolgo3\": unknown output format (blkparse or iolog3); did you mean `iolog3`?"),
+        "{err}"
+    );
+    std::fs::write(d.join("p.toml"), SIM.replace("SR-S", "SR-N")).unwrap();
+    let (code, err) = hvio(&d, &["sim", "p.toml"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown preset; did you mean `SR-M`?"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -377,7 +377,11 @@ impl JobConfig {
                     context,
                     "preset",
                     format!("\"{p}\""),
-                    format!("unknown preset (known: {})", PRESETS.join(", ")),
+                    format!(
+                        "unknown preset{} (known: {})",
+                        hvio_core::message::hint(p, PRESETS.iter().copied()),
+                        PRESETS.join(", ")
+                    ),
                 )
             })?,
             None => JobConfig::default(),

@@ -109,11 +109,10 @@ impl FromStr for Format {
             "vscsi-v2" => "vscsi2",
             x => x,
         };
-        Format::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name() == alias)
-            .ok_or_else(|| TraceError::Usage(format!("unknown trace format {s:?}; known: {}", Format::names())))
+        Format::ALL.iter().copied().find(|f| f.name() == alias).ok_or_else(|| {
+            let hint = hvio_core::message::hint(s, Format::ALL.iter().map(|f| f.name()));
+            TraceError::Usage(format!("unknown trace format {s:?}{hint} (known: {})", Format::names()))
+        })
     }
 }
 
