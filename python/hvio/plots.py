@@ -112,11 +112,15 @@ def throughput_over_time(
         ax.set_ylabel(unit)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("time (s)")
+    # The lowest shown panel of each column carries the time axis.
+    for c in range(cols):
+        shown = [ax for ax in axes[:, c] if ax.get_visible()]
+        if shown:
+            shown[-1].set_xlabel("time (s)")
+            shown[-1].xaxis.set_tick_params(labelbottom=True)
     what = f"{config}, " if config else ""
     fig.suptitle(f"Throughput of each VM over time ({what}{_seed_text(results)})")
-    fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    axes[0, -1].legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, out, description=_describe_results(results))
 
 
