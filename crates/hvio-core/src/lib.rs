@@ -10,6 +10,7 @@
 pub mod device;
 pub mod error;
 pub mod input;
+pub mod map;
 pub mod message;
 pub mod output;
 pub mod params;
@@ -19,6 +20,7 @@ pub mod time;
 
 pub use device::{Completion, Device, DeviceInfo, LinearSeek, SeekModel, ServiceBreakdown};
 pub use error::ConfigError;
+pub use map::{Extent, ExtentMap, ImageMap};
 pub use params::{ParamSpec, ParamValues, Params};
 pub use request::{IoClass, Op, Request, RequestId, Sector, StreamId, SECTOR_BYTES};
 pub use sched::{Dispatch, SchedContext, Scheduler, SliceGrant, SliceLog, StreamInfo, SLICE_LOG_MAX};

@@ -10,7 +10,7 @@
 use crate::error::{Result, SimError};
 use crate::size::Size;
 use crate::workload::{Job, JobConfig};
-use hvio_core::{ParamValues, SECTOR_BYTES};
+use hvio_core::{ExtentMap, ParamValues, SECTOR_BYTES};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -332,28 +332,16 @@ pub struct OutputConfig {
 #[derive(Clone, Debug)]
 pub struct VmLayout {
     pub name: String,
-    /// (first sector, sectors) of each extent, in image order.
-    pub extents: Vec<(u64, u64)>,
+    /// Where the image's sectors are on the disk: its extents, in image order.
+    pub map: ExtentMap,
     pub image_sectors: u64,
     pub jobs: Vec<Job>,
 }
 
 impl VmLayout {
-    /// Physical sector of image sector `s`.
-    #[inline]
-    pub fn map(&self, s: u64) -> u64 {
-        if self.extents.len() == 1 {
-            return self.extents[0].0 + s;
-        }
-        let per = self.extents[0].1;
-        let i = ((s / per) as usize).min(self.extents.len() - 1);
-        self.extents[i].0 + (s - per * i as u64)
-    }
     /// The whole span from first to last extent end.
     pub fn span(&self) -> (u64, u64) {
-        let start = self.extents.first().map(|e| e.0).unwrap_or(0);
-        let end = self.extents.last().map(|e| e.0 + e.1).unwrap_or(0);
-        (start, end - start)
+        self.map.span()
     }
 }
 
@@ -674,7 +662,7 @@ impl Config {
             }
             out.push(VmLayout {
                 name: vm.name.clone(),
-                extents,
+                map: ExtentMap::new(extents),
                 image_sectors: vm.image_size.sectors(),
                 jobs,
             });

@@ -94,7 +94,11 @@ impl Replayer {
             sector %= image;
         }
         let sectors = (r.sectors as u64).min(image - sector) as u32;
-        let phys = if r.op == Op::Flush { 0 } else { vm.layout.map(sector) };
+        let phys = if r.op == Op::Flush {
+            0
+        } else {
+            vm.layout.map.map_sector(sector)
+        };
         vm.outstanding += 1;
         vm.first.get_or_insert(now);
         let idx = match self.free.pop() {

@@ -66,8 +66,8 @@ fn default_scenario_parses_and_lays_out() {
     let c = cfg(DEFAULT_SCENARIO);
     let l = c.layout(1_953_525_168).unwrap();
     assert_eq!(l.len(), 4);
-    assert_eq!(l[0].extents[0].0, 300_000_000);
-    assert!(l[1].extents[0].0 > l[0].extents[0].0 + l[0].image_sectors);
+    assert_eq!(l[0].map.extents()[0].0, 300_000_000);
+    assert!(l[1].map.extents()[0].0 > l[0].map.extents()[0].0 + l[0].image_sectors);
 }
 
 fn err(text: &str) -> String {
@@ -194,4 +194,74 @@ fn a_preconditioned_ssd_preset_writes_at_random_far_slower_than_a_fresh_one() {
     let steady = ssd_random_write_iops("precondition = { max_drive_writes = 1 }");
     eprintln!("random 4 KiB writes: fresh {fresh:.0} IOPS, preconditioned {steady:.0} IOPS");
     assert!(steady < 0.5 * fresh, "fresh {fresh}, preconditioned {steady}");
+}
+
+/// One VM with a 1 GiB image of `fragments` extents 64 MiB apart, a
+/// sequential reader of 96 KiB requests over 880 MiB of it (no journal
+/// traffic): the result and its host records as (sector, sectors).
+fn fragmented_read(fragments: u32, name: &str) -> (hvio_sim::SimResult, Vec<(u64, u64)>) {
+    let path = std::env::temp_dir().join(format!("hvio-fragments-{}-{name}.csv", std::process::id()));
+    let text = format!(
+        r#"
+seed = 1
+[disk]
+model = "simple"
+[host]
+scheduler = "noop"
+[output]
+records = "{}"
+[[vm]]
+name = "a"
+image_size = "1GiB"
+fragments = {fragments}
+fragment_gap = "64MiB"
+journal_commit_s = 0
+[[vm.job]]
+rw = "read"
+bs = "96k"
+size = "880MiB"
+"#,
+        path.display()
+    );
+    let r = run(&cfg(&text)).unwrap();
+    let csv = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    let recs = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[2].parse().unwrap(), f[3].parse().unwrap())
+        })
+        .collect();
+    (r, recs)
+}
+
+#[test]
+fn a_request_across_a_fragment_boundary_is_split_at_it() {
+    let (r, recs) = fragmented_read(4, "four");
+    assert!(!r.truncated && r.jobs[0].finished);
+    let c = cfg("[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\nfragments = 4\nfragment_gap = \"64MiB\"\n");
+    let extents = c.layout(2_000_000_000).unwrap()[0].map.extents().to_vec();
+    assert_eq!(extents.len(), 4);
+    // Every host request lies inside one extent: none runs into a gap.
+    for &(s, n) in &recs {
+        assert!(
+            extents.iter().any(|&(e, len)| s >= e && s + n <= e + len),
+            "request {s}+{n} is not inside one extent of {extents:?}"
+        );
+    }
+    // The reads that crossed one of the three boundaries went as two
+    // requests each; every byte read was served once.
+    let reads = r.vms[0].reads;
+    assert!(
+        r.host.requests > reads && r.host.requests <= reads + 3,
+        "{} for {reads}",
+        r.host.requests
+    );
+    assert_eq!(r.host.mb, r.vms[0].mb);
+    // Unfragmented, the same reads reach the host as they are.
+    let (whole, _) = fragmented_read(1, "one");
+    assert_eq!(whole.vms[0].reads, reads);
+    assert_eq!(whole.host.requests, reads);
 }

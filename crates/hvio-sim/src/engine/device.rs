@@ -1,6 +1,6 @@
-//! The device's completions handed back up: through merge chains to the
-//! requests each completes, to their VM's host-path stage, then
-//! (`virt_latency` later) to the guest.
+//! The device's completions handed back up: through merge chains and split
+//! parts to the requests each completes, to their VM's host-path stage,
+//! then (`virt_latency` later) to the guest.
 
 use super::*;
 
@@ -22,7 +22,7 @@ impl Engine {
             let mut next = slot;
             while next != NO_SLOT {
                 let after = self.requests[next].chain;
-                self.request_done(next, t)?;
+                self.part_done(next, t)?;
                 next = after;
             }
         }
@@ -37,6 +37,28 @@ impl Engine {
         Ok(())
     }
 
+    /// Host request `slot` is done: a part of a split request (which is
+    /// done when its last part is), or a request of its own.
+    fn part_done(&mut self, slot: u32, t: Nanos) -> Result<()> {
+        let Owner::Part { parent } = self.requests[slot].owner else {
+            return self.request_done(slot, t);
+        };
+        self.requests.release(slot);
+        let p = &mut self.requests[parent];
+        p.parts -= 1;
+        if p.parts > 0 {
+            return Ok(());
+        }
+        // The split request and those merged into it before the split.
+        let mut next = parent;
+        while next != NO_SLOT {
+            let after = self.requests[next].chain;
+            self.request_done(next, t)?;
+            next = after;
+        }
+        Ok(())
+    }
+
     /// Request `slot` is done at the host: its stage hears of it; a guest
     /// request's completion reaches the guest at `t`, a stage's own I/O is
     /// released.
@@ -46,6 +68,12 @@ impl Engine {
         match self.requests[slot].owner {
             Owner::Guest { .. } => self.push(t, Ev::GuestDone { slot }),
             Owner::Stage { .. } => self.requests.release(slot),
+            Owner::Part { .. } => {
+                return Err(SimError::Other(format!(
+                    "request {} is a part of a split part",
+                    self.requests[slot].guest.id
+                )))
+            }
         }
         Ok(())
     }

@@ -49,6 +49,8 @@ pub struct Engine {
     vms: Vec<Vm>,
     /// Each VM's host-path stage and image map.
     paths: Vec<VmPath>,
+    /// The image maps' extents of a request (a buffer).
+    extents: Vec<Extent>,
     host: HostSide,
     /// The device's completions, a buffer kept between its events.
     completions: Vec<Completion>,
@@ -228,7 +230,7 @@ impl Engine {
                     Some(b) => Box::new(Blktap::new(b.clone(), vm.ring_depth)) as Box<dyn HostPath>,
                     None => Box::new(Direct),
                 },
-                map: vm.layout.clone(),
+                map: vm.layout.map.clone(),
             })
             .collect();
         let mut e = Engine {
@@ -237,6 +239,7 @@ impl Engine {
             requests: Requests::default(),
             vms,
             paths,
+            extents: Vec::new(),
             host: HostSide::new(cfg, host, device, image_sectors),
             completions: Vec::new(),
             idle_pending: 0,

@@ -40,6 +40,8 @@ pub(crate) enum Owner {
     // tests do.
     #[cfg_attr(not(test), allow(dead_code))]
     Stage { tag: u64 },
+    /// A part of the request in slot `parent` (one extent of its split).
+    Part { parent: u32 },
 }
 
 #[derive(Clone, Copy)]
@@ -55,6 +57,8 @@ pub(crate) struct Slot {
     pub(crate) host_dispatch: Nanos,
     /// The next request merged into the same host request (`NO_SLOT` for none).
     pub(crate) chain: u32,
+    /// Parts still in flight, for a request sent as several.
+    pub(crate) parts: u32,
     /// The host-path stage's own note on the request (blktap: its tapdisk
     /// ring slot; `NO_SLOT` for none).
     pub(crate) stage_note: u32,
@@ -71,6 +75,7 @@ impl Slot {
             host_arrival: 0,
             host_dispatch: 0,
             chain: NO_SLOT,
+            parts: 0,
             stage_note: NO_SLOT,
         }
     }

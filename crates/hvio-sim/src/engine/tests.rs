@@ -297,7 +297,7 @@ impl HostPath for LogWrites {
     fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
         let rq = cx.host_request(slot);
         let write = rq.op == Op::Write;
-        cx.send(rq);
+        cx.send(rq)?;
         if write {
             let n = self.sent.get() + 1;
             self.sent.set(n);

@@ -54,13 +54,14 @@ impl Blktap {
     /// One control block reaches the dom0 block layer: back-merged into a
     /// queued request of the VM, or queued; then the queue is run
     /// (`blk_run_address_space`).
-    fn submit_iocb(&mut self, rq: Request, cx: &mut PathCx) {
+    fn submit_iocb(&mut self, rq: Request, cx: &mut PathCx) -> Result<()> {
         if self.cfg.elevator_merge {
-            if cx.send_merging(rq, self.cfg.max_sectors()) {
+            if cx.send_merging(rq, self.cfg.max_sectors())? {
                 self.elevator_merges += 1;
             }
+            Ok(())
         } else {
-            cx.send(rq);
+            cx.send(rq)
         }
     }
 }
@@ -107,11 +108,11 @@ impl HostPath for Blktap {
                 }
             }
             if let Some((cur, _)) = iocb.replace((rq, slot)) {
-                self.submit_iocb(cur, cx);
+                self.submit_iocb(cur, cx)?;
             }
         }
         if let Some((cur, _)) = iocb {
-            self.submit_iocb(cur, cx);
+            self.submit_iocb(cur, cx)?;
         }
         Ok(())
     }

@@ -8,8 +8,7 @@ pub(crate) struct Direct;
 impl HostPath for Direct {
     fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
         let rq = cx.host_request(slot);
-        cx.send(rq);
-        Ok(())
+        cx.send(rq)
     }
 
     fn done(&mut self, _slot: u32, _cx: &mut PathCx) -> Result<()> {

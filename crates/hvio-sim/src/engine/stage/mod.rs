@@ -5,7 +5,9 @@
 //! to the host's block layer) or [`blktap::Blktap`] (Xen's tapdisk2, paper
 //! 000 §2.2's host). A stage receives the VM's guest requests as they leave
 //! the ring, and sends host requests through [`PathCx`], which maps them
-//! from image to physical sectors and hands them to the host scheduler. A
+//! from image to physical sectors (a request across extents of a
+//! fragmented image becomes a part per extent) and hands them to the host
+//! scheduler. A
 //! stage may hold requests (tapdisk's batch), merge them (several guest
 //! requests completing with one host request), ask to be woken later, and
 //! originate I/O of its own ([`PathCx::originate`]: cleaning, log records,
@@ -42,7 +44,7 @@ pub(crate) trait HostPath {
 /// A VM's stage and the map of its image.
 pub(crate) struct VmPath {
     pub(crate) stage: Box<dyn HostPath>,
-    pub(crate) map: VmLayout,
+    pub(crate) map: ExtentMap,
 }
 
 /// What a stage may do: see its requests, send host requests, merge, be
@@ -50,46 +52,90 @@ pub(crate) struct VmPath {
 pub(crate) struct PathCx<'a> {
     pub(crate) now: Nanos,
     pub(crate) vm: usize,
-    pub(crate) map: &'a VmLayout,
+    pub(crate) map: &'a ExtentMap,
+    /// A buffer for the image map's extents.
+    pub(crate) extents: &'a mut Vec<Extent>,
     pub(crate) requests: &'a mut Requests,
     pub(crate) host: &'a mut HostSide,
     pub(crate) queue: &'a mut EventQueue,
 }
 
 impl PathCx<'_> {
-    /// The host's view of request `slot`: physical sectors through the
-    /// image map, the VM's stream, arriving now.
+    /// The host's view of request `slot`: the VM's stream, arriving now
+    /// (still in image sectors: [`Self::send`] maps it).
     pub(crate) fn host_request(&self, slot: u32) -> Request {
-        let g = self.requests[slot].guest;
-        let sector = if g.op == Op::Flush { 0 } else { self.map.map(g.sector) };
         Request {
             stream: self.vm as StreamId,
-            sector,
             arrival: self.now,
-            ..g
+            ..self.requests[slot].guest
         }
     }
 
-    /// Send host request `rq` to the host scheduler and run it.
-    pub(crate) fn send(&mut self, rq: Request) {
-        self.host.seek_queued.dispatched(&rq);
-        self.host.insert(rq, self.now);
-        self.kick();
+    /// Map host request `rq` through the image map: `Ok` with it in
+    /// physical sectors when one extent holds it, else `Err` with the
+    /// number of extents it was split into, each already a part sent to
+    /// the host scheduler (the request completes when they all have).
+    fn map(&mut self, mut rq: Request) -> Result<std::result::Result<Request, u32>> {
+        if rq.op == Op::Flush {
+            rq.sector = 0;
+            return Ok(Ok(rq));
+        }
+        self.extents.clear();
+        self.map.map_range(rq.sector, rq.sectors as u64, self.extents);
+        if self.extents.len() <= 1 {
+            rq.sector = self.map.map_sector(rq.sector);
+            return Ok(Ok(rq));
+        }
+        let parent = slot_of(rq.id);
+        let n = self.extents.len() as u32;
+        self.requests[parent].parts = n;
+        for i in 0..self.extents.len() {
+            let e = self.extents[i];
+            let part = Request {
+                sector: e.sector,
+                sectors: e.sectors as u32,
+                ..rq
+            };
+            let slot = self
+                .requests
+                .alloc(Slot::new(self.vm, Owner::Part { parent }, part, self.now))?;
+            let s = &mut self.requests[slot];
+            s.host_arrival = self.now;
+            let part = s.guest;
+            self.host.seek_queued.dispatched(&part);
+            self.host.insert(part, self.now);
+        }
+        Ok(Err(n))
     }
 
-    /// As [`Self::send`], but first offer `rq` to the host scheduler as a
-    /// back merge (up to `max_sectors`) into a request it holds; merged, it
-    /// completes with that request.
-    pub(crate) fn send_merging(&mut self, rq: Request, max_sectors: u32) -> bool {
+    /// Send host request `rq` (image sectors) through the image map to the
+    /// host scheduler, and run it.
+    pub(crate) fn send(&mut self, rq: Request) -> Result<()> {
+        if let Ok(rq) = self.map(rq)? {
+            self.host.seek_queued.dispatched(&rq);
+            self.host.insert(rq, self.now);
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// As [`Self::send`], but first offer `rq`, when the map keeps it
+    /// whole, to the host scheduler as a back merge (up to `max_sectors`)
+    /// into a request it holds; merged, it completes with that request.
+    pub(crate) fn send_merging(&mut self, rq: Request, max_sectors: u32) -> Result<bool> {
+        let Ok(rq) = self.map(rq)? else {
+            self.kick();
+            return Ok(false);
+        };
         self.host.seek_queued.dispatched(&rq);
         if let Some(id) = self.host.sched.back_merge(&rq, max_sectors, self.now) {
             let tail = self.requests.chain_tail(slot_of(id));
             self.requests[tail].chain = slot_of(rq.id);
-            return true;
+            return Ok(true);
         }
         self.host.insert(rq, self.now);
         self.kick();
-        false
+        Ok(false)
     }
 
     /// Dispatch from the host scheduler while the device accepts.
@@ -114,7 +160,7 @@ impl PathCx<'_> {
         self.requests[slot].host_arrival = self.now;
         self.host.streams[self.vm].offered += rq.bytes();
         let rq = self.host_request(slot);
-        self.send(rq);
+        self.send(rq)?;
         Ok(slot)
     }
 }
@@ -137,6 +183,7 @@ impl Engine {
             now: self.now,
             vm: vi,
             map: &p.map,
+            extents: &mut self.extents,
             requests: &mut self.requests,
             host: &mut self.host,
             queue: &mut self.queue,
