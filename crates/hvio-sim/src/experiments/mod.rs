@@ -93,6 +93,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     meta_paper002::FIG5,
     meta_paper002::FIG2,
     meta_paper002::TABLE2,
+    meta_paper002::FIG7,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {
