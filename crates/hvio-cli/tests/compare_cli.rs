@@ -78,3 +78,41 @@ fn sim_warns_of_weights_the_scheduler_ignores() {
     assert!(run("bfq").is_empty());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn bad_seeds_and_a_missing_python_are_named() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("hvio-compare-cli-f-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hvio"))
+            .current_dir(&root)
+            .env("HVIO_PYTHON", dir.join("no-such-python"))
+            .args([
+                "compare",
+                "examples/three-vms/three-vms.toml",
+                "--schedulers",
+                "noop",
+                "--json",
+            ])
+            .arg(dir.join("c.json"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--seeds", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--seeds") && err.contains('0'), "{err}");
+    assert!(!dir.join("c.json").exists());
+    let o = run(&["--figures", "figs"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--figures: cannot run") && err.contains("HVIO_PYTHON"),
+        "{err}"
+    );
+    // The comparison itself was written before the figures were tried.
+    assert!(dir.join("c.json").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
