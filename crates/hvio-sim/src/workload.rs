@@ -271,8 +271,7 @@ pub fn preset(name: &str) -> Option<JobConfig> {
 /// the end of the line, before O-SW's description) and "U-SR sequential
 /// read 1 file". O-SR has 32 threads for certain (32 files, one per
 /// thread), so the missing count is the extraction's, not one thread: U-SR
-/// is 32 threads like the other eleven rows (hvio used one thread for it
-/// until issue 6's third pass; see docs/ishare.md).
+/// is 32 threads like the other eleven rows (see docs/ishare.md).
 ///
 /// In fio, 32 clones (`numjobs = 32`) get a file each unless `filename` is
 /// set (O-*: `per-thread`, a 128 MiB file per thread); 32 threads on *one*

@@ -1,4 +1,4 @@
-//! How issue 6's goals on the controller write cache depend on the cache's
+//! How iShare's goals on the controller write cache depend on the cache's
 //! idle delay before it destages (`destage_idle_ms`): Tables II–IV's twelve
 //! workloads and Fig. 4's phases under CFQ, Blkio and iShare, for each delay
 //! of [`SWEEP_MS`]. The experiments use
@@ -70,7 +70,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     let mut cols = vec!["goal".to_string()];
     cols.extend(head);
     let cols_ref: Vec<&str> = cols.iter().map(String::as_str).collect();
-    let mut t = Table::new("goals (issue 6) by destage_idle_ms", &cols_ref);
+    let mut t = Table::new("goals by destage_idle_ms", &cols_ref);
     for (what, cells) in matrix {
         let mut row = vec![what];
         row.extend(cells);

@@ -137,7 +137,7 @@ fn disk_tables(label: &str, phases: &[Vec<Bw>], phase_s: f64) -> [Table; 2] {
         format!("{label} — mean bandwidth per phase, MB/s (VM1 / VM2 / total)"),
         &PHASE_COLUMNS,
     );
-    let mut goals = Table::new(format!("{label} — goals (issue 6)"), &["goal", "met"]);
+    let mut goals = Table::new(format!("{label} — goals"), &["goal", "met"]);
     for (p, w) in PHASES.iter().enumerate() {
         let cell = |k: usize| {
             let b = &phases[k][p];

@@ -389,7 +389,7 @@ fn disk_tables(label: &str, m: &[[Bw; 3]]) -> Vec<Table> {
         ]);
     }
     tables.push(t);
-    let mut t = Table::new(format!("{label} — goals (issue 6)"), &["goal", "met"]);
+    let mut t = Table::new(format!("{label} — goals"), &["goal", "met"]);
     for (line, ok) in goals(m).lines {
         t.row(vec![line, if ok { "yes".into() } else { "NO".into() }]);
     }

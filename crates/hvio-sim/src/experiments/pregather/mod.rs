@@ -100,7 +100,7 @@ fn registered<'a>(wanted: &[&'a str]) -> (Vec<&'a str>, Option<String>) {
 ///   2.6.18's dirty ratios, ext3 without barriers). Sequential reads reach
 ///   the host as read-ahead windows issued ahead of the application, writes
 ///   as sorted write-back.
-/// - `Stream`: an idealised guest (session 1's "buffered" model): every
+/// - `Stream`: an idealised "buffered" guest: every
 ///   sequential application is one stream of 44 KiB requests with exactly
 ///   one in flight, moving the same 160 MB; random applications as
 ///   `Direct`. It isolates the pattern §4.1 is built for — a short gap

@@ -295,7 +295,7 @@ fn tables_for(guest: Guest, runs: &[Option<SimResult>]) -> Vec<Table> {
     tables.push(slices);
 
     let mut goals = Table::new(
-        format!("Goals (issue 5), {g} guests"),
+        format!("Goals, {g} guests"),
         &["goal", "target", "hvio", "paper", "met"],
     );
     let mut goal = |name: &str, target: f64, got: Option<f64>, paper: &str, as_pct: bool| {
