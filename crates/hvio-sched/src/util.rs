@@ -350,7 +350,7 @@ struct Slot {
 /// Requests kept both in sector order and in FIFO (deadline) order.
 ///
 /// The requests live in a slab of slots (reused, so no allocation per
-/// request once warm) and the sector order is a [`SortedIndex`] of their
+/// request once warm) and the sector order is a `SortedIndex` of their
 /// keys, at every size (a B-tree of 100,000 requests costs several cache
 /// misses per level; the index's top level stays in cache and a lookup
 /// touches one chunk). The FIFO is a deque sorted by deadline:

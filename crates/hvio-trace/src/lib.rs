@@ -4,7 +4,7 @@
 //!   blktrace binary, fio iologs, MSR Cambridge, SPC, Alibaba, Tencent CBS,
 //!   FIU, DiskSim, MQSim and vSCSI traces, gzip or not, with format detection.
 //! - [`fio`]: fio job files as workloads ([`fio::FioJob`]).
-//! - [`write`]: records out as blkparse text or fio iolog v3.
+//! - [`mod@write`]: records out as blkparse text or fio iolog v3.
 //! - [`stats`]: trace statistics.
 //! - [`mutate`]: mutation operators for the robustness tests of every reader.
 

@@ -86,7 +86,7 @@ impl Drop for ThreadPool {
 /// thread hand-off between the scheduler and the device. Reads, writes (FUA
 /// as `RWF_DSYNC`) and flushes (`fdatasync`) go through the ring; trims and
 /// write-zeroes (fallocate with fallbacks), whole-page writes through the
-/// page cache ([`inline_write`]) and any request the ring answers short or
+/// page cache (`inline_write`) and any request the ring answers short or
 /// with O_DIRECT's EINVAL are done synchronously.
 ///
 /// The ring also serves NBD connections after their handshake

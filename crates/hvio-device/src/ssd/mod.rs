@@ -1,5 +1,5 @@
 //! A flash SSD for paper 001 (address reshaping, §II.C and §IV): a
-//! page-mapped FTL ([`ftl`]: write frontiers, greedy or cost-benefit garbage
+//! page-mapped FTL (`ftl`: write frontiers, greedy or cost-benefit garbage
 //! collection with start and hard thresholds, trim), over-provisioning,
 //! channel / chip / die / plane parallelism, an optional DRAM write buffer
 //! and host link, preconditioning to steady state, and presets for the
