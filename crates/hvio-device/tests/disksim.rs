@@ -38,11 +38,19 @@ fn shared_disks_within_goal() {
     }
 }
 
-/// LBN → (cylinder, head, sector) → LBN on every block of every zone (slips, spares, reserved fronts included).
+/// LBN → (cylinder, head, sector) → LBN on every block of every zone
+/// (slips, spares, reserved fronts, per-range spares and surfaces reversed on
+/// odd cylinders included), on all five validation disks.
 #[test]
 fn lbn_chs_round_trip_on_every_zone() {
     let Some(data) = common::hdd_validation() else { return };
-    for spec in ["hp_c2247a.parv", "ibm18es.parv"] {
+    for spec in [
+        "hp_c2247a.parv",
+        "ibm18es.parv",
+        "barracuda.parv",
+        "atlas10k.parv",
+        "hp_c3323a.parv",
+    ] {
         let l = load_disk(&data.join(spec), None).unwrap();
         let g = &l.model.geom;
         let mut prev = None;

@@ -8,7 +8,7 @@
 use super::parse::{read_seek_table, read_spec, Block, Entry, SpecError, SpecFile, Value};
 use crate::hdd::{
     CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, ReadAheadPolicy, SeekCurve,
-    Zone,
+    SurfaceOrder, Zone,
 };
 use std::path::Path;
 
@@ -563,25 +563,53 @@ fn map_layout(l: &Block, heads: u32, cyls: u32, ctx: &mut Ctx) -> Result<Geometr
         ));
     }
     let mut k = Keys::new(l);
-    if let Some(e) = k.entry("LBN-to-PBN mapping scheme") {
-        if e.value != Value::Num(0.0) {
-            return Err(kerr(
-                e,
-                format!("{}: hvio models the normal mapping (0) only", describe(&e.value)),
-            ));
-        }
-    }
-    let scheme = k.num("Sparing scheme used", 0.0)? as i64;
-    let range = k.num("Rangesize for sparing", 1.0)?.max(1.0) as u64;
+    let surface_order = match k.entry("LBN-to-PBN mapping scheme") {
+        None => SurfaceOrder::Normal,
+        Some(e) => match e.value {
+            Value::Num(0.0) => SurfaceOrder::Normal,
+            Value::Num(1.0) => SurfaceOrder::ReversedOddInZone,
+            Value::Num(2.0) => SurfaceOrder::ReversedOddCylinder,
+            _ => {
+                return Err(kerr(
+                    e,
+                    format!(
+                        "{}: DiskSim's mapping schemes are 0 (normal), 1 and 2 (surfaces reversed on odd cylinders of the zone / of the disk)",
+                        describe(&e.value)
+                    ),
+                ))
+            }
+        },
+    };
+    let scheme_f = k.num("Sparing scheme used", 0.0)?;
     let scheme_e = k.entry("Sparing scheme used");
-    if ![0, 1, 2, 3, 7, 9, 10].contains(&scheme) {
-        let msg = format!("sparing scheme {scheme} is not supported (hvio: 0, 1, 2, 3, 7, 9, 10)");
+    if !(scheme_f.fract() == 0.0 && (0.0..=10.0).contains(&scheme_f)) {
+        let msg = format!("sparing scheme {scheme_f} is not one of DiskSim's (0 to 10)");
         return Err(match scheme_e {
             Some(e) => kerr(e, msg),
             None => berr(l, "Sparing scheme used", msg),
         });
     }
-    let _ = range;
+    let scheme = Sparing::from_disksim(scheme_f as u8);
+    let range_f = k.num("Rangesize for sparing", 1.0)?;
+    let per_range = matches!(
+        scheme,
+        Sparing::PerRegion {
+            region: Region::Range,
+            ..
+        }
+    );
+    let range = if per_range {
+        // DiskSim divides by it: a range of cylinders holds the spares.
+        if !(range_f.fract() == 0.0 && range_f >= 1.0 && range_f <= cyls as f64) {
+            return Err(kerr(
+                k.entry("Rangesize for sparing").unwrap(),
+                format!("{range_f} must be a whole number of cylinders from 1 to {cyls} (sparing scheme 8)"),
+            ));
+        }
+        range_f as u32
+    } else {
+        1
+    };
     let Some((zones_v, ze)) = k.list("Zones")? else {
         return Err(berr(l, "Zones", "missing"));
     };
@@ -591,7 +619,7 @@ fn map_layout(l: &Block, heads: u32, cyls: u32, ctx: &mut Ctx) -> Result<Geometr
         let Value::Block(zb) = v else {
             return Err(kerr(ze, format!("expected zone blocks, found {}", describe(v))));
         };
-        zones.push(map_zone(zb, heads, cyls, scheme, ctx)?);
+        zones.push(map_zone(zb, heads, cyls, scheme, range, ctx)?);
         blocks.push(zb);
     }
     // DiskSim's zones partition the cylinders: two claiming one cylinder
@@ -614,10 +642,70 @@ fn map_layout(l: &Block, heads: u32, cyls: u32, ctx: &mut Ctx) -> Result<Geometr
         }
     }
     k.finish(ctx);
-    Geometry::new(heads, cyls, zones).map_err(|e| kerr(ze, e.0))
+    Geometry::new(heads, cyls, zones)
+        .map(|g| g.with_surface_order(surface_order))
+        .map_err(|e| kerr(ze, e.0))
 }
 
-fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Result<Zone, SpecError> {
+/// DiskSim's sparing schemes (`Sparing scheme used`, `disksim_diskmap.c` /
+/// diskmodel's `layout_g1`): where the spare space is and whether a slipped
+/// sector uses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sparing {
+    /// 0: none.
+    None,
+    /// 1: spare tracks at the zone's end; slips are whole tracks.
+    Tracks,
+    /// 2–6 and 8: `Number of spares` sectors per region (a cylinder, a
+    /// track, or `Rangesize for sparing` cylinders).
+    PerRegion {
+        region: Region,
+        /// The spares sit at the region's front (schemes 5, 6), else at its end.
+        at_front: bool,
+        /// A slip pushes the following blocks on to the zone's end (4, 6),
+        /// else it takes one of its region's spares (2, 3, 5, 8).
+        slip_to_end: bool,
+    },
+    /// 7: no spares; slipped sectors push blocks on to the zone's end.
+    SlipsAtEnd,
+    /// 9, 10: `Number of spares` sectors at the zone's end; slips take them
+    /// (9) or push blocks on past them (10).
+    PerZone { slip_to_end: bool },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Region {
+    Cylinder,
+    Track,
+    /// `Rangesize for sparing` cylinders; a zone's last, partial range has
+    /// no spares (DiskSim's block count: spares × whole ranges).
+    Range,
+}
+
+impl Sparing {
+    fn from_disksim(n: u8) -> Sparing {
+        let per = |region, at_front, slip_to_end| Sparing::PerRegion {
+            region,
+            at_front,
+            slip_to_end,
+        };
+        match n {
+            0 => Sparing::None,
+            1 => Sparing::Tracks,
+            2 => per(Region::Cylinder, false, false),
+            3 => per(Region::Track, false, false),
+            4 => per(Region::Cylinder, false, true),
+            5 => per(Region::Cylinder, true, false),
+            6 => per(Region::Cylinder, true, true),
+            7 => Sparing::SlipsAtEnd,
+            8 => per(Region::Range, false, false),
+            9 => Sparing::PerZone { slip_to_end: false },
+            _ => Sparing::PerZone { slip_to_end: true },
+        }
+    }
+}
+
+fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: Sparing, range: u32, ctx: &mut Ctx) -> Result<Zone, SpecError> {
     let mut k = Keys::new(zb);
     let first = k.req("First cylinder number")?;
     let last = k.req("Last cylinder number")?;
@@ -645,7 +733,7 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
     let cskew = k.non_neg_max("Skew for cylinder switch", 0.0, u32::MAX as f64)?;
     let spares = k.non_neg_max("Number of spares", 0.0, u32::MAX as f64)? as u64;
     // Slipped tracks (scheme 1) or sectors: whole numbers inside the zone.
-    let slip_units = if scheme == 1 {
+    let slip_units = if scheme == Sparing::Tracks {
         (last - first + 1) as f64 * heads as f64
     } else {
         (last - first + 1) as f64 * heads as f64 * spt as f64
@@ -658,7 +746,7 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
                 if s >= 0.0 && s < slip_units && s.fract() == 0.0 {
                     Ok(s as u64)
                 } else {
-                    let unit = if scheme == 1 { "track" } else { "sector" };
+                    let unit = if scheme == Sparing::Tracks { "track" } else { "sector" };
                     Err(kerr(
                         e,
                         format!(
@@ -709,8 +797,8 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
     // Logical blocks in the zone, DiskSim's `blksinband`.
     let slipped = slips.len() as u64;
     let blks = match scheme {
-        0 => total - dead.min(total),
-        1 => {
+        Sparing::None => total - dead.min(total),
+        Sparing::Tracks => {
             // Slips are whole tracks; spare tracks at the zone end.
             for &t in &slips {
                 holes.push(Hole {
@@ -720,10 +808,16 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
             }
             total.saturating_sub(dead + spares * spt)
         }
-        2 | 3 => {
-            // Spare sectors at the end of each cylinder (2) or track (3); a slip uses one.
-            let unit = if scheme == 2 { h * spt } else { spt };
-            let units = total / unit;
+        Sparing::PerRegion {
+            region,
+            at_front,
+            slip_to_end,
+        } => {
+            let (unit, units) = match region {
+                Region::Cylinder => (h * spt, ncyl),
+                Region::Track => (spt, ncyl * h),
+                Region::Range => (h * spt * range as u64, ncyl / range as u64),
+            };
             if spares > 0 && units > MAX_SPARE_UNITS {
                 return Err(berr(
                     zb,
@@ -731,39 +825,39 @@ fn map_zone(zb: &Block, heads: u32, cyls: u32, scheme: i64, ctx: &mut Ctx) -> Re
                     format!("{units} spare regions in one zone: hvio models at most {MAX_SPARE_UNITS}"),
                 ));
             }
-            // Slips per unit, counted once (not a scan of every slip per unit).
+            // Slips per region, counted once (not a scan of every slip per region).
             let mut used = std::collections::BTreeMap::<u64, u64>::new();
             for &s in &slips {
                 holes.push(Hole { pbn: s, len: 1 });
-                *used.entry(s / unit).or_default() += 1;
+                if !slip_to_end {
+                    *used.entry(s / unit).or_default() += 1;
+                }
             }
             if spares > 0 {
                 for u in 0..units {
-                    // More spares than the unit has sectors: the whole unit.
+                    // More spares than the region has sectors: the whole region.
                     let free = spares.saturating_sub(used.get(&u).copied().unwrap_or(0)).min(unit);
                     if free > 0 {
-                        holes.push(Hole {
-                            pbn: (u + 1) * unit - free,
-                            len: free,
-                        });
+                        let pbn = if at_front { u * unit } else { (u + 1) * unit - free };
+                        holes.push(Hole { pbn, len: free });
                     }
                 }
             }
-            total.saturating_sub(dead.saturating_add(spares.saturating_mul(units)))
+            let pushed = if slip_to_end { slipped } else { 0 };
+            total.saturating_sub(dead.saturating_add(spares.saturating_mul(units)).saturating_add(pushed))
         }
-        7 => {
+        Sparing::SlipsAtEnd => {
             for &s in &slips {
                 holes.push(Hole { pbn: s, len: 1 });
             }
             total.saturating_sub(dead + slipped)
         }
-        9 | 10 => {
+        Sparing::PerZone { slip_to_end } => {
             for &s in &slips {
                 holes.push(Hole { pbn: s, len: 1 });
             }
-            total.saturating_sub(dead + spares + if scheme == 10 { slipped } else { 0 })
+            total.saturating_sub(dead + spares + if slip_to_end { slipped } else { 0 })
         }
-        _ => unreachable!("checked by the caller"),
     };
     // Whatever the zone holds beyond `blks` is unused spare space at its end.
     let probe =
@@ -817,7 +911,17 @@ fn map_mech(m: &Block, cylinders: u32, ctx: &mut Ctx) -> Result<(SeekCurve, Mech
     let single = k.num_opt("Single cylinder seek time")?;
     let avg = k.num_opt("Average seek time")?;
     let full = k.num_opt("Full strobe seek time")?;
-    let settle = k.non_neg("Add. write settling delay", 0.0)? * MS;
+    // DiskSim adds this to every write's positioning that moved the arm or
+    // switched heads, negative values included (a write then positions
+    // faster than a read).
+    let settle = k.num("Add. write settling delay", 0.0)?;
+    if !(settle.is_finite() && (-MAX_STEP_MS..=MAX_STEP_MS).contains(&settle)) {
+        return Err(kerr(
+            k.entry("Add. write settling delay").unwrap(),
+            format!("{settle} must be a number between -{MAX_STEP_MS} and {MAX_STEP_MS}"),
+        ));
+    }
+    let settle = settle * MS;
     let hs = k.non_neg("Head switch time", 0.0)? * MS;
     let (ty, te) = k.word("Seek type")?.ok_or_else(|| berr(m, "Seek type", "missing"))?;
     let hpl = |k: &mut Keys, first_ten: Option<[f64; 10]>| -> Result<SeekCurve, SpecError> {

@@ -6,6 +6,25 @@
 //! cylinder (all surfaces of a cylinder before the next cylinder). Holes are
 //! PBN ranges that hold no LBN; LBNs fill the remaining PBNs in order. A zone
 //! without holes maps with two divisions; with holes, one binary search more.
+//!
+//! Tracks of a cylinder are taken surface 0 first unless the layout says
+//! otherwise ([`SurfaceOrder`], DiskSim's `LBN-to-PBN mapping scheme`): some
+//! drives reverse the surface order on every other cylinder so a cylinder
+//! switch needs no head switch.
+
+/// The order in which a cylinder's tracks are filled (DiskSim's
+/// `LBN-to-PBN mapping scheme` 0, 1, 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SurfaceOrder {
+    /// Surface 0 to the last on every cylinder.
+    #[default]
+    Normal,
+    /// Reversed (last surface first) on the odd cylinders counted from the
+    /// zone's first cylinder: a cylinder switch stays on the same surface.
+    ReversedOddInZone,
+    /// Reversed on the odd cylinders counted from cylinder 0.
+    ReversedOddCylinder,
+}
 
 /// A range of physical sectors that holds no logical block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +213,7 @@ pub struct Geometry {
     pub cylinders: u32,
     pub zones: Vec<Zone>,
     zone_starts: Vec<u64>,
+    surface_order: SurfaceOrder,
     /// `zone_hint[b]`: the zone holding LBN `b << hint_shift` (the search for
     /// an LBN's zone starts there: at most a step or two on).
     zone_hint: Vec<u32>,
@@ -231,10 +251,38 @@ impl Geometry {
             cylinders,
             zones,
             zone_starts,
+            surface_order: SurfaceOrder::Normal,
             zone_hint,
             hint_shift,
             capacity: lbn,
         })
+    }
+
+    /// The same layout with a cylinder's tracks taken in `order`.
+    pub fn with_surface_order(mut self, order: SurfaceOrder) -> Geometry {
+        self.surface_order = order;
+        self
+    }
+
+    /// How a cylinder's tracks are ordered.
+    pub fn surface_order(&self) -> SurfaceOrder {
+        self.surface_order
+    }
+
+    /// The surface holding a cylinder's `index`-th track, or (the mapping is
+    /// its own inverse) the index of the track on surface `index`.
+    #[inline]
+    fn surface(&self, z: &Zone, cyl: u32, index: u32) -> u32 {
+        let reversed = match self.surface_order {
+            SurfaceOrder::Normal => false,
+            SurfaceOrder::ReversedOddInZone => (cyl - z.first_cyl) % 2 == 1,
+            SurfaceOrder::ReversedOddCylinder => cyl % 2 == 1,
+        };
+        if reversed {
+            self.heads - 1 - index
+        } else {
+            index
+        }
     }
 
     /// Logical blocks on the disk.
@@ -262,10 +310,15 @@ impl Geometry {
         // Zone-relative PBNs fit 32 bits (checked in `Zone::new`): 32-bit division is faster.
         let pbn = z.lbn_to_pbn(lbn - z.first_lbn) as u32;
         let track = pbn / z.spt;
+        let cyl = z.first_cyl + track / self.heads;
+        let mut head = track % self.heads;
+        if self.surface_order != SurfaceOrder::Normal {
+            head = self.surface(z, cyl, head);
+        }
         Loc {
             zone: zi as u32,
-            cyl: z.first_cyl + track / self.heads,
-            head: track % self.heads,
+            cyl,
+            head,
             sector: pbn % z.spt,
         }
     }
@@ -288,7 +341,8 @@ impl Geometry {
 
     #[inline]
     fn pbn_of(&self, z: &Zone, loc: Loc) -> u64 {
-        ((loc.cyl - z.first_cyl) as u64 * self.heads as u64 + loc.head as u64) * z.spt as u64 + loc.sector as u64
+        let index = self.surface(z, loc.cyl, loc.head);
+        ((loc.cyl - z.first_cyl) as u64 * self.heads as u64 + index as u64) * z.spt as u64 + loc.sector as u64
     }
 
     /// First LBN after the track holding `loc` (its logical end).
@@ -315,7 +369,7 @@ impl Geometry {
     #[inline]
     pub fn next_loc(&self, loc: Loc) -> Option<Loc> {
         let z = &self.zones[loc.zone as usize];
-        if !z.holes.is_empty() {
+        if !z.holes.is_empty() || self.surface_order != SurfaceOrder::Normal {
             return None;
         }
         let mut n = loc;
@@ -338,7 +392,9 @@ impl Geometry {
     pub fn angle(&self, loc: Loc) -> f64 {
         let z = &self.zones[loc.zone as usize];
         let cyl_rel = (loc.cyl - z.first_cyl) as f64;
-        let switches = loc.head as f64 + (self.heads as f64 - 1.0) * cyl_rel;
+        // Skew accumulates per track switch in the order the tracks are read.
+        let index = self.surface(z, loc.cyl, loc.head);
+        let switches = index as f64 + (self.heads as f64 - 1.0) * cyl_rel;
         let pos = z.offset + z.track_skew * switches + z.cyl_skew * cyl_rel + loc.sector as f64;
         let r = pos / z.spt as f64;
         crate::hdd::model::frac(r)

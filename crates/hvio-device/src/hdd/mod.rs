@@ -9,7 +9,7 @@ mod params;
 pub mod seek;
 
 pub use device::{Hdd, HddStats};
-pub use geometry::{Geometry, GeometryError, Hole, Loc, Zone};
+pub use geometry::{Geometry, GeometryError, Hole, Loc, SurfaceOrder, Zone};
 pub use model::{
     Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadPolicy,
 };

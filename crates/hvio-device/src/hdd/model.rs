@@ -136,7 +136,10 @@ pub struct HddModel {
     /// One revolution, ns.
     pub rev: f64,
     pub head_switch: f64,
-    /// Added to writes whenever the arm moved or switched heads, ns.
+    /// Added to writes whenever the arm moved or switched heads, ns. May be
+    /// negative (DiskSim's `Add. write settling delay` < 0: the seek curve
+    /// was measured on writes, reads settle longer); a write's positioning
+    /// never goes below zero.
     pub write_settle: f64,
     pub overheads: Overheads,
     /// Host interface time per sector for data moved from/to the buffer, ns.
@@ -195,7 +198,7 @@ impl HddModel {
             t = self.head_switch;
         }
         if write && t > 0.0 {
-            t += self.write_settle;
+            t = (t + self.write_settle).max(0.0);
         }
         t
     }
