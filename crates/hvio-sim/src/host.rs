@@ -77,8 +77,9 @@ pub(crate) struct HostSide {
     device_event_at: Option<Nanos>,
     /// Seek distances in dispatch order (blktrace's D events).
     pub seek: SeekDistribution,
-    /// Seek distances in the order requests reach the host (Q events).
-    pub seek_queued: SeekDistribution,
+    /// Seek distances in the order requests reach the host (Q events),
+    /// when asked for ([`HostSide::measure_queued`]).
+    pub seek_queued: Option<SeekDistribution>,
     pub requests: u64,
     pub bytes: u64,
     pub busy: Nanos,
@@ -102,7 +103,7 @@ impl HostSide {
             device,
             device_event_at: None,
             seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
-            seek_queued: SeekDistribution::new(image_sectors),
+            seek_queued: None,
             requests: 0,
             bytes: 0,
             busy: 0,
@@ -112,6 +113,21 @@ impl HostSide {
             cache_hits: 0,
             streams: vec![StreamCounts::default(); cfg.vms.len()],
             slices: SliceSeries::new((interval_s * 1e9).round() as Nanos, cfg.vms.len()),
+        }
+    }
+
+    /// Also measure seek distances in the order requests reach the host,
+    /// for images ending by sector `image_sectors`.
+    pub fn measure_queued(&mut self, image_sectors: u64) {
+        self.seek_queued = Some(SeekDistribution::new(image_sectors));
+    }
+
+    /// Request `rq` reaches the host: counted in queue order (when
+    /// measured), before it is inserted or merged.
+    #[inline]
+    pub fn queued(&mut self, rq: &Request) {
+        if let Some(q) = &mut self.seek_queued {
+            q.dispatched(rq);
         }
     }
 

@@ -102,7 +102,7 @@ impl Engine {
                 }
             }
             counters.extend(sums.into_iter().map(|(k, v)| (k.to_string(), v)));
-            let mut q = self.host.seek_queued.clone();
+            let mut q = self.host.seek_queued.clone().unwrap_or_default();
             q.finish();
             counters.push(("blktap_queued_distances".into(), q.total as f64));
             counters.push(("blktap_queued_zero_frac".into(), q.zero_frac));

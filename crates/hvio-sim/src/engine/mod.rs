@@ -233,6 +233,11 @@ impl Engine {
                 map: vm.layout.map.clone(),
             })
             .collect();
+        let mut host = HostSide::new(cfg, host, device, image_sectors);
+        if cfg.host.blktap.is_some() {
+            // blktap reports the bios' distances as they reach dom0.
+            host.measure_queued(image_sectors);
+        }
         let mut e = Engine {
             now: 0,
             queue: EventQueue::default(),
@@ -240,7 +245,7 @@ impl Engine {
             vms,
             paths,
             extents: Vec::new(),
-            host: HostSide::new(cfg, host, device, image_sectors),
+            host,
             completions: Vec::new(),
             idle_pending: 0,
             idle_since: None,

@@ -80,6 +80,10 @@ impl PathCx<'_> {
             rq.sector = 0;
             return Ok(Ok(rq));
         }
+        if self.map.extents().len() == 1 {
+            rq.sector = self.map.map_sector(rq.sector);
+            return Ok(Ok(rq));
+        }
         self.extents.clear();
         self.map.map_range(rq.sector, rq.sectors as u64, self.extents);
         if self.extents.len() <= 1 {
@@ -102,7 +106,7 @@ impl PathCx<'_> {
             let s = &mut self.requests[slot];
             s.host_arrival = self.now;
             let part = s.guest;
-            self.host.seek_queued.dispatched(&part);
+            self.host.queued(&part);
             self.host.insert(part, self.now);
         }
         Ok(Err(n))
@@ -112,7 +116,7 @@ impl PathCx<'_> {
     /// host scheduler, and run it.
     pub(crate) fn send(&mut self, rq: Request) -> Result<()> {
         if let Ok(rq) = self.map(rq)? {
-            self.host.seek_queued.dispatched(&rq);
+            self.host.queued(&rq);
             self.host.insert(rq, self.now);
         }
         self.kick();
@@ -127,7 +131,7 @@ impl PathCx<'_> {
             self.kick();
             return Ok(false);
         };
-        self.host.seek_queued.dispatched(&rq);
+        self.host.queued(&rq);
         if let Some(id) = self.host.sched.back_merge(&rq, max_sectors, self.now) {
             let tail = self.requests.chain_tail(slot_of(id));
             self.requests[tail].chain = slot_of(rq.id);
