@@ -9,10 +9,16 @@ use std::path::PathBuf;
 #[derive(Args)]
 pub struct ValidateDiskArgs {
     /// DiskSim 4.0 parameter file: a `.parv` (disk and buses) or a `.diskspecs`.
-    spec: PathBuf,
+    #[arg(required_unless_present = "all")]
+    spec: Option<PathBuf>,
     /// DiskSim validation trace (`R|W Hit|Miss LBN sectors service_us gap_us`).
-    trace: PathBuf,
-    /// Write both service-time CDFs to DIR/cdf.csv.
+    #[arg(required_unless_present = "all")]
+    trace: Option<PathBuf>,
+    /// Every disk of DIR instead: each NAME.trace replayed on NAME.parv (or
+    /// NAME.diskspecs), one table row each.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "trace", "disk", "bench"])]
+    all: Option<PathBuf>,
+    /// Write both service-time CDFs to DIR/cdf.csv (with --all: DIR/NAME/cdf.csv).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// The `disksim_disk` block to use when the file has several.
@@ -24,7 +30,13 @@ pub struct ValidateDiskArgs {
 }
 
 pub fn validate_disk(a: ValidateDiskArgs) -> Result<()> {
-    let report = hvio_device::validate::run_cli(&a.spec, &a.trace, a.out.as_deref(), a.disk.as_deref(), a.bench)?;
+    let report = match (&a.all, &a.spec, &a.trace) {
+        (Some(dir), _, _) => hvio_device::validate::run_all(dir, a.out.as_deref())?,
+        (None, Some(spec), Some(trace)) => {
+            hvio_device::validate::run_cli(spec, trace, a.out.as_deref(), a.disk.as_deref(), a.bench)?
+        }
+        _ => anyhow::bail!("validate-disk needs SPEC and TRACE, or --all DIR"),
+    };
     out!("{report}");
     Ok(())
 }

@@ -391,3 +391,70 @@ pub fn run_cli(
     }
     Ok(report)
 }
+
+/// `hvio validate-disk --all DIR`: every DiskSim validation trace in `dir`
+/// (`NAME.trace`) replayed on its description (`NAME.parv`, else
+/// `NAME.diskspecs`), one table row each: requests, the measured mean
+/// service time, hvio's demerit (ms and % of that mean), DiskSim's own
+/// (from `NAME.outv` when it is there, else `—`) and the ratio of the two.
+/// With `out`, also `OUT/NAME/cdf.csv` for each disk.
+pub fn run_all(dir: &Path, out: Option<&Path>) -> Result<String, ValidateError> {
+    let file_err = |e: std::io::Error| ValidateError::File {
+        file: dir.display().to_string(),
+        msg: e.to_string(),
+    };
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(file_err)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(file_err)?
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "trace") && p.is_file())
+        .collect();
+    traces.sort();
+    if traces.is_empty() {
+        return Err(ValidateError::File {
+            file: dir.display().to_string(),
+            msg: "no validation trace (NAME.trace) in this folder".into(),
+        });
+    }
+    let mut report = format!(
+        "{:<16} {:>8} {:>12} {:>12} {:>7} {:>12} {:>7}\n",
+        "disk", "requests", "measured ms", "hvio RMS ms", "% mean", "DiskSim ms", "ratio"
+    );
+    for trace in &traces {
+        let stem = trace.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let spec = ["parv", "diskspecs"]
+            .iter()
+            .map(|x| trace.with_extension(x))
+            .find(|p| p.is_file())
+            .ok_or_else(|| ValidateError::File {
+                file: trace.display().to_string(),
+                msg: format!("no description beside it ({stem}.parv or {stem}.diskspecs)"),
+            })?;
+        let v = validate(&spec, None, trace)?;
+        if let Some(o) = out {
+            let p = o.join(&stem).join("cdf.csv");
+            hvio_core::output::check_outputs(&[("--out", &p)], &[("disk spec", &spec), ("trace", trace)])?;
+            v.write_cdfs(&p).map_err(|e| ValidateError::File {
+                file: p.display().to_string(),
+                msg: e.to_string(),
+            })?;
+        }
+        let outv = trace.with_extension("outv");
+        let own = if outv.is_file() {
+            disksim_demerit(&outv).ok()
+        } else {
+            None
+        };
+        let (own_s, ratio_s) = match own {
+            Some(d) => (format!("{d:.3}"), format!("{:.2}", v.demerit_ms / d)),
+            None => ("—".to_string(), "—".to_string()),
+        };
+        report.push_str(&format!(
+            "{stem:<16} {:>8} {:>12.3} {:>12.3} {:>7.2} {own_s:>12} {ratio_s:>7}\n",
+            v.requests, v.measured_mean_ms, v.demerit_ms, v.demerit_pct
+        ));
+    }
+    Ok(report)
+}
