@@ -14,14 +14,11 @@ use crate::config::{Config, VmLayout};
 use crate::error::Result;
 use crate::metrics::*;
 use hvio_core::*;
+use hvio_sched::{Driver, Next};
 
 /// The host scheduler of `cfg`: one stream per VM, with its weight, its
 /// image's span as the region, and its scheduler attributes.
-pub(crate) fn build_host_scheduler(
-    cfg: &Config,
-    layouts: &[VmLayout],
-    info: &DeviceInfo,
-) -> Result<Box<dyn Scheduler>> {
+pub(crate) fn build_host_scheduler(cfg: &Config, layouts: &[VmLayout], info: &DeviceInfo) -> Result<Driver> {
     let streams: Vec<StreamInfo> = cfg
         .vms
         .iter()
@@ -36,10 +33,10 @@ pub(crate) fn build_host_scheduler(
             s
         })
         .collect();
-    Ok(hvio_sched::build(
+    Ok(Driver::build(
         &cfg.host.scheduler,
         &cfg.host.params,
-        &SchedContext {
+        SchedContext {
             streams,
             device: info.clone(),
         },
@@ -67,11 +64,10 @@ pub(crate) struct StreamCounts {
     pub disk_time: Nanos,
 }
 
-/// The host scheduler, the device, and the host's measurements.
+/// The host scheduler (through its driver, which keeps its pending
+/// wake-up), the device, and the host's measurements.
 pub(crate) struct HostSide {
-    pub sched: Box<dyn Scheduler>,
-    /// The scheduler's pending wake-up.
-    pub timer_at: Option<Nanos>,
+    pub driver: Driver,
     pub device: Box<dyn Device>,
     /// The device event the caller was asked to schedule (earliest first).
     device_event_at: Option<Nanos>,
@@ -95,11 +91,10 @@ pub(crate) struct HostSide {
 impl HostSide {
     /// A host of `sched` on `device` for `cfg`'s VMs, whose images end by
     /// sector `image_sectors` (the seek distributions' "within image" bound).
-    pub fn new(cfg: &Config, sched: Box<dyn Scheduler>, device: Box<dyn Device>, image_sectors: u64) -> HostSide {
+    pub fn new(cfg: &Config, driver: Driver, device: Box<dyn Device>, image_sectors: u64) -> HostSide {
         let interval_s = cfg.output.interval_s.unwrap_or(1.0);
         HostSide {
-            sched,
-            timer_at: None,
+            driver,
             device,
             device_event_at: None,
             seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
@@ -133,30 +128,31 @@ impl HostSide {
 
     /// A request reaches the host scheduler.
     pub fn insert(&mut self, rq: Request, now: Nanos) {
-        self.sched.insert(rq, now);
+        self.driver.insert(rq, now);
     }
 
     /// Dispatch from the host scheduler while the device accepts.
     pub fn kick(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
-        self.slices.take_from(self.sched.as_mut());
+        self.slices.take_from(&mut self.driver);
         while self.device.can_accept() {
-            match self.sched.dispatch(now) {
-                Dispatch::Request(rq) => {
+            match self.driver.poll(now) {
+                Next::Request(rq) => {
                     self.seek.dispatched(&rq);
                     on(HostEvent::Dispatched(&rq));
                     self.device.submit(rq, now);
                     self.schedule_device(now, on);
                 }
-                Dispatch::WaitUntil(t) => {
-                    debug_assert!(t > now, "host scheduler asked to wait for the past");
-                    let t = t.max(now + 1);
-                    if self.timer_at != Some(t) {
-                        self.timer_at = Some(t);
-                        on(HostEvent::Timer(t));
+                Next::Wait { until, new } => {
+                    debug_assert!(
+                        self.driver.stats().past_waits == 0,
+                        "host scheduler asked to wait for the past"
+                    );
+                    if new {
+                        on(HostEvent::Timer(until));
                     }
                     return;
                 }
-                Dispatch::Empty => return,
+                Next::Idle => return,
             }
         }
     }
@@ -182,11 +178,15 @@ impl HostSide {
         }
     }
 
-    /// The scheduler's timer set for `t` fires.
+    /// A scheduler timer event for `t` runs: the pending wake-up, if it is
+    /// due by `t`, is cleared (a stale, earlier event clears nothing).
     pub fn timer_due(&mut self, t: Nanos) {
-        if self.timer_at == Some(t) {
-            self.timer_at = None;
-        }
+        self.driver.timer_due(t);
+    }
+
+    /// The scheduler's pending wake-up.
+    pub fn timer_at(&self) -> Option<Nanos> {
+        self.driver.wake()
     }
 
     /// What the device finished by `now`, appended to `done`: each is
@@ -195,7 +195,7 @@ impl HostSide {
         let first = done.len();
         self.device.advance(now, done);
         for c in &done[first..] {
-            self.sched.completed(&c.rq, c.done);
+            self.driver.completed(&c.rq, c.done);
             let dt = c.done.saturating_sub(c.start);
             let s = &mut self.streams[c.rq.stream as usize];
             s.requests += 1;
@@ -218,7 +218,7 @@ impl HostSide {
         self.seek.finish();
         let n = self.requests.max(1) as f64;
         HostResult {
-            scheduler: self.sched.name().to_string(),
+            scheduler: self.driver.name().to_string(),
             requests: self.requests,
             mb: self.bytes as f64 / 1e6,
             busy_s: ns_to_s(self.busy),
@@ -274,7 +274,7 @@ impl HostSide {
         mb_per_s: impl Fn(u64) -> f64,
     ) -> TimeSeries {
         let interval_s = ns_to_s(interval);
-        self.slices.take_from(self.sched.as_mut());
+        self.slices.take_from(&mut self.driver);
         let buckets = self.slices.buckets(ops.iter().map(|o| o.len()));
         let col = |v: &[u64], rate: &dyn Fn(u64) -> f64| -> Vec<f64> {
             (0..buckets).map(|b| rate(*v.get(b).unwrap_or(&0))).collect()

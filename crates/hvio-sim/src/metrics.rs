@@ -3,7 +3,7 @@
 //! job completion time).
 
 use hdrhistogram::Histogram;
-use hvio_core::{ns_to_ms, ns_to_s, Nanos, Scheduler, SliceGrant};
+use hvio_core::{ns_to_ms, ns_to_s, Nanos, SliceGrant};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -393,8 +393,8 @@ impl SliceSeries {
     }
 
     /// Take the slices `sched` has ended since the last call.
-    pub fn take_from(&mut self, sched: &mut dyn Scheduler) {
-        for g in sched.take_slices() {
+    pub fn take_from(&mut self, driver: &mut hvio_sched::Driver) {
+        for g in driver.take_slices() {
             self.record(&g);
         }
     }

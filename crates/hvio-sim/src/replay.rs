@@ -281,7 +281,7 @@ where
             ReplayMode::Closed { .. } => None,
         };
         let t_dev = e.host.device.next_event();
-        let t = [t_arr, t_dev, e.host.timer_at].into_iter().flatten().min();
+        let t = [t_arr, t_dev, e.host.timer_at()].into_iter().flatten().min();
         let Some(t) = t else { break };
         if t > max_time {
             truncated = true;
@@ -293,9 +293,7 @@ where
             touched.clear();
             e.complete(&mut touched);
         }
-        if e.host.timer_at.is_some_and(|h| h <= e.now) {
-            e.host.timer_at = None;
-        }
+        e.host.timer_due(e.now);
         if let ReplayMode::Open { time_scale } = mode {
             while let Some(r) = next {
                 if arrival_of(&r, time_scale) > e.now {
@@ -344,7 +342,7 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
     let series = e
         .host
         .series(e.interval, names, &ops, &bytes, |b| b as f64 / (1e6 * interval_s));
-    let mut counters = e.host.sched.counters();
+    let mut counters = e.host.driver.counters();
     let wrapped: u64 = e.vms.iter().map(|v| v.wrapped).sum();
     counters.push(("replay_wrapped_requests".into(), wrapped as f64));
     let host = e.host.result(now, 0, counters);

@@ -35,7 +35,7 @@ impl Engine {
         if !truncated {
             self.account()?;
         }
-        self.host.slices.take_from(self.host.sched.as_mut());
+        self.host.slices.take_from(&mut self.host.driver);
         if let Some(w) = self.records.take() {
             w.finish()?;
         }
@@ -89,7 +89,7 @@ impl Engine {
         let series = self
             .host
             .series(self.interval, names, &ops, &bytes, |b| b as f64 / 1e6 / interval_s);
-        let mut counters = self.host.sched.counters();
+        let mut counters = self.host.driver.counters();
         if self.blktap {
             // The stages' counters, summed over the VMs, in the first VM's order.
             let mut sums: Vec<(&'static str, f64)> = Vec::new();

@@ -18,6 +18,7 @@ use crate::pagecache::{self, FileSpan, PageCache, Run, PAGE_SECTORS};
 use crate::records::RecordWriter;
 use crate::workload::{InodeLock, Job, Sharing};
 use hvio_core::*;
+use hvio_sched::{Driver, Next};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus as JobRng;
 use std::cmp::Ordering;
@@ -182,10 +183,10 @@ impl Engine {
                 queue_depth: vc.virtio_depth as usize,
                 seek: info.seek.clone(),
             };
-            let sched = hvio_sched::build(
+            let sched = Driver::build(
                 &vc.guest_scheduler,
                 &vc.guest_params,
-                &SchedContext {
+                SchedContext {
                     streams,
                     device: guest_info,
                 },
@@ -194,7 +195,6 @@ impl Engine {
             vms.push(Vm {
                 layout,
                 sched,
-                timer_at: None,
                 ring_depth: vc.virtio_depth,
                 ring_used: 0,
                 latency: vc.virt_latency_us * NS_PER_US,
@@ -319,10 +319,7 @@ impl Engine {
                     self.host_kick();
                 }
                 Ev::GuestTimer { vm } => {
-                    let v = &mut self.vms[vm as usize];
-                    if v.timer_at == Some(t) {
-                        v.timer_at = None;
-                    }
+                    self.vms[vm as usize].sched.timer_due(t);
                     self.guest_kick(vm as usize);
                 }
                 Ev::Device => {
@@ -335,7 +332,7 @@ impl Engine {
                 Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
             }
             // Device idle while the host holds requests: anticipation / idling.
-            let idle = self.host.device.in_flight() == 0 && self.host.sched.has_work();
+            let idle = self.host.device.in_flight() == 0 && self.host.driver.has_work();
             match (idle, self.idle_since) {
                 (true, None) => self.idle_since = Some(t),
                 (false, Some(s)) => {

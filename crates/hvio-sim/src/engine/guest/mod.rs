@@ -8,8 +8,8 @@ pub(crate) use jobs::*;
 
 pub(crate) struct Vm {
     pub(crate) layout: VmLayout,
-    pub(crate) sched: Box<dyn Scheduler>,
-    pub(crate) timer_at: Option<Nanos>,
+    /// The guest scheduler, through its driver (which keeps its wake-up).
+    pub(crate) sched: Driver,
     pub(crate) ring_depth: u32,
     pub(crate) ring_used: u32,
     pub(crate) latency: Nanos,
@@ -114,24 +114,25 @@ impl Engine {
             if vm.ring_used >= vm.ring_depth {
                 return;
             }
-            match vm.sched.dispatch(now) {
-                Dispatch::Request(rq) => {
+            match vm.sched.poll(now) {
+                Next::Request(rq) => {
                     vm.ring_used += 1;
                     let t = now + vm.latency;
                     let slot = slot_of(rq.id);
                     self.requests[slot].guest = rq;
                     self.push(t, Ev::HostArrive { slot });
                 }
-                Dispatch::WaitUntil(t) => {
-                    debug_assert!(t > now, "guest scheduler asked to wait for the past");
-                    let t = t.max(now + 1);
-                    if vm.timer_at != Some(t) {
-                        vm.timer_at = Some(t);
-                        self.push(t, Ev::GuestTimer { vm: vi as u16 });
+                Next::Wait { until, new } => {
+                    debug_assert!(
+                        vm.sched.stats().past_waits == 0,
+                        "guest scheduler asked to wait for the past"
+                    );
+                    if new {
+                        self.push(until, Ev::GuestTimer { vm: vi as u16 });
                     }
                     return;
                 }
-                Dispatch::Empty => return,
+                Next::Idle => return,
             }
         }
     }

@@ -132,7 +132,7 @@ impl PathCx<'_> {
             return Ok(false);
         };
         self.host.queued(&rq);
-        if let Some(id) = self.host.sched.back_merge(&rq, max_sectors, self.now) {
+        if let Some(id) = self.host.driver.back_merge(&rq, max_sectors, self.now) {
             let tail = self.requests.chain_tail(slot_of(id));
             self.requests[tail].chain = slot_of(rq.id);
             return Ok(true);
