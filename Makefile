@@ -42,9 +42,10 @@ test-rust: ## Rust tests and benchmarks (once each, untimed), then the skipped t
 test-python: python ## Python tests (skipped ones listed with their reason)
 	$(PY) -m pytest -q -rs
 
-lint: venv ## rustfmt, clippy -D warnings, ruff check and format
+lint: venv ## rustfmt, clippy -D warnings, rustdoc -D warnings, ruff check and format
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 	$(VENV)/bin/ruff check python tests scripts bench
 	$(VENV)/bin/ruff format --check python tests scripts bench
 

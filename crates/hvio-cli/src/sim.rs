@@ -10,7 +10,7 @@ use std::path::PathBuf;
 pub struct SimArgs {
     /// The simulation config (TOML).
     config: PathBuf,
-    /// Where to write the JSON result (default: out/<config name>.json).
+    /// Where to write the JSON result (default: out/NAME.json, NAME the config file's stem).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Override the config's seed.
@@ -243,7 +243,7 @@ pub struct ReproduceArgs {
     quick: bool,
     #[arg(long, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u64>, default_value_t = 1)]
     seed: u64,
-    /// Where to write the JSON report (default: out/<name>.json, with
+    /// Where to write the JSON report (default: out/NAME.json, with
     /// `-quick` and `-seed<N>` added for a quick run and a seed other than
     /// 1, so runs of one experiment do not overwrite each other).
     #[arg(long)]

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 pub struct ServeArgs {
     /// The host configuration (TOML): store, scheduler, VMs, exports.
     pub config: PathBuf,
+    // The text is `--help`'s, where `[log]` names the config's table.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Log level: error, warn, info, debug, trace (default: [log] level; RUST_LOG overrides).
     #[arg(long)]
     pub log_level: Option<String>,
