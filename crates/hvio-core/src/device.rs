@@ -17,14 +17,18 @@ use std::sync::Arc;
 pub struct ServiceBreakdown {
     /// Controller / command overhead.
     pub overhead: Nanos,
+    /// Head movement to the target cylinder.
     pub seek: Nanos,
+    /// Waiting for the target sector to come under the head.
     pub rotation: Nanos,
+    /// Moving the data between medium and host.
     pub transfer: Nanos,
     /// Served (entirely) from the drive's cache.
     pub cache_hit: bool,
 }
 
 impl ServiceBreakdown {
+    /// The whole service time: overhead, seek, rotation and transfer.
     pub fn total(&self) -> Nanos {
         self.overhead + self.seek + self.rotation + self.transfer
     }
@@ -33,11 +37,13 @@ impl ServiceBreakdown {
 /// A finished request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
+    /// The request as submitted.
     pub rq: Request,
     /// When the device started working on it (after any queueing inside the device).
     pub start: Nanos,
     /// When it completed.
     pub done: Nanos,
+    /// Where its service time went.
     pub service: ServiceBreakdown,
 }
 
@@ -56,8 +62,11 @@ pub trait SeekModel: Send + Sync {
 /// capped at `max`. Used for tests and for non-rotational devices.
 #[derive(Debug, Clone, Copy)]
 pub struct LinearSeek {
+    /// Seek time per sector of distance.
     pub ns_per_sector: f64,
+    /// The longest seek (the cap).
     pub max: Nanos,
+    /// One revolution (0 for a solid-state device).
     pub revolution: Nanos,
 }
 
@@ -77,11 +86,13 @@ impl SeekModel for LinearSeek {
 /// What a scheduler may know about its device.
 #[derive(Clone)]
 pub struct DeviceInfo {
+    /// Size in 512-byte sectors.
     pub capacity: Sector,
     /// Seeks cost time (Linux `queue/rotational`): CFQ and BFQ idle only on these.
     pub rotational: bool,
     /// Requests the device accepts at once (NCQ depth; 1 = no device queueing).
     pub queue_depth: usize,
+    /// Seek-time estimates for schedulers that weigh distance.
     pub seek: Arc<dyn SeekModel>,
 }
 
@@ -115,6 +126,7 @@ impl DeviceInfo {
 
 /// A block device: a model in the simulator, a timing emulator in the daemon.
 pub trait Device: Send {
+    /// What schedulers may know about the device.
     fn info(&self) -> DeviceInfo;
     /// Requests submitted and not yet completed.
     fn in_flight(&self) -> usize;

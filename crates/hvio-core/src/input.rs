@@ -13,19 +13,34 @@ pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error("{file}: {source}")]
+    /// The file could not be read.
     Io {
+        /// The file as named by the user.
         file: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
     #[error("{file}: larger than {} MiB: not a {what}", limit >> 20)]
+    /// The file is larger than the limit for its kind.
     TooLarge {
+        /// The file as named by the user.
         file: String,
+        /// The limit in bytes.
         limit: u64,
+        /// What the file should have been (`config`, `trace`, ...).
         what: &'static str,
     },
     #[error("{file}:{line}: byte {byte} is not UTF-8")]
-    NotUtf8 { file: String, line: usize, byte: usize },
+    /// A byte that is not UTF-8.
+    NotUtf8 {
+        /// The file as named by the user.
+        file: String,
+        /// The line (from 1) the byte is on.
+        line: usize,
+        /// Its offset in the file, from 0.
+        byte: usize,
+    },
 }
 
 /// Reads `path` as UTF-8 text of at most `limit` bytes; `what` names the

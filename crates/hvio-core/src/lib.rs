@@ -6,6 +6,7 @@
 //! (`insert_requests`, `dispatch_request`, `completed_request`, `has_work`),
 //! with time passed in. The simulator drives it with simulated time and a
 //! [`Device`] model; the daemon drives it with the monotonic clock and real I/O.
+#![warn(missing_docs)]
 
 pub mod device;
 pub mod error;

@@ -12,7 +12,9 @@ use crate::request::Sector;
 /// A run of physical sectors: `sectors` from `sector`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
+    /// First physical sector.
     pub sector: Sector,
+    /// Length in 512-byte sectors.
     pub sectors: u64,
 }
 

@@ -134,9 +134,13 @@ pub type Named<'a> = (&'a str, &'a Path);
 /// An output that is one of the command's inputs, or another of its outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SameFile {
+    /// The output's words (`--json`, ...).
     pub output: String,
+    /// The output's path.
     pub output_path: PathBuf,
+    /// The other file's words.
     pub other: String,
+    /// The other file's path.
     pub other_path: PathBuf,
 }
 

@@ -11,14 +11,19 @@ use std::collections::BTreeMap;
 /// One tunable: its Linux name (where Linux has one), default, unit and range.
 #[derive(Debug, Clone, Copy)]
 pub struct ParamSpec {
+    /// The name (Linux's sysfs name where Linux has the tunable).
     pub name: &'static str,
+    /// The value used when none is given.
     pub default: f64,
     /// `ms`, `us`, `s`, `sectors`, `requests`, `bool`, `ratio`, `count`, ...
     pub unit: &'static str,
+    /// The smallest value accepted.
     pub min: f64,
+    /// The largest value accepted.
     pub max: f64,
     /// Whole numbers only (Linux sysfs tunables are integers).
     pub integer: bool,
+    /// One line on what it does.
     pub doc: &'static str,
 }
 
@@ -148,14 +153,17 @@ impl Params {
             .unwrap_or_else(|| panic!("parameter `{name}` is not in its own table"))
     }
 
+    /// The value of tunable `name` (panics on a name outside the table: a scheduler's own bug).
     pub fn get(&self, name: &str) -> f64 {
         self.values[self.index(name)]
     }
 
+    /// The value of tunable `name` as a whole number.
     pub fn u64(&self, name: &str) -> u64 {
         self.get(name) as u64
     }
 
+    /// Tunable `name` read as a flag (non-zero is true).
     pub fn flag(&self, name: &str) -> bool {
         self.get(name) != 0.0
     }
@@ -179,6 +187,7 @@ impl Params {
         self.specs.iter().zip(&self.values).map(|(s, &v)| (s.name, v))
     }
 
+    /// The table this set follows.
     pub fn specs(&self) -> &'static [ParamSpec] {
         self.specs
     }

@@ -26,7 +26,9 @@ pub type StreamId = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
+    /// Read data from the device.
     Read,
+    /// Write data to the device.
     Write,
     /// A cache flush: no data, no position.
     Flush,
@@ -35,9 +37,11 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether it is a read.
     pub fn is_read(self) -> bool {
         self == Op::Read
     }
+    /// Whether it is a write with data.
     pub fn is_write(self) -> bool {
         self == Op::Write
     }
@@ -50,6 +54,7 @@ impl Op {
             1
         }
     }
+    /// The lowercase name (`read`, `write`, `flush`, `discard`).
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Read => "read",
@@ -76,12 +81,15 @@ pub enum IoClass {
 /// One block request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// Unique among the requests in flight at one scheduler.
     pub id: RequestId,
+    /// The stream (VM at the host, thread in a guest) it belongs to.
     pub stream: StreamId,
     /// First sector.
     pub sector: Sector,
     /// Length in 512-byte sectors (0 for a flush).
     pub sectors: u32,
+    /// What it does.
     pub op: Op,
     /// Synchronous: somebody waits for it (reads, O_DIRECT/O_SYNC writes, fsync).
     pub sync: bool,
@@ -89,6 +97,7 @@ pub struct Request {
     pub meta: bool,
     /// Force unit access: complete only once on stable media.
     pub fua: bool,
+    /// The I/O priority class (Linux `ioprio` class).
     pub class: IoClass,
     /// Priority level within the class, 0 (highest) to 7; 4 is the default.
     pub prio: u8,
@@ -119,19 +128,23 @@ impl Request {
         self.sector + self.sectors as Sector
     }
 
+    /// One past the last sector.
     pub fn bytes(&self) -> u64 {
         self.sectors as u64 * crate::SECTOR_BYTES
     }
 
+    /// Length in bytes.
     pub fn is_read(&self) -> bool {
         self.op.is_read()
     }
 
+    /// Whether it is a read.
     pub fn with_sync(mut self, sync: bool) -> Self {
         self.sync = sync;
         self
     }
 
+    /// The same request marked synchronous or not.
     pub fn with_meta(mut self, meta: bool) -> Self {
         self.meta = meta;
         self

@@ -29,6 +29,7 @@ pub enum Dispatch {
 /// ended (paper 000's per-VM slice lengths over time, Fig. 7 and §4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SliceGrant {
+    /// The stream the slice was granted to.
     pub stream: StreamId,
     /// When the slice began.
     pub start: Nanos,
@@ -66,7 +67,9 @@ impl SliceLog {
 /// What a scheduler knows about one stream (a VM at the host, a thread in a guest).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamInfo {
+    /// The stream's identifier, as requests carry it.
     pub id: StreamId,
+    /// A name for reports (the VM's or thread's).
     pub name: String,
     /// Proportional-share weight (blkio: 10..1000, default 500; BFQ: 1..1000).
     /// Only ratios matter to hvio's schedulers.
@@ -79,8 +82,10 @@ pub struct StreamInfo {
 }
 
 impl StreamInfo {
+    /// The weight a stream has when none is given (blkio's default).
     pub const DEFAULT_WEIGHT: u32 = 500;
 
+    /// A stream with the default weight, no region and no attributes.
     pub fn new(id: StreamId, name: impl Into<String>) -> Self {
         StreamInfo {
             id,
@@ -91,16 +96,19 @@ impl StreamInfo {
         }
     }
 
+    /// The same stream with weight `weight`.
     pub fn with_weight(mut self, weight: u32) -> Self {
         self.weight = weight;
         self
     }
 
+    /// The same stream with its data at `len` sectors from `start`.
     pub fn with_region(mut self, start: Sector, len: Sector) -> Self {
         self.region = Some((start, len));
         self
     }
 
+    /// Scheduler attribute `name`, if given.
     pub fn attr(&self, name: &str) -> Option<f64> {
         self.attrs.get(name).copied()
     }
@@ -116,6 +124,7 @@ pub struct SchedContext {
 }
 
 impl SchedContext {
+    /// The stream `id`, if known.
     pub fn stream(&self, id: StreamId) -> Option<&StreamInfo> {
         self.streams.iter().find(|s| s.id == id)
     }

@@ -6,8 +6,11 @@
 /// A point in time or a duration, in nanoseconds.
 pub type Nanos = u64;
 
+/// Nanoseconds in a microsecond.
 pub const NS_PER_US: Nanos = 1_000;
+/// Nanoseconds in a millisecond.
 pub const NS_PER_MS: Nanos = 1_000_000;
+/// Nanoseconds in a second.
 pub const NS_PER_S: Nanos = 1_000_000_000;
 
 /// Microseconds to nanoseconds.
