@@ -8,7 +8,12 @@ pub enum Loc {
     /// A 1-based line of a text trace.
     Line(u64),
     /// A 0-based record of a binary trace and its byte offset.
-    Record { index: u64, byte: u64 },
+    Record {
+        /// The record's index.
+        index: u64,
+        /// Its first byte's offset.
+        byte: u64,
+    },
     /// The input as a whole.
     File,
 }
@@ -26,18 +31,25 @@ impl fmt::Display for Loc {
 /// An error reading or writing a trace.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// The input could not be read or the output written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
     /// A record that does not parse. Skippable with `skip_bad`.
     #[error("{path}: {loc}: expected {expected}; found {found:?}")]
     Malformed {
+        /// The file.
         path: String,
+        /// Where in it.
         loc: Loc,
+        /// What a record should look like there.
         expected: String,
+        /// What is there instead.
         found: String,
     },
     /// A record whose time is before the previous one. Skippable with `skip_bad`.
@@ -45,29 +57,47 @@ pub enum TraceError {
         "{path}: {loc}: time goes backwards ({time} ns after {prev} ns); pass allow_unsorted to accept unsorted traces"
     )]
     NonMonotonic {
+        /// The file.
         path: String,
+        /// Where in it.
         loc: Loc,
+        /// The previous record's time, ns.
         prev: u64,
+        /// This record's time, ns.
         time: u64,
     },
     /// A binary record cut short at the end of the input.
     #[error("{path}: {loc}: truncated record: {got} of {need} bytes")]
     Truncated {
+        /// The file.
         path: String,
+        /// Where the record starts.
         loc: Loc,
+        /// Bytes there are.
         got: usize,
+        /// Bytes a record needs.
         need: usize,
     },
     /// The input is not of the format it was opened as.
     #[error("{path}: not a {format} trace: {what}")]
     BadMagic {
+        /// The file.
         path: String,
+        /// The format it was opened as.
         format: &'static str,
+        /// What did not match.
         what: String,
     },
     /// The format could not be detected.
     #[error("{path}: cannot tell the trace format: {why}; name it explicitly (formats: {known})")]
-    UnknownFormat { path: String, why: String, known: String },
+    UnknownFormat {
+        /// The file.
+        path: String,
+        /// What the detection saw.
+        why: String,
+        /// Every format's name.
+        known: String,
+    },
     /// A bad option or argument.
     #[error("{0}")]
     Usage(String),

@@ -25,20 +25,30 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FioRw {
+    /// `read`: sequential reads.
     Read,
+    /// `write`: sequential writes.
     Write,
+    /// `trim`: sequential trims.
     Trim,
+    /// `randread`: random reads.
     RandRead,
+    /// `randwrite`: random writes.
     RandWrite,
+    /// `randtrim`: random trims.
     RandTrim,
     /// `rw` / `readwrite`: mixed sequential reads and writes.
     ReadWrite,
+    /// `randrw`: mixed random reads and writes.
     RandRw,
+    /// `trimwrite`: each block trimmed, then written.
     TrimWrite,
+    /// `randtrimwrite`: random blocks trimmed, then written.
     RandTrimWrite,
 }
 
 impl FioRw {
+    /// The mode named `s` in a job file (fio's aliases included).
     pub fn parse(s: &str) -> Option<FioRw> {
         Some(match s {
             "read" => FioRw::Read,
@@ -54,6 +64,7 @@ impl FioRw {
             _ => return None,
         })
     }
+    /// fio's name of the mode.
     pub fn name(self) -> &'static str {
         match self {
             FioRw::Read => "read",
@@ -68,6 +79,7 @@ impl FioRw {
             FioRw::RandTrimWrite => "randtrimwrite",
         }
     }
+    /// Whether offsets are random.
     pub fn is_random(self) -> bool {
         matches!(
             self,
@@ -80,6 +92,7 @@ impl FioRw {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "kind", content = "value")]
 pub enum RandomDistribution {
+    /// Uniform random offsets (fio's default).
     Random,
     /// Zipf with exponent theta (default 1.1, must not be 1).
     Zipf(f64),
@@ -105,7 +118,9 @@ impl fmt::Display for RandomDistribution {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SizeSpec {
+    /// A number of bytes.
     Bytes(u64),
+    /// A percentage of the file or device.
     Percent(u32),
 }
 
@@ -122,7 +137,9 @@ impl fmt::Display for SizeSpec {
 /// One job of a job file, after `[global]` merging.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FioJob {
+    /// The job's section name.
     pub name: String,
+    /// `rw`: the I/O pattern.
     pub rw: FioRw,
     /// The `rw=randread:N` / `rw=write:N` suffix, if given (not modelled).
     pub rw_suffix: Option<u64>,
@@ -130,21 +147,35 @@ pub struct FioJob {
     pub bs: [u64; 3],
     /// `bssplit` per direction (read, write, trim): (bytes, percent); empty = use `bs`.
     pub bssplit: [Vec<(u64, u32)>; 3],
+    /// `size`: the region the job covers (None: the whole file or device).
     pub size: Option<SizeSpec>,
+    /// `offset`: where that region starts.
     pub offset: SizeSpec,
+    /// `nrfiles`: files per job.
     pub nrfiles: u32,
+    /// `numjobs`: clones of the job.
     pub numjobs: u32,
+    /// `iodepth`: I/Os in flight per job.
     pub iodepth: u32,
+    /// `thinktime` in microseconds between I/Os.
     pub thinktime_us: u64,
     /// `rate_iops` per direction (read, write, trim).
     pub rate_iops: [Option<u64>; 3],
+    /// `fsync`: an fsync after this many writes (0: never).
     pub fsync: u32,
+    /// `rwmixread`: percentage of reads in a mixed job.
     pub rwmixread: u32,
+    /// `random_distribution`.
     pub random_distribution: RandomDistribution,
+    /// `runtime` in microseconds, if given.
     pub runtime_us: Option<u64>,
+    /// `time_based`: run for `runtime` even after `size` is done.
     pub time_based: bool,
+    /// `startdelay` in microseconds.
     pub startdelay_us: u64,
+    /// `filename`, if given.
     pub filename: Option<String>,
+    /// `kb_base`: 1024 or 1000.
     pub kb_base: u32,
     /// `direct=1` (or `buffered=0`): O_DIRECT; fio's default is buffered.
     pub direct: bool,
@@ -184,10 +215,15 @@ impl Default for FioJob {
 /// An option hvio read but does not model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FioWarning {
+    /// The job file.
     pub file: String,
+    /// The line of the option.
     pub line: u32,
+    /// The section it is in.
     pub section: String,
+    /// The option as written.
     pub option: String,
+    /// Why hvio does not model it.
     pub message: String,
 }
 
@@ -204,17 +240,25 @@ impl fmt::Display for FioWarning {
 /// A job file that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FioError {
+    /// The job file could not be read.
     #[error("{file}: {source}")]
     Io {
+        /// The job file.
         file: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// An option fio would refuse.
     #[error("{file}:{line}: {option}: {message}")]
     Bad {
+        /// The job file.
         file: String,
+        /// The line of the option.
         line: u32,
+        /// The option as written.
         option: String,
+        /// What is wrong, in fio's words where fio has them.
         message: String,
     },
 }
@@ -222,7 +266,9 @@ pub enum FioError {
 /// The jobs of a job file and the warnings met reading it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct FioJobFile {
+    /// The jobs in file order.
     pub jobs: Vec<FioJob>,
+    /// Options read but not modelled.
     pub warnings: Vec<FioWarning>,
 }
 

@@ -18,6 +18,7 @@ pub struct Input {
     eof: bool,
     /// Bytes consumed so far (of the decompressed stream).
     pub consumed: u64,
+    /// The input's name, for messages.
     pub path: String,
     /// Whether the bytes are decompressed gzip (for error messages).
     gzip: bool,
@@ -28,13 +29,16 @@ pub struct Input {
 
 /// Result of asking for an exact number of bytes.
 pub enum Exact<'a> {
+    /// The bytes asked for.
     Full(&'a [u8]),
+    /// The input ended before any of them.
     Eof,
     /// The input ended after this many bytes.
     Partial(usize),
 }
 
 impl Input {
+    /// An input named `path` reading from `src`.
     pub fn new(path: impl Into<String>, src: Box<dyn Read + Send>) -> Self {
         Input {
             src,

@@ -7,6 +7,7 @@
 //! - [`mod@write`]: records out as blkparse text or fio iolog v3.
 //! - [`stats`]: trace statistics.
 //! - [`mutate`]: mutation operators for the robustness tests of every reader.
+#![warn(missing_docs)]
 
 pub mod error;
 pub mod fio;

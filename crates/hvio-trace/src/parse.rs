@@ -31,6 +31,7 @@ pub fn u64_dec(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// A decimal `u32`, or None if `s` is not one.
 #[inline]
 pub fn u32_dec(s: &[u8]) -> Option<u32> {
     u64_dec(s).and_then(|v| u32::try_from(v).ok())
@@ -84,6 +85,7 @@ pub struct Split<'a> {
 }
 
 impl<'a> Split<'a> {
+    /// Fields of `s` between separators `sep`.
     pub fn new(s: &'a [u8], sep: u8) -> Self {
         Split { rest: Some(s), sep }
     }
@@ -114,6 +116,7 @@ pub struct Tokens<'a> {
 }
 
 impl<'a> Tokens<'a> {
+    /// Whitespace-separated tokens of `s`.
     pub fn new(s: &'a [u8]) -> Self {
         Tokens { s }
     }
@@ -154,6 +157,7 @@ impl<'a> Iterator for Tokens<'a> {
     }
 }
 
+/// `s` without leading and trailing ASCII whitespace.
 #[inline]
 pub fn trim(s: &[u8]) -> &[u8] {
     let mut a = 0;
@@ -179,6 +183,7 @@ pub struct Devices {
 }
 
 impl Devices {
+    /// Device names in order of first appearance.
     pub fn names(&self) -> &[String] {
         &self.names
     }

@@ -45,6 +45,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in the order `names` lists them.
     pub const ALL: [Format; 13] = [
         Format::Blkparse,
         Format::Blktrace,
@@ -61,6 +62,7 @@ impl Format {
         Format::Vscsi2,
     ];
 
+    /// The name the CLI and Python take.
     pub fn name(self) -> &'static str {
         match self {
             Format::Blkparse => "blkparse",
@@ -79,10 +81,12 @@ impl Format {
         }
     }
 
+    /// Whether the format is binary (no lines).
     pub fn is_binary(self) -> bool {
         matches!(self, Format::Blktrace | Format::Vscsi1 | Format::Vscsi2)
     }
 
+    /// Every format's name, comma-separated.
     pub fn names() -> String {
         Format::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
     }
@@ -130,6 +134,7 @@ pub enum BlkAction {
 }
 
 impl BlkAction {
+    /// blktrace's letter for the action.
     pub fn letter(self) -> u8 {
         match self {
             BlkAction::Queue => b'Q',
@@ -360,9 +365,11 @@ impl TraceReader {
         }
     }
 
+    /// The format being read.
     pub fn format(&self) -> Format {
         self.format
     }
+    /// The input's name.
     pub fn path(&self) -> &str {
         &self.path
     }

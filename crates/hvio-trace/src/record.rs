@@ -12,15 +12,22 @@ pub const MAX_SECTOR_END: u64 = u64::MAX / hvio_core::SECTOR_BYTES;
 pub struct RecFlags(pub u8);
 
 impl RecFlags {
+    /// Synchronous (`S` in RWBS).
     pub const SYNC: u8 = 1;
+    /// File-system metadata (`M`).
     pub const META: u8 = 2;
+    /// Force unit access (`F` after the op).
     pub const FUA: u8 = 4;
+    /// Preceded by a cache flush (`F` before the op).
     pub const PREFLUSH: u8 = 8;
+    /// Read-ahead (`A`).
     pub const READAHEAD: u8 = 16;
 
+    /// Whether flag `bit` is set.
     pub fn has(self, bit: u8) -> bool {
         self.0 & bit != 0
     }
+    /// Sets flag `bit`.
     pub fn set(&mut self, bit: u8) {
         self.0 |= bit;
     }
@@ -35,18 +42,24 @@ impl RecFlags {
 /// MSR, Alibaba and Tencent); replay and statistics use differences only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceRecord {
+    /// When it was issued (ns on the trace's clock).
     pub time: Nanos,
     /// Dense index into the reader's device table ([`crate::TraceReader::devices`]).
     pub device: u32,
+    /// What it does.
     pub op: Op,
+    /// First sector.
     pub sector: u64,
+    /// Length in 512-byte sectors.
     pub sectors: u32,
+    /// Flags the format carries.
     pub flags: RecFlags,
     /// Response time recorded by the trace (MSR, vSCSI v2), if any.
     pub latency: Option<Nanos>,
 }
 
 impl TraceRecord {
+    /// A record with no flags and no latency.
     pub fn new(time: Nanos, device: u32, op: Op, sector: u64, sectors: u32) -> Self {
         TraceRecord {
             time,
@@ -59,10 +72,12 @@ impl TraceRecord {
         }
     }
 
+    /// Length in bytes.
     pub fn bytes(&self) -> u64 {
         self.sectors as u64 * hvio_core::SECTOR_BYTES
     }
 
+    /// One past the last sector.
     pub fn end(&self) -> u64 {
         self.sector + self.sectors as u64
     }

@@ -44,6 +44,7 @@ impl LogHist {
         let sub = (i % 16) as u64;
         (16 + sub) << (e - 4)
     }
+    /// Counts value `v`.
     pub fn record(&mut self, v: u64) {
         self.counts[Self::index(v)] += 1;
         self.n += 1;
@@ -72,22 +73,32 @@ impl LogHist {
 /// Inter-arrival time statistics, microseconds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct InterArrival {
+    /// Mean.
     pub mean_us: f64,
+    /// Standard deviation.
     pub stddev_us: f64,
     /// Coefficient of variation (1 for Poisson arrivals).
     pub cv: f64,
+    /// Median.
     pub p50_us: f64,
+    /// 90th percentile.
     pub p90_us: f64,
+    /// 99th percentile.
     pub p99_us: f64,
+    /// Largest.
     pub max_us: f64,
 }
 
 /// Per-device counts.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DeviceStats {
+    /// The device's name.
     pub device: String,
+    /// Requests to it.
     pub requests: u64,
+    /// Reads among them.
     pub reads: u64,
+    /// Bytes of its data requests.
     pub bytes: u64,
     /// Fraction of this device's data requests that start where its previous one ended.
     pub sequential_fraction: f64,
@@ -102,29 +113,47 @@ pub struct DeviceStats {
 /// The report of `hvio trace stats`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TraceStats {
+    /// The trace file.
     pub file: String,
+    /// Its format.
     pub format: String,
+    /// Requests read.
     pub requests: u64,
+    /// Reads.
     pub reads: u64,
+    /// Writes.
     pub writes: u64,
+    /// Flushes.
     pub flushes: u64,
+    /// Discards.
     pub discards: u64,
     /// Reads over reads + writes.
     pub read_fraction: f64,
+    /// Bytes read.
     pub read_bytes: u64,
+    /// Bytes written.
     pub write_bytes: u64,
     /// (upper bound in bytes, count) for data requests: ≤512 B, ≤1 KiB, …, ≤1 MiB, larger.
     pub size_histogram: Vec<(String, u64)>,
+    /// Mean size of a data request.
     pub mean_size_bytes: f64,
+    /// Smallest data request.
     pub min_size_bytes: u64,
+    /// Largest data request.
     pub max_size_bytes: u64,
+    /// Time between requests.
     pub inter_arrival: InterArrival,
+    /// Last request's time minus the first's, seconds.
     pub duration_s: f64,
+    /// First request's time (trace clock).
     pub first_time_ns: u64,
+    /// Last request's time (trace clock).
     pub last_time_ns: u64,
     /// Data requests that start where the previous request of the same device ended.
     pub sequential_fraction: f64,
+    /// Per-device counts.
     pub devices: Vec<DeviceStats>,
+    /// Malformed records skipped (with `skip_bad`).
     pub skipped_bad: u64,
 }
 
@@ -159,6 +188,7 @@ pub struct StatsBuilder {
 }
 
 impl StatsBuilder {
+    /// Counts record `r`.
     pub fn add(&mut self, r: &TraceRecord) {
         let s = &mut self.s;
         if s.requests == 0 {
@@ -219,6 +249,7 @@ impl StatsBuilder {
         }
     }
 
+    /// The report for `file` in `format`, with the reader's device names and skipped count.
     pub fn finish(mut self, file: &str, format: &str, device_names: &[String], skipped: u64) -> TraceStats {
         let s = &mut self.s;
         s.file = file.to_string();

@@ -69,6 +69,7 @@ impl<W: Write> BlkparseWriter<W> {
         }
     }
 
+    /// Writes record `r`.
     pub fn write(&mut self, r: &TraceRecord) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
         let (maj, min) = majmin(self.devices.get(r.device as usize).map(String::as_str), r.device);
@@ -88,6 +89,7 @@ impl<W: Write> BlkparseWriter<W> {
         }
     }
 
+    /// Flushes and returns the writer.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;
         Ok(self.out)
@@ -106,6 +108,7 @@ pub struct IologWriter<W: Write> {
 }
 
 impl<W: Write> IologWriter<W> {
+    /// A writer to `out` that names `devices`, header written.
     pub fn new(mut out: W, devices: &[String]) -> io::Result<Self> {
         writeln!(out, "fio version 3 iolog")?;
         let names = devices.iter().map(|n| n.replace(char::is_whitespace, "_")).collect();
@@ -138,6 +141,7 @@ impl<W: Write> IologWriter<W> {
         self.names[i].clone()
     }
 
+    /// Writes record `r`.
     pub fn write(&mut self, r: &TraceRecord) -> io::Result<()> {
         let t0 = *self.t0.get_or_insert(r.time);
         let us = r.time.saturating_sub(t0) / 1000;
@@ -161,6 +165,7 @@ impl<W: Write> IologWriter<W> {
         }
     }
 
+    /// Closes every file, flushes and returns the writer.
     pub fn finish(mut self) -> io::Result<W> {
         for i in 0..self.names.len() {
             if self.opened[i] {

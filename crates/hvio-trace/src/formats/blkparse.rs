@@ -28,8 +28,11 @@ use hvio_core::Op;
 /// What an RWBS string says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RwbsKind {
+    /// `R`: a read.
     Read,
+    /// `W`: a write.
     Write,
+    /// `D`: a discard.
     Discard,
     /// No data (`N`, or a zone management op).
     None,
@@ -383,6 +386,7 @@ pub struct Blkparse {
 }
 
 impl Blkparse {
+    /// A reader with the options' custom format (`blkparse_format`), if any.
     pub fn new(opts: &ReadOptions) -> Result<Self, TraceError> {
         let custom = opts.blkparse_format.as_deref().map(Custom::compile).transpose()?;
         Ok(Blkparse {

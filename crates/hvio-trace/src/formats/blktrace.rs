@@ -15,43 +15,73 @@ use crate::reader::{BlkAction, Source};
 use crate::record::{RecFlags, TraceRecord};
 use hvio_core::Op;
 
+/// `blk_io_trace.magic`'s upper 24 bits.
 pub const MAGIC: u32 = 0x6561_7400;
+/// The record version hvio reads (its lower 8 bits).
 pub const VERSION: u32 = 0x07;
+/// Bytes of a record before its payload.
 pub const RECORD: usize = 48;
 
+/// `BLK_TC_READ`.
 pub const TC_READ: u32 = 1 << 0;
+/// `BLK_TC_WRITE`.
 pub const TC_WRITE: u32 = 1 << 1;
+/// `BLK_TC_FLUSH`.
 pub const TC_FLUSH: u32 = 1 << 2;
+/// `BLK_TC_SYNC`.
 pub const TC_SYNC: u32 = 1 << 3;
+/// `BLK_TC_QUEUE`.
 pub const TC_QUEUE: u32 = 1 << 4;
+/// `BLK_TC_ISSUE`.
 pub const TC_ISSUE: u32 = 1 << 6;
+/// `BLK_TC_COMPLETE`.
 pub const TC_COMPLETE: u32 = 1 << 7;
+/// `BLK_TC_FS`.
 pub const TC_FS: u32 = 1 << 8;
+/// `BLK_TC_PC`.
 pub const TC_PC: u32 = 1 << 9;
+/// `BLK_TC_NOTIFY`.
 pub const TC_NOTIFY: u32 = 1 << 10;
+/// `BLK_TC_AHEAD`.
 pub const TC_AHEAD: u32 = 1 << 11;
+/// `BLK_TC_META`.
 pub const TC_META: u32 = 1 << 12;
+/// `BLK_TC_DISCARD`.
 pub const TC_DISCARD: u32 = 1 << 13;
+/// `BLK_TC_FUA`.
 pub const TC_FUA: u32 = 1 << 15;
+/// Where the category bits start in `action`.
 pub const TC_SHIFT: u32 = 16;
 
 /// The fields hvio uses of one `blk_io_trace`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlkIoTrace {
+    /// `MAGIC | VERSION`.
     pub magic: u32,
+    /// Event sequence number.
     pub sequence: u32,
+    /// Time in nanoseconds.
     pub time: u64,
+    /// First sector.
     pub sector: u64,
+    /// Length in bytes.
     pub bytes: u32,
+    /// Category bits and action code.
     pub action: u32,
+    /// The process.
     pub pid: u32,
+    /// The device (major << 20 | minor).
     pub device: u32,
+    /// The CPU.
     pub cpu: u32,
+    /// Completion error.
     pub error: u16,
+    /// Payload bytes after the record.
     pub pdu_len: u16,
 }
 
 impl BlkIoTrace {
+    /// A record from its 48 bytes, byte-swapped when `swap`.
     pub fn decode(b: &[u8], swap: bool) -> Self {
         let u32_at = |o: usize| {
             let v = u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
@@ -129,6 +159,7 @@ pub struct File {
 }
 
 impl File {
+    /// A reader of one per-CPU file keeping the events of `action`.
     pub fn new(input: Input, action: BlkAction) -> Self {
         File {
             path: input.path.clone(),
@@ -253,6 +284,7 @@ pub struct Merged {
 }
 
 impl Merged {
+    /// A reader merging per-CPU files by time, keeping the events of `action`.
     pub fn new(inputs: Vec<Input>, action: BlkAction) -> Result<Self, TraceError> {
         if inputs.is_empty() {
             return Err(TraceError::Usage("no blktrace files given".into()));

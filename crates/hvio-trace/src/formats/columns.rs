@@ -258,6 +258,7 @@ impl LineFormat for Disksim {
 
 /// MQSim ASCII: `time device lba size type` (time in `unit_ns`, sectors, 0 = write / 1 = read).
 pub struct Mqsim {
+    /// Nanoseconds per unit of the time column.
     pub unit_ns: u64,
 }
 

@@ -13,6 +13,7 @@ use crate::reader::{Bad, LineFormat};
 use crate::record::{bytes_to_sectors, TraceRecord};
 use hvio_core::Op;
 
+/// fio's iolog (versions 2 and 3).
 pub struct Iolog {
     version: u8,
     header_seen: bool,
@@ -20,6 +21,7 @@ pub struct Iolog {
 }
 
 impl Iolog {
+    /// A reader of iolog version `version`.
     pub fn new(version: u8) -> Self {
         Iolog {
             version,

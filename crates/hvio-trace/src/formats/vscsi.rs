@@ -18,7 +18,9 @@ use crate::reader::{Format, Source};
 use crate::record::TraceRecord;
 use hvio_core::Op;
 
+/// Bytes of a version-1 record.
 pub const V1_RECORD: usize = 32;
+/// Bytes of a version-2 record.
 pub const V2_RECORD: usize = 40;
 
 /// The vSCSI version of a file from its first two records.
@@ -47,6 +49,7 @@ pub fn scsi_op(cmd: u16) -> Option<Op> {
     })
 }
 
+/// VMware's vscsiStats trace (binary, versions 1 and 2).
 pub struct Vscsi {
     input: Input,
     path: String,
@@ -56,6 +59,7 @@ pub struct Vscsi {
 }
 
 impl Vscsi {
+    /// A reader of `input` as version `version`.
     pub fn new(input: Input, version: u8) -> Self {
         let p = std::path::Path::new(&input.path);
         let mut stem = p.file_name().and_then(|s| s.to_str()).unwrap_or("vscsi").to_string();
