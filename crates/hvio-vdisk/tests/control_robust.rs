@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 
 const CONF: &str = r#"
 [store]
@@ -24,33 +24,6 @@ size = "8MiB"
 name = "vm2"
 size = "8MiB"
 "#;
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    s.set_write_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    s
-}
-
-fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = connect(addr);
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    response(&mut s)
-}
-
-fn response(s: &mut impl Read) -> (u16, String) {
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).to_string();
-    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
-    (code, body)
-}
 
 /// The error reply names what was wrong.
 fn bad(addr: SocketAddr, method: &str, path: &str, body: &str, code: u16, names: &str) {
@@ -229,15 +202,15 @@ fn bad_requests_get_clear_errors_and_the_daemon_carries_on() {
     assert_eq!(http(a, "PUT", "/scheduler", r#"{"name": "htbs"}"#).0, 200);
     io_works(&d, 3);
     // Not HTTP at all: the connection is closed; the API carries on.
-    let mut s = connect(a);
+    let mut s = http_connect(a);
     s.write_all(b"\x16\x03\x01\x02\x00garbage\r\n\r\n").unwrap();
-    let (c, _) = response(&mut s);
+    let (c, _) = http_response(&mut s);
     assert!(c == 0 || c == 400, "{c}");
     // The unix socket serves the same API.
     let mut s = std::os::unix::net::UnixStream::connect(d.path("control.sock")).unwrap();
     s.write_all(b"GET /vms HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
-    assert_eq!(response(&mut s).0, 200);
+    assert_eq!(http_response(&mut s).0, 200);
     d.stop();
 }
 
@@ -246,7 +219,7 @@ fn huge_requests_are_refused_without_buffering_them() {
     let d = Daemon::start(CONF);
     let a = d.control_addr();
     // A body announced as 16 GiB: refused (413) after at most the limit is read.
-    let mut s = connect(a);
+    let mut s = http_connect(a);
     write!(
         s,
         "PUT /scheduler HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
@@ -262,11 +235,11 @@ fn huge_requests_are_refused_without_buffering_them() {
         }
         sent += chunk.len();
     }
-    let (c, b) = response(&mut s);
+    let (c, b) = http_response(&mut s);
     assert_eq!(c, 413, "{sent} bytes sent: {b}");
     assert!(b.contains("bytes"), "{b}");
     // The same as a chunked body with no length.
-    let mut s = connect(a);
+    let mut s = http_connect(a);
     write!(
         s,
         "PUT /vms/vm1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -282,12 +255,12 @@ fn huge_requests_are_refused_without_buffering_them() {
         }
         sent += chunk.len();
     }
-    assert_eq!(response(&mut s).0, 413, "{sent} bytes sent");
+    assert_eq!(http_response(&mut s).0, 413, "{sent} bytes sent");
     // A header line of 1 MiB: refused by the HTTP layer.
-    let mut s = connect(a);
+    let mut s = http_connect(a);
     let long = "a".repeat(1 << 20);
     let _ = write!(s, "GET /vms HTTP/1.1\r\nHost: x\r\nX-Long: {long}\r\n\r\n");
-    let (c, _) = response(&mut s);
+    let (c, _) = http_response(&mut s);
     assert!(c == 0 || c == 431 || c == 400, "{c}");
     // A body just under the limit with a valid request in it still works.
     let mut body = r#"{"weight": 7}"#.to_string();
@@ -307,8 +280,8 @@ fn a_silent_connection_is_closed_after_the_header_timeout() {
     let a = d.control_addr();
     let t0 = std::time::Instant::now();
     // Silent from the start, and half a request line.
-    let mut quiet = connect(a);
-    let mut half = connect(a);
+    let mut quiet = http_connect(a);
+    let mut half = http_connect(a);
     half.write_all(b"GET /vms HT").unwrap();
     for s in [&mut quiet, &mut half] {
         let mut b = Vec::new();
@@ -320,9 +293,9 @@ fn a_silent_connection_is_closed_after_the_header_timeout() {
         "{waited:?}"
     );
     // A keep-alive connection serves requests, then is closed when idle.
-    let mut s = connect(a);
+    let mut s = http_connect(a);
     s.write_all(b"GET /vms HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let (c, _) = response(&mut s);
+    let (c, _) = http_response(&mut s);
     assert_eq!(c, 200);
     io_works(&d, 5);
     d.stop();

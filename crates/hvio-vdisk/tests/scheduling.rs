@@ -6,7 +6,6 @@ use common::*;
 use hvio_sched::SwitchPolicy;
 use hvio_vdisk::engine::Control;
 use hvio_vdisk::nbd::proto::*;
-use std::io::{Read, Write};
 
 fn conf(sched: &str, extra: &str) -> String {
     format!(
@@ -188,21 +187,6 @@ fn switch_scheduler_under_load_and_change_weights() {
     });
     assert!(rx.blocking_recv().unwrap().unwrap_err().contains("vm9"));
     d.stop();
-}
-
-fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
-    (code, body)
 }
 
 #[test]

@@ -444,3 +444,33 @@ pub fn flushing_writer(
     }
     seen
 }
+
+/// A TCP connection to the control API with 30 s read and write timeouts.
+pub fn http_connect(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    s.set_write_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    s
+}
+
+/// One HTTP/1.1 request to the control API: (status code, body).
+pub fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = http_connect(addr);
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    http_response(&mut s)
+}
+
+/// Read a whole HTTP response (the server closes): (status code, body).
+pub fn http_response(s: &mut impl Read) -> (u16, String) {
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).to_string();
+    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    (code, body)
+}
