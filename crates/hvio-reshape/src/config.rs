@@ -78,14 +78,18 @@ impl Default for ReshapeConfig {
 /// A region's place, in sectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Area {
+    /// First sector.
     pub start: Sector,
+    /// Length in sectors.
     pub sectors: u64,
 }
 
 impl Area {
+    /// One past the last sector.
     pub fn end(&self) -> Sector {
         self.start + self.sectors
     }
+    /// Whether sector `s` lies in the area.
     pub fn contains(&self, s: Sector) -> bool {
         s >= self.start && s < self.end()
     }
@@ -94,15 +98,21 @@ impl Area {
 /// The validated configuration and where everything lives in the image.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
+    /// The keys as given.
     pub config: ReshapeConfig,
     /// The guest-visible disk (original addresses `0..disk_sectors`).
     pub disk_sectors: u64,
+    /// Sectors per block (`block_bytes` / 512).
     pub block_sectors: u64,
+    /// Sectors per segment (`segment_bytes` / 512).
     pub segment_sectors: u64,
     /// The original image, identity-mapped (empty without `base`).
     pub base: Area,
+    /// The metadata region (§III.A.2).
     pub meta: Area,
+    /// The data region.
     pub data: Area,
+    /// The log area (§III.B.3).
     pub log: Area,
     /// Two checkpoint slots, written alternately.
     pub checkpoints: [Area; 2],

@@ -57,35 +57,78 @@ pub const TARGET_UNMAPPED: u64 = u64::MAX - 1;
 /// What an entry does to the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mapping {
+    /// Map the extent to this target.
     Map(Target),
+    /// Remove the extent's mapping (back to the base image).
     Unmap,
 }
 
 /// One remap entry: original extent → mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// First original sector.
     pub start: Sector,
+    /// Length in sectors.
     pub sectors: u64,
+    /// What the entry does.
     pub mapping: Mapping,
 }
 
 /// Why a record was refused.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum DecodeError {
+    /// Not a record: the magic does not match.
     #[error("no record here (magic {found:?})")]
-    Magic { found: [u8; 4] },
+    Magic {
+        /// The bytes found.
+        found: [u8; 4],
+    },
+    /// Written by a newer hvio.
     #[error("format version {found} is newer than this hvio's ({FORMAT_VERSION})")]
-    Version { found: u16 },
+    Version {
+        /// The version found.
+        found: u16,
+    },
+    /// A record of another kind than asked for.
     #[error("record kind {found}, expected {expected}")]
-    Kind { found: u16, expected: u16 },
+    Kind {
+        /// The kind found.
+        found: u16,
+        /// The kind asked for.
+        expected: u16,
+    },
+    /// Fewer bytes than the record needs.
     #[error("record is cut short: needs {needed} bytes, {available} available")]
-    Truncated { needed: usize, available: usize },
+    Truncated {
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes there are.
+        available: usize,
+    },
+    /// The bytes are not what was written.
     #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    Checksum { stored: u32, computed: u32 },
+    Checksum {
+        /// The checksum in the record.
+        stored: u32,
+        /// The checksum of its bytes.
+        computed: u32,
+    },
+    /// Out of sequence.
     #[error("sequence {found}, expected {expected}")]
-    Sequence { found: u64, expected: u64 },
+    Sequence {
+        /// The sequence number found.
+        found: u64,
+        /// The one expected.
+        expected: u64,
+    },
+    /// A malformed entry.
     #[error("entry {index} is malformed ({reason})")]
-    Entry { index: usize, reason: &'static str },
+    Entry {
+        /// Its index in the record.
+        index: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
 }
 
 /// Blocks a transaction of `entries` entries takes.
@@ -246,8 +289,11 @@ pub fn decode_tx(b: &[u8], seq: u64) -> Result<Vec<Entry>, DecodeError> {
 /// A decoded checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
+    /// The last transaction it includes.
     pub seq: u64,
+    /// The log block replay resumes at.
     pub log_block: u64,
+    /// The table's extents.
     pub entries: Vec<Entry>,
 }
 

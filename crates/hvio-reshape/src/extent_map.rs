@@ -33,12 +33,16 @@ impl Target {
 /// One extent: `sectors` sectors from `start` to `target`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
+    /// First original sector.
     pub start: Sector,
+    /// Length in sectors.
     pub sectors: u64,
+    /// Where it is mapped.
     pub target: Target,
 }
 
 impl Extent {
+    /// One past the last original sector.
     pub fn end(&self) -> Sector {
         self.start + self.sectors
     }
@@ -47,8 +51,11 @@ impl Extent {
 /// A piece of a looked-up range: mapped to `target`, or a gap (`None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Piece {
+    /// First original sector.
     pub start: Sector,
+    /// Length in sectors.
     pub sectors: u64,
+    /// Where it is mapped (None: a gap).
     pub target: Option<Target>,
 }
 
@@ -69,6 +76,7 @@ pub struct ExtentMap {
 pub const EXTENT_PAYLOAD_BYTES: usize = std::mem::size_of::<(Sector, Run)>();
 
 impl ExtentMap {
+    /// An empty map.
     pub fn new() -> Self {
         Self::default()
     }
@@ -78,6 +86,7 @@ impl ExtentMap {
         self.runs.len()
     }
 
+    /// Whether it holds no extents.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }

@@ -17,6 +17,7 @@
 //!
 //! `docs/reshape.md` describes the model and the choices where the paper is
 //! silent.
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod encoding;

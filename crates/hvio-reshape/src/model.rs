@@ -75,8 +75,10 @@ fn write(r: &mut Reshaper, id: &mut u64, sector: u64) -> Result<(), ReshapeError
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The configuration was refused.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The reshaper refused a request.
     #[error(transparent)]
     Reshape(#[from] ReshapeError),
 }

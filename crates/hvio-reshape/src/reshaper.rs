@@ -43,7 +43,9 @@ pub type IoId = u64;
 /// The two regions of §III.A.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Region {
+    /// File-system metadata and journal writes.
     Meta,
+    /// Everything else.
     Data,
 }
 
@@ -90,22 +92,29 @@ pub enum IoKind {
 /// A slice of a guest request's buffer, `offset` sectors from its start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GuestSlice {
+    /// The guest request.
     pub request: RequestId,
+    /// Sectors from its start.
     pub offset: u64,
+    /// Length in sectors.
     pub sectors: u64,
 }
 
 /// A slice of the data an earlier cleaning read returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopySlice {
+    /// The cleaning read.
     pub read: IoId,
+    /// Sectors from its start.
     pub offset: u64,
+    /// Length in sectors.
     pub sectors: u64,
 }
 
 /// Where the data of an I/O comes from (writes) or goes to (reads).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Payload {
+    /// No data (a flush).
     None,
     /// Guest buffers, in order.
     Guest(Vec<GuestSlice>),
@@ -119,14 +128,19 @@ pub enum Payload {
 /// One I/O for the caller to perform on the image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Io {
+    /// Its id, to pass back to `complete`.
     pub id: IoId,
+    /// What it is for.
     pub kind: IoKind,
+    /// What it does.
     pub op: Op,
     /// First image sector (0 for a flush).
     pub sector: Sector,
+    /// Length in sectors.
     pub sectors: u64,
     /// Complete only once on stable media.
     pub fua: bool,
+    /// Where its data comes from or goes to.
     pub payload: Payload,
 }
 
@@ -170,43 +184,90 @@ pub enum Event {
 /// Errors of the reshaper.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ReshapeError {
+    /// A request past the end of the disk.
     #[error("request {request}: sectors {sector}..{end} are past the end of the disk ({disk} sectors)")]
     PastEnd {
+        /// The request.
         request: RequestId,
+        /// Its first sector.
         sector: Sector,
+        /// One past its last.
         end: u64,
+        /// The disk's size in sectors.
         disk: u64,
     },
+    /// A request larger than its region could ever hold.
     #[error("request {request}: {sectors} sectors is more than the {region:?} region can ever hold at once ({room})")]
     TooLarge {
+        /// The request.
         request: RequestId,
+        /// Its length in sectors.
         sectors: u64,
+        /// The region.
         region: Region,
+        /// The region's room in sectors.
         room: u64,
     },
+    /// The region holds only valid data: cleaning cannot free a segment.
     #[error("the {region:?} region is full of valid data: nothing left to clean")]
-    RegionFull { region: Region },
+    RegionFull {
+        /// The region.
+        region: Region,
+    },
+    /// `complete` named an I/O that is not outstanding.
     #[error("no I/O {0} is outstanding")]
     UnknownIo(IoId),
     #[error(
         "the remap table ({entries} extents) does not fit a checkpoint slot ({slot_bytes} bytes) and the log is full"
     )]
-    TableTooLarge { entries: usize, slot_bytes: u64 },
+    /// The table outgrew a checkpoint slot while the log is full.
+    TableTooLarge {
+        /// Extents in the table.
+        entries: usize,
+        /// A slot's size.
+        slot_bytes: u64,
+    },
 }
 
 /// Why recovery refused the image.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum RecoveryError {
+    /// A checkpoint slot that does not decode.
     #[error("checkpoint slot {slot}: {error}")]
-    Checkpoint { slot: usize, error: DecodeError },
+    Checkpoint {
+        /// The slot (0 or 1).
+        slot: usize,
+        /// Why.
+        error: DecodeError,
+    },
+    /// A committed log transaction that does not decode.
     #[error("log transaction {seq} at block {block}: {error}")]
-    Log { seq: u64, block: u64, error: DecodeError },
+    Log {
+        /// Its sequence number.
+        seq: u64,
+        /// Its first log block.
+        block: u64,
+        /// Why.
+        error: DecodeError,
+    },
+    /// An entry that does not fit the layout.
     #[error("{place} entry {index}: {what}")]
-    BadEntry { place: String, index: usize, what: String },
+    BadEntry {
+        /// Checkpoint or log.
+        place: String,
+        /// Its index.
+        index: usize,
+        /// What is wrong.
+        what: String,
+    },
+    /// An area of the wrong size was given.
     #[error("expected {expected} bytes of {what}, got {got}")]
     Size {
+        /// Which area.
         what: &'static str,
+        /// Its size in the layout.
         expected: u64,
+        /// The size given.
         got: u64,
     },
 }
@@ -218,6 +279,7 @@ pub struct RecoveryReport {
     pub checkpoint_seq: Option<u64>,
     /// Committed transactions replayed from the log after it.
     pub transactions_replayed: u64,
+    /// Entries those transactions held.
     pub entries_replayed: u64,
     /// Why the log scan stopped (an uncommitted or torn transaction, or the
     /// end of what was ever written).
@@ -233,16 +295,27 @@ pub struct Stats {
     pub guest_write_sectors: [u64; 2],
     /// Device write requests issued for guest data, per region.
     pub guest_write_ios: [u64; 2],
+    /// Guest sectors read.
     pub guest_read_sectors: u64,
+    /// Device read requests issued for guest reads.
     pub guest_read_ios: u64,
+    /// Guest sectors trimmed.
     pub guest_trim_sectors: u64,
+    /// Sectors read by cleaning.
     pub clean_read_sectors: u64,
+    /// Sectors written by cleaning.
     pub clean_write_sectors: u64,
+    /// Segments cleaned and freed.
     pub segments_cleaned: u64,
+    /// Bytes written to the log.
     pub log_bytes: u64,
+    /// Transactions committed.
     pub commits: u64,
+    /// Bytes of checkpoints written.
     pub checkpoint_bytes: u64,
+    /// Checkpoints written.
     pub checkpoints: u64,
+    /// Cache flushes issued.
     pub flushes: u64,
 }
 
@@ -467,10 +540,12 @@ impl Reshaper {
         }
     }
 
+    /// Where everything lives in the image.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
