@@ -351,6 +351,9 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(rename = "vm")]
     pub vms: Vec<VmConfig>,
+    /// A switch plan: the host scheduler by time (see [`crate::plan`]).
+    #[serde(default, rename = "phase")]
+    pub phases: Vec<crate::plan::PhaseTable>,
 }
 
 fn device_from(t: &toml::Table) -> Result<hvio_device::DeviceConfig, toml::de::Error> {
@@ -391,9 +394,12 @@ fn line_of(text: &str, err: &ConfigError) -> Option<usize> {
         return None;
     };
     let doc = toml_edit::ImDocument::parse(text).ok()?;
-    let (table, span) = if let Some(rest) = context.strip_prefix("[[vm]] #") {
+    let array = [("[[vm]] #", "vm"), ("[[phase]] #", "phase")]
+        .into_iter()
+        .find_map(|(prefix, name)| context.strip_prefix(prefix).map(|rest| (rest, name)));
+    let (table, span) = if let Some((rest, name)) = array {
         let n: usize = rest.split(' ').next()?.parse().ok()?;
-        let t = doc.get("vm")?.as_array_of_tables()?.get(n.checked_sub(1)?)?;
+        let t = doc.get(name)?.as_array_of_tables()?.get(n.checked_sub(1)?)?;
         (t as &dyn toml_edit::TableLike, t.span())
     } else {
         let mut t: &dyn toml_edit::TableLike = doc.as_table();
@@ -672,6 +678,7 @@ impl Config {
                 }
             }
         }
+        self.plan()?;
         if !LOG_LEVELS.contains(&self.log.level.as_str()) {
             return Err(ConfigError::invalid(
                 "[log]",
@@ -717,6 +724,11 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The checked switch plan (empty without `[[phase]]`).
+    pub fn plan(&self) -> Result<Vec<crate::plan::Step>, ConfigError> {
+        crate::plan::check(&self.phases)
     }
 
     /// Every path the configuration names, with where it is named

@@ -8,6 +8,8 @@
 //! | `GET /schedulers` | the schedulers that can be switched to |
 //! | `PUT /scheduler` | `{"name": "cfq", "params": {"slice_idle": 0}, "policy": "freeze"}`: switch (policy `freeze`, the default, `drain` or `migrate`); answers once swapped, with the switch's cost |
 //! | `PUT /vms/NAME` | `{"weight": 250, "attrs": {"rate_iops": 100}}`: `Scheduler::set_stream` |
+//! | `POST /phase` | `{"name": "shuffle"}` (or `{}`: the next step): take a plan step now; answers once swapped, with the cost |
+//! | `GET /plan`, `PUT /plan` | the plan; `{"phase": [{"name": ..., "at_s": 0, "host": "cfq", ...}]}`: run this plan from now (`[]`: none) |
 
 use crate::config::ControlConfig;
 use crate::daemon::ServeError;
@@ -102,6 +104,57 @@ impl SwitchBody {
             policy,
         })
     }
+}
+
+/// A finished switch as the API answers it: the scheduler now running and the cost.
+fn switch_json(r: &hvio_sched::SwitchReport) -> Value {
+    serde_json::json!({
+        "scheduler": r.to,
+        "from": r.from,
+        "policy": r.policy.as_str(),
+        "drain_us": r.drain_time() / 1_000,
+        "handed_over": r.handed_over,
+        "bypassed": r.bypassed,
+        "held": r.held,
+    })
+}
+
+/// `POST /phase`: `{"name": "..."}`, or `{}` / no body for the next step.
+fn phase_body(body: &[u8]) -> Result<Option<String>, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let m = object(body, &["name"])?;
+    match m.get("name") {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(format!("`name`: expected a step name, got {v}")),
+    }
+}
+
+/// `PUT /plan`: `{"phase": [...]}`, each step as a `[[phase]]` table;
+/// errors name the step, the key and the value.
+fn plan_body(body: &[u8]) -> Result<Vec<crate::plan::Step>, String> {
+    let m = object(body, &["phase"])?;
+    let list = match m.get("phase") {
+        Some(Value::Array(a)) => a,
+        Some(v) => return Err(format!("`phase`: expected a list of steps, got {v}")),
+        None => return Err("`phase`: missing (the plan's steps; [] for none)".into()),
+    };
+    let tables = list
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value::<crate::plan::PhaseTable>(v.clone()).map_err(|e| {
+                format!(
+                    "[[phase]] #{}: {}",
+                    i + 1,
+                    hvio_core::message::tidy_serde_error(&e.to_string())
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    crate::plan::check(&tables).map_err(|e| e.to_string())
 }
 
 impl StreamBody {
@@ -201,16 +254,45 @@ async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, st
                 })
                 .await
                 {
-                    Some(Ok(r)) => json(&serde_json::json!({
-                        "scheduler": b.name,
-                        "from": r.from,
-                        "policy": r.policy.as_str(),
-                        "drain_us": r.drain_time() / 1_000,
-                        "handed_over": r.handed_over,
-                        "bypassed": r.bypassed,
-                        "held": r.held,
-                    })),
+                    Some(Ok(r)) => json(&switch_json(&r)),
                     Some(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
+                    None => gone(),
+                },
+            }
+        }
+        (&Method::POST, "/phase") | (&Method::PUT, "/phase") => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            match phase_body(&body) {
+                Err(e) => error(StatusCode::BAD_REQUEST, &e),
+                Ok(name) => match ask(&engine, |reply| Control::Phase { name, reply }).await {
+                    Some(Ok((step, r))) => {
+                        let mut v = switch_json(&r);
+                        v["step"] = Value::String(step);
+                        json(&v)
+                    }
+                    Some(Err(e)) if e.contains("in progress") => error(StatusCode::CONFLICT, &e),
+                    Some(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
+                    None => gone(),
+                },
+            }
+        }
+        (&Method::GET, "/plan") => match ask(&engine, Control::Status).await {
+            Some(s) => json(&s.plan),
+            None => gone(),
+        },
+        (&Method::PUT, "/plan") | (&Method::POST, "/plan") => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            match plan_body(&body) {
+                Err(e) => error(StatusCode::BAD_REQUEST, &e),
+                Ok(steps) => match ask(&engine, |reply| Control::LoadPlan { steps, reply }).await {
+                    Some(Ok(plan)) => json(&plan),
+                    Some(Err(e)) => error(StatusCode::CONFLICT, &e),
                     None => gone(),
                 },
             }
@@ -241,7 +323,7 @@ async fn handle(req: Request<Incoming>, engine: EngineHandle) -> Result<Resp, st
         _ => error(
             StatusCode::NOT_FOUND,
             &format!(
-                "no route {method} {path}: try GET /vms, /status, /metrics, /schedulers; PUT /scheduler, /vms/NAME"
+                "no route {method} {path}: try GET /vms, /status, /metrics, /schedulers, /plan; PUT /scheduler, /vms/NAME, /plan; POST /phase"
             ),
         ),
     };

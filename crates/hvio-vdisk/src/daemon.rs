@@ -165,6 +165,13 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
         None => None,
     };
     let rotational = device.rotational;
+    let plan = cfg.plan().map_err(|e| ServeError::Other(e.to_string()))?;
+    // A plan step at time 0 is the scheduler the daemon starts on.
+    let first = plan
+        .first()
+        .filter(|s| s.at == 0)
+        .map_or(&cfg.scheduler.name, |s| &s.host)
+        .clone();
     let (engine, engine_thread) = engine::spawn(
         EngineSetup {
             store: store.clone(),
@@ -175,13 +182,14 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
             depth,
             iolog,
             poll: cfg.store.poll(),
+            plan,
         },
         tx,
         rx,
         backend,
     )
     .map_err(ServeError::Other)?;
-    tracing::info!(scheduler = %cfg.scheduler.name, depth, rotational, vms = cfg.vms.len(), "scheduler running");
+    tracing::info!(scheduler = %first, depth, rotational, vms = cfg.vms.len(), "scheduler running");
 
     let (shutdown, _) = watch::channel(false);
     let (alive, alive_rx) = mpsc::channel(1);

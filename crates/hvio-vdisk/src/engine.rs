@@ -13,13 +13,14 @@
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::iolog::IoLog;
 use crate::nbd::ring::RingConn;
+use crate::plan::{Plan, PlanStatus, Reason, Step, SwitchRecord};
 use crate::poll::{AdaptivePoll, PollConfig};
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use hvio_core::{us, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo, SECTOR_BYTES};
 use hvio_sched::{Driver, Next, SwitchPolicy, SwitchReport};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -136,6 +137,18 @@ pub enum Control {
         attrs: BTreeMap<String, f64>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Take the plan step named (or the next one) now: a switch as
+    /// `Switch`, answered with the step's name once swapped.
+    Phase {
+        name: Option<String>,
+        reply: oneshot::Sender<Result<(String, SwitchReport), String>>,
+    },
+    /// Run `steps` as the plan from now (an empty list: no plan); a step at
+    /// time 0 is taken at once.
+    LoadPlan {
+        steps: Vec<Step>,
+        reply: oneshot::Sender<Result<PlanStatus, String>>,
+    },
     Status(oneshot::Sender<Status>),
     Metrics(oneshot::Sender<String>),
 }
@@ -227,10 +240,47 @@ pub struct EngineSetup {
     pub iolog: Option<IoLog>,
     /// Busy-polling before sleeping (engines with a [`Poller`] only).
     pub poll: PollConfig,
+    /// The switch plan (`[[phase]]`); a step at time 0 replaces `scheduler`.
+    pub plan: Vec<Step>,
 }
 
-/// A switch the driver has in progress: the new scheduler's name and parameters, who to tell.
-type PendingSwitch = (String, ParamValues, oneshot::Sender<Result<SwitchReport, String>>);
+/// Who is told when a switch is done.
+type SwitchReply = oneshot::Sender<Result<SwitchReport, String>>;
+/// What `POST /phase` is answered with: the step's name and the switch's cost.
+type PhaseReply = oneshot::Sender<Result<(String, SwitchReport), String>>;
+
+/// A switch the driver has in progress.
+struct PendingSwitch {
+    name: String,
+    params: ParamValues,
+    reason: Reason,
+    /// The plan step it takes.
+    step: Option<usize>,
+    reply: Reply,
+}
+
+enum Reply {
+    None,
+    Switch(SwitchReply),
+    Phase(PhaseReply),
+}
+
+impl Reply {
+    fn send(self, r: Result<(String, SwitchReport), String>) {
+        match self {
+            Reply::None => {}
+            Reply::Switch(tx) => {
+                let _ = tx.send(r.map(|(_, report)| report));
+            }
+            Reply::Phase(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+/// How many finished switches `GET /status` lists (the newest).
+const SWITCH_LOG: usize = 64;
 
 struct Inflight {
     rq: Request,
@@ -258,6 +308,10 @@ struct Engine {
     dispatched: u64,
     backend_errors: u64,
     switches: u64,
+    switches_by: BTreeMap<Reason, u64>,
+    /// The newest finished switches and their costs.
+    switch_log: VecDeque<SwitchRecord>,
+    plan: Option<Plan>,
     /// Times a scheduler panicked and noop took over.
     sched_failures: u64,
     iolog: Option<IoLog>,
@@ -276,6 +330,11 @@ pub fn spawn(
         streams: setup.streams.clone(),
         device: setup.device.clone(),
     };
+    let mut setup = setup;
+    if let Some(first) = setup.plan.first().filter(|s| s.at == 0) {
+        setup.scheduler = first.host.clone();
+        setup.params = first.params.clone();
+    }
     let sched = hvio_sched::build(&setup.scheduler, &setup.params, &ctx).map_err(|e| e.to_string())?;
     spawn_with(setup, sched, tx, rx, backend)
 }
@@ -293,6 +352,11 @@ pub(crate) fn spawn_with(
         device: setup.device,
     };
     let n = ctx.streams.len();
+    let plan = (!setup.plan.is_empty()).then(|| {
+        let mut p = Plan::new(setup.plan, 0);
+        p.take_start();
+        p
+    });
     let mut backend = backend;
     let waker = backend.poller().map(|p| p.waker());
     let mut engine = Engine {
@@ -313,6 +377,9 @@ pub(crate) fn spawn_with(
         dispatched: 0,
         backend_errors: 0,
         switches: 0,
+        switches_by: BTreeMap::new(),
+        switch_log: VecDeque::new(),
+        plan,
         sched_failures: 0,
         iolog: setup.iolog,
         poll: AdaptivePoll::new(if waker.is_some() { setup.poll } else { PollConfig::OFF }),
@@ -342,10 +409,9 @@ impl Engine {
         let waker = self.backend.poller().map(|p| p.waker());
         loop {
             let now = self.now();
-            let mut progress = self.take_messages(&rx) > 0 || self.sched.timer_due(now);
+            let mut progress = self.take_messages(&rx) > 0 || self.sched.timer_due(now) || self.tick(now);
             if !progress {
                 let deadline = self
-                    .sched
                     .wake()
                     .map(|t| self.epoch + Duration::from_nanos(t.saturating_sub(1)));
                 match (self.backend.poller(), &waker) {
@@ -426,6 +492,100 @@ impl Engine {
             }
         }
         n
+    }
+
+    /// Whether a switch is in progress (asked for and not yet swapped).
+    fn switch_in_progress(&self) -> bool {
+        self.switching.is_some() || self.sched.switching()
+    }
+
+    /// Take the plan's step if its time has come (not during another
+    /// switch: it waits for that one to finish). Whether a switch began.
+    fn tick(&mut self, now: Nanos) -> bool {
+        if self.switch_in_progress() || self.shutdown.is_some() {
+            return false;
+        }
+        let Some(i) = self.plan.as_ref().and_then(|p| p.due(now)) else {
+            return false;
+        };
+        self.take_step(i, Reason::PlanTime, Reply::None, now)
+    }
+
+    /// The earliest of the scheduler's timer and the plan's next step
+    /// (which waits while a switch is in progress: the completions that
+    /// end it wake the engine).
+    fn wake(&self) -> Option<Nanos> {
+        let plan = if self.switch_in_progress() {
+            None
+        } else {
+            self.plan.as_ref().and_then(|p| p.wake())
+        };
+        match (self.sched.wake(), plan) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Switch to plan step `i` now. Whether the switch began (if not, `reply` has the error).
+    fn take_step(&mut self, i: usize, reason: Reason, reply: Reply, now: Nanos) -> bool {
+        let Some(plan) = self.plan.as_mut() else {
+            reply.send(Err("no plan is loaded".into()));
+            return false;
+        };
+        let step = plan.steps()[i].clone();
+        let by_clock = reason == Reason::PlanTime;
+        let pending = PendingSwitch {
+            name: step.host.clone(),
+            params: step.params.clone(),
+            reason,
+            step: Some(i),
+            reply,
+        };
+        if self.start_switch(pending, step.policy, now) {
+            if let Some(plan) = self.plan.as_mut() {
+                plan.taken(i, now, by_clock);
+            }
+            tracing::info!(step = %step.name, scheduler = %step.host, reason = reason.as_str(), "plan step taken");
+            true
+        } else {
+            tracing::warn!(step = %step.name, scheduler = %step.host, "plan step not taken: its switch was refused");
+            false
+        }
+    }
+
+    /// Ask the driver to switch as `pending` says. Whether it began; if
+    /// not, whoever asked has the error and the old scheduler runs on.
+    fn start_switch(&mut self, pending: PendingSwitch, policy: SwitchPolicy, now: Nanos) -> bool {
+        if let Some(p) = &self.switching {
+            let msg = format!(
+                "a switch to `{}` is in progress: nothing changed, `{}` serves on",
+                p.name, self.sched_name
+            );
+            pending.reply.send(Err(msg));
+            return false;
+        }
+        // Build first: a bad name or parameter leaves the old scheduler running.
+        let (queued, inflight) = (self.sched.queued(), self.inflight.len());
+        let (name, params) = (pending.name.clone(), pending.params.clone());
+        match self.sched_call("switch", |s| s.switch_by_name(&name, &params, policy, now)) {
+            Some(Ok(())) => {
+                tracing::info!(to = %name, %policy, queued, inflight, reason = pending.reason.as_str(), "scheduler switch started");
+                self.switching = Some(pending);
+                // A switch with nothing to drain is already done.
+                self.finish_switches();
+                true
+            }
+            Some(Err(e)) => {
+                pending.reply.send(Err(e.to_string()));
+                false
+            }
+            None => {
+                pending.reply.send(Err(format!(
+                    "the running scheduler failed while the switch to `{name}` began: replaced by noop"
+                )));
+                false
+            }
+        }
     }
 
     fn idle(&self) -> bool {
@@ -531,9 +691,10 @@ impl Engine {
         rqs.sort_by_key(|rq| rq.id);
         let now = self.now();
         self.sched.replace(noop, rqs, now);
-        if let Some((name, _, reply)) = self.switching.take() {
-            let _ = reply.send(Err(format!(
-                "the running scheduler failed during the switch to `{name}`: replaced by noop"
+        if let Some(p) = self.switching.take() {
+            p.reply.send(Err(format!(
+                "the running scheduler failed during the switch to `{}`: replaced by noop",
+                p.name
             )));
         }
     }
@@ -608,10 +769,36 @@ impl Engine {
                 "scheduler switched"
             );
             self.switches += 1;
-            if let Some((name, params, reply)) = self.switching.take() {
-                self.sched_name = name;
-                self.params = params;
-                let _ = reply.send(Ok(report));
+            if let Some(p) = self.switching.take() {
+                let secs = |t: Nanos| t as f64 / 1e9;
+                let step = p
+                    .step
+                    .and_then(|i| self.plan.as_ref().map(|plan| plan.steps()[i].name.clone()));
+                let record = SwitchRecord {
+                    reason: p.reason,
+                    step: step.clone(),
+                    class: None,
+                    from: self.sched_name.clone(),
+                    to: p.name.clone(),
+                    policy: report.policy.as_str().into(),
+                    requested_s: secs(report.requested),
+                    swapped_s: secs(report.swapped),
+                    drain_us: report.drain_time() / 1_000,
+                    handed_over: report.handed_over,
+                    bypassed: report.bypassed,
+                    held: report.held,
+                };
+                *self.switches_by.entry(p.reason).or_default() += 1;
+                if let (Some(i), Some(plan)) = (p.step, self.plan.as_mut()) {
+                    plan.record(i, record.clone());
+                }
+                if self.switch_log.len() == SWITCH_LOG {
+                    self.switch_log.pop_front();
+                }
+                self.switch_log.push_back(record);
+                self.sched_name = p.name;
+                self.params = p.params;
+                p.reply.send(Ok((step.unwrap_or_default(), report)));
             }
         }
     }
@@ -624,25 +811,61 @@ impl Engine {
                 policy,
                 reply,
             } => {
-                // Build first: a bad name or parameter leaves the old scheduler running.
                 let now = self.now();
-                let (queued, inflight) = (self.sched.queued(), self.inflight.len());
-                match self.sched_call("switch", |s| s.switch_by_name(&name, &params, policy, now)) {
-                    Some(Ok(())) => {
-                        tracing::info!(to = %name, %policy, queued, inflight, "scheduler switch started");
-                        self.switching = Some((name, params, reply));
-                        // A switch with nothing to drain is already done.
-                        self.finish_switches();
+                let pending = PendingSwitch {
+                    name,
+                    params,
+                    reason: Reason::Api,
+                    step: None,
+                    reply: Reply::Switch(reply),
+                };
+                self.start_switch(pending, policy, now);
+            }
+            Control::Phase { name, reply } => {
+                let now = self.now();
+                let found = match &self.plan {
+                    None => Err("no plan is loaded: give [[phase]] steps in the configuration or `PUT /plan`".into()),
+                    Some(plan) => match &name {
+                        Some(n) => plan.find(n),
+                        None => plan.next_step(),
+                    },
+                };
+                match found {
+                    Ok(i) => {
+                        self.take_step(i, Reason::PlanApi, Reply::Phase(reply), now);
                     }
-                    Some(Err(e)) => {
-                        let _ = reply.send(Err(e.to_string()));
-                    }
-                    None => {
-                        let _ = reply.send(Err(format!(
-                            "the running scheduler failed while the switch to `{name}` began: replaced by noop"
-                        )));
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
                     }
                 }
+            }
+            Control::LoadPlan { steps, reply } => {
+                if let Some(p) = &self.switching {
+                    let _ = reply.send(Err(format!(
+                        "a switch to `{}` is in progress: the plan was not loaded, `{}` serves on",
+                        p.name, self.sched_name
+                    )));
+                    return;
+                }
+                let now = self.now();
+                if steps.is_empty() {
+                    self.plan = None;
+                    tracing::info!("plan cleared");
+                } else {
+                    let starts_now = steps[0].at == 0;
+                    self.plan = Some(Plan::new(steps, now));
+                    tracing::info!("plan loaded");
+                    if starts_now {
+                        self.take_step(0, Reason::PlanApi, Reply::None, now);
+                    }
+                }
+                let _ = reply.send(Ok(self.plan.as_ref().map(Plan::status).unwrap_or_else(|| PlanStatus {
+                    loaded_s: now as f64 / 1e9,
+                    current: None,
+                    next: None,
+                    next_at_s: None,
+                    steps: Vec::new(),
+                })));
             }
             Control::SetStream {
                 vm,
@@ -736,6 +959,12 @@ impl Engine {
             inflight: self.inflight.len(),
             queued: self.sched.queued(),
             switches: self.switches,
+            switches_by_reason: Reason::ALL
+                .iter()
+                .map(|r| (r.as_str().to_string(), self.switches_by.get(r).copied().unwrap_or(0)))
+                .collect(),
+            switch_log: self.switch_log.iter().cloned().collect(),
+            plan: self.plan.as_ref().map(Plan::status),
             scheduler_failures: self.sched_failures,
             uptime_s: now as f64 / 1e9,
             counters: self.sched.counters(),
@@ -820,6 +1049,7 @@ mod tests {
             depth: 1,
             iolog: None,
             poll: PollConfig::OFF,
+            plan: Vec::new(),
         };
         let (engine, thread) = spawn_with(setup, sched, tx, rx, backend).unwrap();
         let (done_tx, done_rx) = std::sync::mpsc::channel();

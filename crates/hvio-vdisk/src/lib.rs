@@ -12,7 +12,8 @@
 //! Layout: [`config`] (host.toml) → [`store`] (backing files) →
 //! [`backend`] / [`emulator`] (who does the I/O) ← [`engine`] (the scheduler
 //! thread) ← [`nbd`] / [`fuse`] (exports); [`control`] and [`stats`] for
-//! operations; [`daemon`] wires them and stops them in order.
+//! operations; [`plan`] switches the scheduler by time or on the control
+//! API's word; [`daemon`] wires them and stops them in order.
 
 pub mod backend;
 pub mod buf;
@@ -26,6 +27,7 @@ pub mod fuse;
 pub mod io;
 pub mod iolog;
 pub mod nbd;
+pub mod plan;
 pub mod poll;
 pub mod stats;
 pub mod store;

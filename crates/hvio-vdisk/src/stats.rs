@@ -156,6 +156,13 @@ pub struct Status {
     pub inflight: usize,
     pub queued: usize,
     pub switches: u64,
+    /// Switches by what started them: `api` (`PUT /scheduler`), `plan_time`,
+    /// `plan_api` (`POST /phase`, `PUT /plan`), `online`.
+    pub switches_by_reason: std::collections::BTreeMap<String, u64>,
+    /// The newest finished switches, oldest first, with their costs.
+    pub switch_log: Vec<crate::plan::SwitchRecord>,
+    /// The switch plan, its current step and each step's switch.
+    pub plan: Option<crate::plan::PlanStatus>,
     /// Times a scheduler panicked and noop took over (a scheduler bug).
     pub scheduler_failures: u64,
     pub uptime_s: f64,
@@ -297,6 +304,32 @@ pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, back
     let _ = writeln!(o, "# HELP hvio_scheduler_switches_total Run-time scheduler switches.");
     let _ = writeln!(o, "# TYPE hvio_scheduler_switches_total counter");
     let _ = writeln!(o, "hvio_scheduler_switches_total {}", status.switches);
+    let _ = writeln!(
+        o,
+        "# HELP hvio_scheduler_switches_by_reason_total Run-time scheduler switches by what started them."
+    );
+    let _ = writeln!(o, "# TYPE hvio_scheduler_switches_by_reason_total counter");
+    for (reason, n) in &status.switches_by_reason {
+        let _ = writeln!(o, "hvio_scheduler_switches_by_reason_total{{reason=\"{reason}\"}} {n}");
+    }
+    let _ = writeln!(
+        o,
+        "# HELP hvio_scheduler_switch_last_seconds Time from the request to the swap of the newest switch."
+    );
+    let _ = writeln!(o, "# TYPE hvio_scheduler_switch_last_seconds gauge");
+    let last = status.switch_log.last().map_or(0.0, |r| r.drain_us as f64 / 1e6);
+    let _ = writeln!(o, "hvio_scheduler_switch_last_seconds {last}");
+    if let Some(plan) = &status.plan {
+        let _ = writeln!(
+            o,
+            "# HELP hvio_plan_step The plan step the daemon is on (1 for the current one)."
+        );
+        let _ = writeln!(o, "# TYPE hvio_plan_step gauge");
+        for s in &plan.steps {
+            let on = u8::from(plan.current.as_deref() == Some(s.step.name.as_str()));
+            let _ = writeln!(o, "hvio_plan_step{{step=\"{}\"}} {on}", esc(&s.step.name));
+        }
+    }
     let _ = writeln!(
         o,
         "# HELP hvio_scheduler_failures_total Times a scheduler panicked and noop took over its requests."
