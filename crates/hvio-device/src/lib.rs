@@ -8,6 +8,7 @@
 //!   write buffer, preconditioning, channel/die parallelism, presets).
 //!
 //! Build one from a config with [`build_device`].
+#![warn(missing_docs)]
 
 pub mod disksim;
 mod done;
@@ -27,20 +28,30 @@ pub use hdd::{Hdd, HddModel, HddParams};
 pub enum DeviceError {
     /// A parameter with a bad value.
     #[error("device parameter `{key}` = {value}: {reason}")]
-    Param { key: String, value: String, reason: String },
+    Param {
+        /// The parameter.
+        key: String,
+        /// The value given.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A DiskSim disk description that could not be read or mapped.
     #[error(transparent)]
     Spec(#[from] disksim::SpecError),
     /// A file that could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
 }
 
 impl DeviceError {
+    /// A [`DeviceError::Param`] from its parts.
     pub fn param(key: impl Into<String>, value: impl ToString, reason: impl Into<String>) -> Self {
         DeviceError::Param {
             key: key.into(),

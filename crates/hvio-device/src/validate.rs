@@ -10,14 +10,31 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+/// Why a validation could not run.
 #[derive(Debug, Error)]
 pub enum ValidateError {
+    /// The disk description was refused.
     #[error(transparent)]
     Spec(#[from] SpecError),
+    /// A trace line that does not parse.
     #[error("{file}:{line}: {msg}")]
-    Trace { file: String, line: usize, msg: String },
+    Trace {
+        /// The trace file.
+        file: String,
+        /// The line.
+        line: usize,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A file that cannot be used.
     #[error("{file}: {msg}")]
-    File { file: String, msg: String },
+    File {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// An output would overwrite an input.
     #[error(transparent)]
     SameFile(#[from] hvio_core::output::SameFile),
 }
@@ -25,8 +42,11 @@ pub enum ValidateError {
 /// One measured request of a DiskSim validation trace.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TraceRecord {
+    /// A write (else a read).
     pub write: bool,
+    /// First logical block.
     pub lbn: u64,
+    /// Length in sectors.
     pub sectors: u32,
     /// The real disk's service time, ms.
     pub measured_ms: f64,
@@ -174,7 +194,9 @@ pub fn rms(q1: &[f64], q2: &[f64]) -> f64 {
 /// A cumulative distribution as DiskSim prints it: (value, cumulative fraction) rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Distribution {
+    /// Values, ascending.
     pub x: Vec<f64>,
+    /// Cumulative fraction at each value.
     pub cum: Vec<f64>,
 }
 
@@ -241,18 +263,26 @@ pub fn disksim_demerit(outv: &Path) -> Result<f64, ValidateError> {
 /// The outcome of one validation replay.
 #[derive(Debug, Clone)]
 pub struct Validation {
+    /// The disk's name.
     pub disk: String,
+    /// Requests replayed.
     pub requests: usize,
+    /// The real disk's mean service time, ms.
     pub measured_mean_ms: f64,
+    /// hvio's mean service time, ms.
     pub simulated_mean_ms: f64,
+    /// The RMS demerit, ms.
     pub demerit_ms: f64,
     /// Demerit as a percentage of the measured mean.
     pub demerit_pct: f64,
+    /// The real disk's quantile function at the 10,000 levels of [`quantiles`].
     pub measured_q: Vec<f64>,
+    /// hvio's, likewise.
     pub simulated_q: Vec<f64>,
     /// Replay speed: simulated requests per second of wall time (not in
     /// the `Display` report, which is the same on every run).
     pub requests_per_s: f64,
+    /// Keys read but not modelled.
     pub warnings: Vec<String>,
 }
 

@@ -15,6 +15,7 @@ use std::path::Path;
 /// A loaded disk and what was not modelled.
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The disk as hvio models it.
     pub model: HddModel,
     /// Keys read but not modelled, and other notes (`file:line: key: note`).
     pub warnings: Vec<String>,

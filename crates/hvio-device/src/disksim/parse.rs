@@ -13,56 +13,88 @@ use thiserror::Error;
 /// A parse or load error, with its place.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum SpecError {
+    /// A line that does not parse.
     #[error("{file}:{line}: {msg}")]
-    Syntax { file: String, line: u32, msg: String },
-    #[error("{file}:{line}: key `{key}`: {msg}")]
-    Key {
+    Syntax {
+        /// The file.
         file: String,
+        /// The line.
         line: u32,
-        key: String,
+        /// What is wrong.
         msg: String,
     },
+    /// A key with a bad value or a missing one.
+    #[error("{file}:{line}: key `{key}`: {msg}")]
+    Key {
+        /// The file.
+        file: String,
+        /// The line.
+        line: u32,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A file-level problem (cannot be read, a missing block).
     #[error("{file}: {msg}")]
-    File { file: String, msg: String },
+    File {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 /// Where something was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Place {
+    /// The file.
     pub file: Arc<str>,
+    /// The line (from 1).
     pub line: u32,
 }
 
 /// A parameter value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// A number.
     Num(f64),
     /// A bare word (an identifier, a file name, a type name).
     Word(String),
+    /// A bracketed list.
     List(Vec<Value>),
+    /// A nested block.
     Block(Block),
 }
 
 /// One `key = value` entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
+    /// The key as written.
     pub key: String,
+    /// Its value.
     pub value: Value,
+    /// Where it was written.
     pub place: Place,
 }
 
 /// A block: `type [name] { entries }`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Block {
+    /// The block's type (`disksim_disk`, ...).
     pub typ: String,
+    /// Its instance name, if any.
     pub name: Option<String>,
+    /// Its entries in file order.
     pub entries: Vec<Entry>,
+    /// Where it starts.
     pub place: Place,
     /// The directory relative file names in this block resolve against.
     pub dir: PathBuf,
 }
 
 impl Block {
+    /// The first entry for `key`, ignoring ASCII case.
     pub fn get(&self, key: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.key.eq_ignore_ascii_case(key))
     }

@@ -58,14 +58,19 @@ const DESTAGE_CANDIDATES: usize = 8;
 /// Counters for reports and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HddStats {
+    /// Reads served.
     pub reads: u64,
+    /// Writes served.
     pub writes: u64,
+    /// Reads served from the cache.
     pub read_hits: u64,
     /// Reads served by the read-ahead stream already under way.
     pub stream_hits: u64,
+    /// Writes acknowledged from the buffer.
     pub buffered_writes: u64,
     /// Buffered writes that had to wait for room in the buffer.
     pub buffer_waits: u64,
+    /// Destage operations (buffered writes written to the media).
     pub destages: u64,
     /// Sectors written to the media by destages.
     pub destaged_sectors: u64,
@@ -126,6 +131,7 @@ pub struct Hdd {
 }
 
 impl Hdd {
+    /// A disk in its initial state (heads at cylinder 0, empty cache).
     pub fn new(model: HddModel) -> Hdd {
         let m = Arc::new(model);
         let depth = m.queue_depth.max(1);
@@ -164,6 +170,7 @@ impl Hdd {
         &self.m
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> HddStats {
         self.stats
     }

@@ -48,7 +48,9 @@ struct HoleIdx {
 /// One recording zone: a range of cylinders with the same sectors per track.
 #[derive(Debug, Clone)]
 pub struct Zone {
+    /// First cylinder.
     pub first_cyl: u32,
+    /// Last cylinder (inclusive).
     pub last_cyl: u32,
     /// Physical sectors per track.
     pub spt: u32,
@@ -68,8 +70,11 @@ pub struct Zone {
 /// A position on the platters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Loc {
+    /// The zone.
     pub zone: u32,
+    /// The cylinder.
     pub cyl: u32,
+    /// The head (surface).
     pub head: u32,
     /// Physical sector on the track.
     pub sector: u32,
@@ -209,8 +214,11 @@ impl Zone {
 /// The whole disk's layout.
 #[derive(Debug, Clone)]
 pub struct Geometry {
+    /// Recording surfaces.
     pub heads: u32,
+    /// Cylinders.
     pub cylinders: u32,
+    /// Zones in LBN order.
     pub zones: Vec<Zone>,
     zone_starts: Vec<u64>,
     surface_order: SurfaceOrder,

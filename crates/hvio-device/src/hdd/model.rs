@@ -12,9 +12,13 @@ use hvio_core::{Nanos, SeekModel};
 pub struct Overheads(pub [[f64; 2]; 4]);
 
 impl Overheads {
+    /// Row of a read served from the cache.
     pub const READ_HIT: usize = 0;
+    /// Row of a read from the media.
     pub const READ_MISS: usize = 1;
+    /// Row of a write acknowledged from the buffer.
     pub const WRITE_HIT: usize = 2;
+    /// Row of a write to the media.
     pub const WRITE_MISS: usize = 3;
 }
 
@@ -29,6 +33,7 @@ pub struct Phases {
     /// A read miss reconnects once this many sectors are in the buffer:
     /// a fraction of the request (`watermark_by_request`) or of a segment.
     pub read_watermark: f64,
+    /// `read_watermark` is a fraction of the request, not of a segment.
     pub watermark_by_request: bool,
     /// After the last data: completion, [read, write].
     pub complete: [f64; 2],
@@ -130,17 +135,22 @@ pub enum QueuePolicy {
 /// Everything about a disk that does not change while it runs.
 #[derive(Debug, Clone)]
 pub struct HddModel {
+    /// The disk's name (from its description).
     pub name: String,
+    /// Zones, cylinders and the LBN mapping.
     pub geom: Geometry,
+    /// Seek time by distance.
     pub seek: SeekCurve,
     /// One revolution, ns.
     pub rev: f64,
+    /// Head switch time, ns.
     pub head_switch: f64,
     /// Added to writes whenever the arm moved or switched heads, ns. May be
     /// negative (DiskSim's `Add. write settling delay` < 0: the seek curve
     /// was measured on writes, reads settle longer); a write's positioning
     /// never goes below zero.
     pub write_settle: f64,
+    /// Controller overheads by command kind and previous op, ns.
     pub overheads: Overheads,
     /// Host interface time per sector for data moved from/to the buffer, ns.
     pub bus_per_sector: f64,
@@ -148,8 +158,11 @@ pub struct HddModel {
     pub bus_write_per_sector: f64,
     /// SCSI-style phases as DiskSim models them (all 0 for the default disk), ns.
     pub phases: Phases,
+    /// The on-board cache.
     pub cache: CacheParams,
+    /// Commands the drive accepts at once.
     pub queue_depth: usize,
+    /// How it orders its queue.
     pub policy: QueuePolicy,
     /// SPTF age bound: a request queued this long is served next, ns.
     pub max_queue_wait: Nanos,
@@ -174,7 +187,9 @@ pub(crate) fn round_ns(x: f64) -> Nanos {
 /// Result of one media access.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Access {
+    /// Seek time, ns.
     pub seek: f64,
+    /// Rotational latency, ns.
     pub rotation: f64,
     /// Media transfer including track switches within the request.
     pub transfer: f64,
@@ -311,6 +326,7 @@ pub struct HddSeek {
 }
 
 impl HddSeek {
+    /// Seek estimates from `model`.
     pub fn new(model: std::sync::Arc<HddModel>) -> Self {
         let max = (model.seek_ns(0, model.geom.cylinders - 1)).round() as Nanos;
         HddSeek { model, max }

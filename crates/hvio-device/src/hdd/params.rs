@@ -13,14 +13,22 @@ use serde::Deserialize;
 pub enum SeekSpec {
     /// `a1 + b1·√d` ms below `split` cylinders, `a2 + b2·d` ms beyond.
     TwoRegime {
+        /// Distance (cylinders) where the second regime starts.
         split: f64,
+        /// Constant of the first regime, ms.
         a1: f64,
+        /// Factor of √d in the first regime, ms.
         b1: f64,
+        /// Constant of the second regime, ms.
         a2: f64,
+        /// Factor of d in the second regime, ms.
         b2: f64,
     },
     /// Measured `[distance_cylinders, ms]` points, interpolated.
-    Table { points: Vec<[f64; 2]> },
+    Table {
+        /// `[distance_cylinders, ms]` points.
+        points: Vec<[f64; 2]>,
+    },
 }
 
 /// Overrides of the default disk (`model = "hdd"`): every field optional.
@@ -150,7 +158,9 @@ pub const MAX_POLICY_MS: f64 = 1e9;
 /// (real disks: under 20, a few thousand, a few dozen), so a cylinder's
 /// sectors and the zone table stay small.
 pub const MAX_SURFACES: u64 = 1024;
+/// Most physical sectors per track a description may give.
 pub const MAX_SECTORS_PER_TRACK: u64 = 1_000_000;
+/// Most zones a description may give.
 pub const MAX_ZONES: u64 = 10_000;
 /// Most commands a drive accepts at once (NCQ: 32, SCSI TCQ: 256).
 pub const MAX_QUEUE_DEPTH: u64 = 1024;

@@ -6,26 +6,43 @@ pub enum SeekCurve {
     /// Ruemmler–Wilkes two-regime form: `a1 + b1·√d` below `split`
     /// cylinders, `a2 + b2·d` from there on.
     TwoRegime {
+        /// Distance (cylinders) where the second regime starts.
         split: f64,
+        /// Constant of the first regime, ms.
         a1: f64,
+        /// Factor of √d, ms.
         b1: f64,
+        /// Constant of the second regime, ms.
         a2: f64,
+        /// Factor of d, ms.
         b2: f64,
     },
     /// DiskSim's `hpl`/`hplplus10`: the two-regime form with an optional
     /// single-cylinder time and optional measured times for distances 1..=10.
     Hpl {
+        /// Distance (cylinders) where the second regime starts.
         split: f64,
+        /// Constant of the first regime, ms.
         a1: f64,
+        /// Factor of √d, ms.
         b1: f64,
+        /// Constant of the second regime, ms.
         a2: f64,
+        /// Factor of d, ms.
         b2: f64,
+        /// Single-cylinder seek time, ms, if given.
         single: Option<f64>,
+        /// Measured times for distances 1 to 10, ms, if given.
         first_ten: Option<[f64; 10]>,
     },
     /// A measured table of (distance, ms), increasing distances, interpolated
     /// linearly between points and extrapolated from the last two.
-    Table { dist: Vec<f64>, ms: Vec<f64> },
+    Table {
+        /// Distances, cylinders.
+        dist: Vec<f64>,
+        /// Times, ms.
+        ms: Vec<f64>,
+    },
 }
 
 impl SeekCurve {

@@ -30,9 +30,13 @@ pub enum GcPolicy {
 /// Counters: host and flash page writes (write amplification), GC work, trim.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SsdStats {
+    /// Pages the host wrote.
     pub host_pages_written: u64,
+    /// Valid pages garbage collection copied.
     pub gc_pages_moved: u64,
+    /// Blocks erased.
     pub erases: u64,
+    /// Pages read.
     pub pages_read: u64,
     /// Mapped pages unmapped by discard (trim).
     pub pages_trimmed: u64,

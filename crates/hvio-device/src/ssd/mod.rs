@@ -40,15 +40,23 @@ pub struct SsdParams {
     pub capacity_gib: Option<f64>,
     /// Spare flash as a fraction of the logical capacity (default 0.07).
     pub over_provisioning: Option<f64>,
+    /// Channels (default 8).
     pub channels: Option<u32>,
+    /// Chips per channel (default 4).
     pub chips_per_channel: Option<u32>,
+    /// Dies per chip (default 2).
     pub dies_per_chip: Option<u32>,
+    /// Planes per die (default 2).
     pub planes_per_die: Option<u32>,
+    /// Pages per erase block (default 256).
     pub pages_per_block: Option<u32>,
     /// Flash page size, KiB (default 8).
     pub page_kib: Option<u32>,
+    /// Page read time, µs (default 75).
     pub read_us: Option<f64>,
+    /// Page program time, µs (default 750).
     pub program_us: Option<f64>,
+    /// Block erase time, ms (default 3.8).
     pub erase_ms: Option<f64>,
     /// Channel transfer rate, MB/s (default 333).
     pub channel_mb_s: Option<f64>,
@@ -101,6 +109,7 @@ pub struct Precondition {
 pub struct PreconditionReport {
     /// Pages written in order, then at random.
     pub fill_pages: u64,
+    /// Pages written at random.
     pub random_pages: u64,
     /// Write amplification of the last window of random overwrites.
     pub write_amplification: f64,
@@ -112,9 +121,19 @@ pub struct PreconditionReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pattern {
     /// Uniform random pages among the first `n`.
-    UniformRandom { n: u64, seed: u64 },
+    UniformRandom {
+        /// How many pages.
+        n: u64,
+        /// The random seed.
+        seed: u64,
+    },
     /// Pages 0, 1, 2, ... modulo `n`, from `start`.
-    Sequential { n: u64, start: u64 },
+    Sequential {
+        /// How many pages.
+        n: u64,
+        /// The first page.
+        start: u64,
+    },
 }
 
 /// DRAM write buffer: pages accepted and not yet programmed.
@@ -286,6 +305,7 @@ impl SsdParams {
         }
     }
 
+    /// The drive these parameters describe, or an error naming the bad key.
     pub fn build(&self) -> Result<Ssd, DeviceError> {
         let p = self.resolved();
         let cap = pos("capacity_gib", p.capacity_gib.unwrap_or(32.0))?;

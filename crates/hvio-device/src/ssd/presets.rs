@@ -34,6 +34,7 @@ const GB_256: f64 = 256e9 / (1u64 << 30) as f64;
 const GB_400: f64 = 400e9 / (1u64 << 30) as f64;
 
 impl SsdPreset {
+    /// The preset's parameters.
     pub fn params(self) -> SsdParams {
         // Common choices: 4 KiB mapping pages in 2 MiB blocks; GC starts at
         // 0.2 % free blocks of a plane and holds host writes at 0.1 % (at
