@@ -109,36 +109,6 @@ impl Daemon {
     }
 }
 
-/// A TCP connection to the control API that gives up after 30 s.
-pub fn connect(addr: std::net::SocketAddr) -> std::net::TcpStream {
-    let s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    s.set_write_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    s
-}
-
-/// One control-API request: (status code, body).
-pub fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = connect(addr);
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    response(&mut s)
-}
-
-/// An HTTP response read to its end: (status code, body).
-pub fn response(s: &mut impl Read) -> (u16, String) {
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).to_string();
-    let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
-    (code, body)
-}
-
 /// Run a command, fail the test with its output if it fails; returns stdout.
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
