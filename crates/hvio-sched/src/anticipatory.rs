@@ -33,6 +33,7 @@ use super::SchedulerSpec;
 use hvio_core::{ms, Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId};
 use std::collections::{HashMap, VecDeque};
 
+/// The registry entry of `anticipatory`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "anticipatory",
     summary:
@@ -42,6 +43,7 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     build,
 };
 
+/// The anticipatory scheduler's tunables (Linux 2.6.18 `as-iosched.c`).
 pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::int(
         "read_expire",
@@ -124,16 +126,24 @@ struct StreamCtx {
     last_request_pos: Sector,
 }
 
+/// Counters reported by [`Scheduler::counters`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct AsStats {
+    /// Anticipation waits begun.
     pub antic_started: u64,
+    /// Waits ended by the awaited stream's own request.
     pub antic_success: u64,
+    /// Waits ended by a close request of another stream.
     pub antic_close: u64,
+    /// Waits that timed out (`antic_expire`).
     pub antic_timeouts: u64,
+    /// Requests dispatched because their FIFO deadline passed.
     pub fifo_expired: u64,
+    /// Batches begun, per direction (read, write).
     pub batches: [u64; 2],
 }
 
+/// The anticipatory scheduler (Linux 2.6.18's `as-iosched.c`).
 pub struct Anticipatory {
     fifo_expire: [Nanos; 2],
     batch_expire: [Nanos; 2],
@@ -162,10 +172,12 @@ pub struct Anticipatory {
     changed_batch: bool,
     new_batch: bool,
     batch_dir: usize,
+    /// Write requests a write batch may dispatch (`write_batch_count`).
     pub write_batch_count: u64,
     current_write_count: u64,
     write_batch_idled: bool,
 
+    /// The anticipation state.
     pub antic: Antic,
     antic_start: Nanos,
     antic_timer: Option<Nanos>,
@@ -173,10 +185,12 @@ pub struct Anticipatory {
     io_context: Option<StreamId>,
     ioc_finished: bool,
     nr_dispatched: u32,
+    /// Its counters.
     pub stats: AsStats,
 }
 
 impl Anticipatory {
+    /// A scheduler with tunables `p`.
     pub fn new(p: &Params) -> Self {
         let batch_expire = [p.nanos("write_batch_expire"), p.nanos("read_batch_expire")];
         Anticipatory {

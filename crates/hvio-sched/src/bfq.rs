@@ -53,6 +53,7 @@ use hvio_core::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// The registry entry of `bfq`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "bfq",
     summary: "Linux BFQ: B-WF2Q+ budgets, feedback, time charging, idling, weight raising; one group per stream",
@@ -63,6 +64,7 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     build,
 };
 
+/// BFQ's tunables (Linux `bfq-iosched.c`, sysfs names).
 pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::int(
         "fifo_expire_sync",
@@ -177,10 +179,15 @@ fn class_index(c: IoClass) -> usize {
 /// Why the in-service queue stops (`enum bfqq_expiration`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiration {
+    /// No request arrived within the idle wait (`BFQQE_TOO_IDLE`).
     TooIdle,
+    /// The queue's time budget ran out (`BFQQE_BUDGET_TIMEOUT`).
     BudgetTimeout,
+    /// The queue's sector budget ran out (`BFQQE_BUDGET_EXHAUSTED`).
     BudgetExhausted,
+    /// The queue emptied (`BFQQE_NO_MORE_REQUESTS`).
     NoMoreRequests,
+    /// Another queue preempted it (`BFQQE_PREEMPTED`).
     Preempted,
 }
 
@@ -308,16 +315,22 @@ impl WeightSet {
     }
 }
 
+/// Counters reported by [`Scheduler::counters`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BfqStats {
+    /// Expirations by [`Expiration`], in its order.
     pub expirations: [u64; 5],
+    /// Idle waits armed.
     pub idle_armed: u64,
     /// Idle waits shortened to BFQ_MIN_TT (seeky queue, symmetric scenario).
     pub idle_min_tt: u64,
+    /// Queues given weight raising (`low_latency`).
     pub weight_raised: u64,
+    /// Expirations charged by time rather than by sectors.
     pub time_charged: u64,
 }
 
+/// The BFQ scheduler (Linux `bfq-iosched.c`).
 pub struct Bfq {
     fifo_expire: [Nanos; 2],
     back_max: Sector,
@@ -364,6 +377,7 @@ pub struct Bfq {
     rate_seq: u64,
     last_position: Sector,
     last_dispatch: Nanos,
+    /// Its counters.
     pub stats: BfqStats,
 }
 
@@ -374,6 +388,7 @@ fn delta(service: u64, weight: u64) -> u64 {
 }
 
 impl Bfq {
+    /// A scheduler with tunables `p` for the streams and device of `ctx`.
     pub fn new(p: &Params, ctx: &SchedContext) -> Self {
         let rotational = ctx.device.rotational;
         let user_max_budget = p.u64("max_budget");

@@ -62,6 +62,7 @@ use hvio_core::{
 };
 use std::collections::{BTreeSet, HashMap};
 
+/// The registry entry of `cfq` (no groups: every stream in the root group).
 pub const SPEC_CFQ: SchedulerSpec = SchedulerSpec {
     name: "cfq",
     summary: "Linux CFQ 4.x: per-stream queues, time slices, idling; all streams in the root group",
@@ -70,6 +71,7 @@ pub const SPEC_CFQ: SchedulerSpec = SchedulerSpec {
     build: build_cfq,
 };
 
+/// The registry entry of `blkio` (CFQ with a group per stream, weights from the streams).
 pub const SPEC_BLKIO: SchedulerSpec = SchedulerSpec {
     name: "blkio",
     summary: "Linux CFQ 4.x with blkio proportional weights: one group per stream (paper 003's Blkio)",
@@ -80,6 +82,7 @@ pub const SPEC_BLKIO: SchedulerSpec = SchedulerSpec {
     build: build_blkio,
 };
 
+/// CFQ's tunables (Linux `cfq-iosched.c`, sysfs names).
 pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::int("quantum", 8.0, "requests", 1.0, 1e6, "requests a queue may have in flight (quantum/2 normally, up to quantum early in a slice)"),
     ParamSpec::int("fifo_expire_sync", 125.0, "ms", 1.0, 1e7, "FIFO expiry of a sync request (checked once per slice)"),
@@ -121,14 +124,19 @@ const WEIGHT_DEFAULT: u64 = 500;
 /// One page: a request this large ends an idle wait at once.
 const PAGE_BYTES: u64 = 4096;
 
+/// Index of a queue in [`Cfq::queues`].
 pub type QueueId = usize;
+/// Index of a group in [`Cfq::groups`].
 pub type GroupId = usize;
 
 /// Workload class: index into a group's per-class state (Linux `wl_class_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WlClass {
+    /// Best effort.
     Be = 0,
+    /// Real time.
     Rt = 1,
+    /// Idle.
     Idle = 2,
 }
 
@@ -145,8 +153,11 @@ impl From<IoClass> for WlClass {
 /// Workload type (Linux `wl_type_t`, in its order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WlType {
+    /// Asynchronous (buffered writes).
     Async = 0,
+    /// Synchronous, seeky: served without idling (`SYNC_NOIDLE_WORKLOAD`).
     SyncNoidle = 1,
+    /// Synchronous, idled on.
     Sync = 2,
 }
 
@@ -155,11 +166,14 @@ const TYPES: [WlType; 3] = [WlType::Async, WlType::SyncNoidle, WlType::Sync];
 /// Busy queues of one class and type in one group, ordered by `rb_key`.
 #[derive(Debug, Default, Clone)]
 pub struct ServiceTree {
+    /// (rb_key, insertion order, queue), ascending.
     pub queues: BTreeSet<(i64, u64, QueueId)>,
+    /// The tree's think time (for group idling).
     pub ttime: ThinkTime,
 }
 
 impl ServiceTree {
+    /// Busy queues on the tree.
     pub fn count(&self) -> usize {
         self.queues.len()
     }
@@ -171,15 +185,20 @@ impl ServiceTree {
 /// One CFQ queue: a stream's sync queue, or a group's async queue of one priority.
 #[derive(Debug, Clone)]
 pub struct CfqQueue {
+    /// The group it belongs to.
     pub group: GroupId,
     /// The stream whose slices this queue's are (see [`Cfq::take_slices`]):
     /// a sync queue's own stream; an async queue's only under `blkio`,
     /// where its group is one stream's; `None` for `cfq`'s async queues,
     /// which all streams of the root group share.
     pub stream: Option<StreamId>,
+    /// A sync queue (else the group's async queue).
     pub sync: bool,
+    /// Its I/O class.
     pub class: WlClass,
+    /// Its priority within the class, 0 (highest) to 7.
     pub prio: u8,
+    /// Its queued requests, by sector and by deadline.
     pub rqs: SortedFifo,
     /// Requests dispatched and not completed.
     pub dispatched: u32,
@@ -249,6 +268,7 @@ impl CfqQueue {
         }
     }
 
+    /// Whether its recent requests are mostly seeks.
     pub fn seeky(&self) -> bool {
         self.seek.seeky()
     }
@@ -257,6 +277,7 @@ impl CfqQueue {
 /// A blkio group: its weight, virtual disk time and service trees.
 #[derive(Debug, Clone)]
 pub struct CfqGroup {
+    /// The blkio weight.
     pub weight: u64,
     /// Virtual disk time: disk time used, scaled by 500/weight.
     pub vdisktime: u64,
@@ -265,6 +286,7 @@ pub struct CfqGroup {
     pub nr_cfqq: usize,
     /// [class][type] trees; the idle class uses `[Idle][Async]` only.
     trees: [[ServiceTree; 3]; 3],
+    /// Requests dispatched and not completed.
     pub dispatched: u32,
     ttime: ThinkTime,
     busy_queues_avg: [usize; 3],
@@ -320,11 +342,17 @@ impl CfqGroup {
 /// Counters reported by [`Scheduler::counters`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CfqStats {
+    /// Slices started.
     pub slices: u64,
+    /// Idle waits armed on a queue (`slice_idle`).
     pub idle_armed: u64,
+    /// Idle waits armed on a group (`group_idle`).
     pub group_idle_armed: u64,
+    /// Idle waits that ended with the awaited queue's request.
     pub idle_hits: u64,
+    /// Queues preempted.
     pub preemptions: u64,
+    /// Requests dispatched because their FIFO deadline passed.
     pub fifo_expired: u64,
 }
 
@@ -345,7 +373,9 @@ pub struct Cfq {
     rotational: bool,
     hw_tag: bool,
 
+    /// Every queue, indexed by [`QueueId`].
     pub queues: Vec<CfqQueue>,
+    /// Every group, indexed by [`GroupId`].
     pub groups: Vec<CfqGroup>,
     sync_queue: HashMap<StreamId, QueueId>,
     stream_group: HashMap<StreamId, GroupId>,
@@ -369,6 +399,7 @@ pub struct Cfq {
     last_position: Sector,
     last_delayed_sync: Nanos,
     seq: u64,
+    /// Its counters.
     pub stats: CfqStats,
     /// Ended queue slices, for [`Scheduler::take_slices`].
     slice_log: SliceLog,

@@ -12,6 +12,7 @@ use super::util::{key, SortKey, SortedFifo};
 use super::SchedulerSpec;
 use hvio_core::{Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler};
 
+/// The registry entry of `deadline`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "deadline",
     summary: "Linux legacy deadline: sector-sorted batches, read/write FIFOs with expiry",
@@ -68,6 +69,7 @@ fn build(p: Params, _: &SchedContext) -> Box<dyn Scheduler> {
 const READ: usize = 0;
 const WRITE: usize = 1;
 
+/// The deadline scheduler (Linux `deadline-iosched.c`).
 #[derive(Debug)]
 pub struct Deadline {
     expire: [Nanos; 2],
@@ -81,6 +83,7 @@ pub struct Deadline {
 }
 
 impl Deadline {
+    /// A scheduler with tunables `p`.
     pub fn new(p: &Params) -> Self {
         Deadline {
             expire: [p.nanos("read_expire"), p.nanos("write_expire")],

@@ -97,8 +97,10 @@ pub enum SwitchPolicy {
 }
 
 impl SwitchPolicy {
+    /// Every policy, in the order `as_str` names them in errors.
     pub const ALL: [SwitchPolicy; 3] = [SwitchPolicy::Drain, SwitchPolicy::Freeze, SwitchPolicy::Migrate];
 
+    /// The policy's name in configs and the control API.
     pub fn as_str(self) -> &'static str {
         match self {
             SwitchPolicy::Drain => "drain",
@@ -127,8 +129,13 @@ impl FromStr for SwitchPolicy {
 /// Why a switch was refused. The running scheduler is untouched.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum SwitchError {
+    /// A switch was asked for while another is under way.
     #[error("a scheduler switch to `{to}` is already in progress")]
-    InProgress { to: &'static str },
+    InProgress {
+        /// The scheduler being switched to.
+        to: &'static str,
+    },
+    /// The new scheduler's tunables were refused.
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
@@ -136,7 +143,9 @@ pub enum SwitchError {
 /// What one finished switch cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SwitchReport {
+    /// The scheduler switched from.
     pub from: &'static str,
+    /// The scheduler switched to.
     pub to: &'static str,
     /// The policy applied (a `migrate` from a scheduler that cannot hand
     /// over is applied as `freeze`).
@@ -169,7 +178,12 @@ pub enum Next {
     /// Keep the device idle; poll again at `until` (or when a request
     /// arrives or completes). `new`: the timer changed, so an event-driven
     /// caller must schedule a wake-up (an unchanged one is already scheduled).
-    Wait { until: Nanos, new: bool },
+    Wait {
+        /// When to call `poll` again.
+        until: Nanos,
+        /// Whether the wake-up time changed.
+        new: bool,
+    },
     /// Nothing to dispatch until a request arrives or completes.
     Idle,
 }
@@ -177,13 +191,17 @@ pub enum Next {
 /// The driver's own counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DriverStats {
+    /// Requests inserted.
     pub inserted: u64,
+    /// Requests dispatched.
     pub dispatched: u64,
+    /// Requests completed.
     pub completed: u64,
     /// `WaitUntil` answers.
     pub waits: u64,
     /// `WaitUntil` answers not in the future (a scheduler bug; moved forward).
     pub past_waits: u64,
+    /// Switches finished.
     pub switches: u64,
 }
 
@@ -287,14 +305,17 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         &mut self.sched
     }
 
+    /// The name of the scheduler in charge (the new one during a switch).
     pub fn name(&self) -> &'static str {
         self.sched.name()
     }
 
+    /// The context schedulers are built with.
     pub fn context(&self) -> &SchedContext {
         &self.ctx
     }
 
+    /// The driver's counts so far.
     pub fn stats(&self) -> DriverStats {
         self.stats
     }

@@ -106,6 +106,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use thiserror::Error;
 
+/// The registry entry of `htbs`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "htbs",
     summary: "HTBS (Rocha & Bona, MSST 2012; paper 004): pClock token-bucket tags, Bmax/Twait locality with predicted requests",
@@ -240,12 +241,28 @@ pub fn paper004_seek_time(block: Sector, head: Sector, seek_factor: f64) -> f64 
 /// A cylinder/head/sector address that does not fit its geometry.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ChsError {
+    /// The sector is outside `1..=sectors_per_track`.
     #[error("CHS address: sector {sector} out of range 1..={sectors_per_track} (sectors are numbered from 1)")]
-    Sector { sector: u64, sectors_per_track: u64 },
+    Sector {
+        /// The sector given.
+        sector: u64,
+        /// Sectors per track.
+        sectors_per_track: u64,
+    },
+    /// The head is outside `0..heads_per_cylinder`.
     #[error("CHS address: head {head} out of range 0..{heads_per_cylinder}")]
-    Head { head: u64, heads_per_cylinder: u64 },
+    Head {
+        /// The head given.
+        head: u64,
+        /// Heads per cylinder.
+        heads_per_cylinder: u64,
+    },
+    /// The LBN would not fit 64 bits.
     #[error("CHS address: cylinder {cylinder} gives an LBN beyond 2^64")]
-    Overflow { cylinder: u64 },
+    Overflow {
+        /// The cylinder given.
+        cylinder: u64,
+    },
 }
 
 /// Paper 004 Eq. 3: `LBN = ((C · HPC) + H) · SPT + S − 1`, with heads per
@@ -422,6 +439,7 @@ struct Counters {
     invalid_attrs: u64,
 }
 
+/// The HTBS scheduler (paper 004).
 pub struct Htbs {
     bmax: u64,
     twait: Nanos,
@@ -450,6 +468,7 @@ pub struct Htbs {
 }
 
 impl Htbs {
+    /// A scheduler with tunables `p` for the streams and device of `ctx`.
     pub fn new(p: &Params, ctx: &SchedContext) -> Self {
         let seek = if p.u64("seek_model") == 1 {
             SeekEstimate::Paper004 {

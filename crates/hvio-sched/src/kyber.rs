@@ -32,6 +32,7 @@ use super::SchedulerSpec;
 use hvio_core::{ms, s, Dispatch, Nanos, Op, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler};
 use std::collections::{HashMap, VecDeque};
 
+/// The registry entry of `kyber`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "kyber",
     summary: "Linux Kyber: per-domain token depths tuned to read/write latency targets",
@@ -40,6 +41,7 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     build,
 };
 
+/// Kyber's tunables (Linux `kyber-iosched.c`, sysfs names).
 pub static PARAMS: &[ParamSpec] = &[
     ParamSpec::int("read_lat_nsec", 2_000_000.0, "ns", 1.0, 1e12, "read latency target"),
     ParamSpec::int("write_lat_nsec", 10_000_000.0, "ns", 1.0, 1e12, "write latency target"),
@@ -49,9 +51,13 @@ fn build(p: Params, _: &SchedContext) -> Box<dyn Scheduler> {
     Box::new(Kyber::new(&p))
 }
 
+/// The read domain.
 pub const READ: usize = 0;
+/// The write domain.
 pub const WRITE: usize = 1;
+/// The discard domain.
 pub const DISCARD: usize = 2;
+/// Every other operation.
 pub const OTHER: usize = 3;
 const DOMAINS: usize = 4;
 const NAMES: [&str; DOMAINS] = ["read", "write", "discard", "other"];
@@ -83,13 +89,18 @@ pub fn domain_of(rq: &Request) -> usize {
     }
 }
 
+/// Counters reported by [`Scheduler::counters`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct KyberStats {
+    /// Timer windows that found a domain over its latency target.
     pub congested: u64,
+    /// Domain depth changes.
     pub resizes: u64,
+    /// Dispatches refused because a domain had no token.
     pub throttled: u64,
 }
 
+/// The Kyber scheduler (Linux `kyber-iosched.c`).
 pub struct Kyber {
     targets: [Nanos; DOMAINS],
     fifos: [VecDeque<Request>; DOMAINS],
@@ -104,10 +115,12 @@ pub struct Kyber {
     timer: Option<Nanos>,
     dispatched_at: HashMap<RequestId, Nanos>,
     queued: usize,
+    /// Its counters.
     pub stats: KyberStats,
 }
 
 impl Kyber {
+    /// A scheduler with tunables `p`.
     pub fn new(p: &Params) -> Self {
         Kyber {
             targets: [p.nanos("read_lat_nsec"), p.nanos("write_lat_nsec"), DISCARD_TARGET, 0],

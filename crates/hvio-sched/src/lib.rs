@@ -5,6 +5,7 @@
 //! [`SCHEDULERS`] registry lists them all; [`build`] makes one by name with
 //! checked parameter overrides. A scheduler serves at the host (streams =
 //! VMs) or in a guest (streams = guest threads) unchanged.
+#![warn(missing_docs)]
 
 pub mod anticipatory;
 pub mod bench;
@@ -28,19 +29,24 @@ use hvio_core::{ConfigError, ParamSpec, ParamValues, Params, SchedContext, Sched
 
 /// How to build one scheduler, and what it accepts.
 pub struct SchedulerSpec {
+    /// The name configs and the CLI use.
     pub name: &'static str,
     /// One line: what it is and where it comes from.
     pub summary: &'static str,
+    /// Its tunables, with Linux names and units.
     pub params: &'static [ParamSpec],
     /// Per-stream attributes it reads from [`hvio_core::StreamInfo`]
     /// (`weight` or names in `attrs`), with their meaning and range.
     pub stream_attrs: &'static [StreamAttr],
+    /// Builds it from checked tunables and its context.
     pub build: fn(Params, &SchedContext) -> Box<dyn Scheduler>,
 }
 
 /// One per-stream attribute a scheduler reads.
 pub struct StreamAttr {
+    /// The attribute's name.
     pub name: &'static str,
+    /// What it means and its range.
     pub doc: &'static str,
     /// `None`: the stream's `weight` (checked by whoever sets it);
     /// `Some((min, max))`: a key of `attrs` and its accepted values.

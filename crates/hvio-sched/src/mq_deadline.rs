@@ -26,6 +26,7 @@ use super::SchedulerSpec;
 use hvio_core::{ms, Dispatch, IoClass, Nanos, Op, ParamSpec, Params, Request, SchedContext, Scheduler, Sector};
 use std::collections::VecDeque;
 
+/// The registry entry of `mq-deadline`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "mq-deadline",
     summary: "Linux 6.x mq-deadline: deadline batches per direction, RT/BE/IDLE priority levels with aging",
@@ -34,6 +35,7 @@ pub const SPEC: SchedulerSpec = SchedulerSpec {
     build,
 };
 
+/// mq-deadline's tunables (Linux `mq-deadline.c`, sysfs names).
 pub static PARAMS: &[ParamSpec] = &[
     crate::deadline::READ_EXPIRE,
     crate::deadline::WRITE_EXPIRE,
@@ -105,13 +107,18 @@ impl PerPrio {
     }
 }
 
+/// Counters reported by [`Scheduler::counters`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MqStats {
+    /// Lower-priority requests dispatched because they aged past `prio_aging_expire`.
     pub aged: u64,
+    /// Requests dispatched because their FIFO deadline passed.
     pub fifo_expired: u64,
+    /// Batches begun.
     pub batches: u64,
 }
 
+/// The mq-deadline scheduler (Linux `mq-deadline.c`).
 pub struct MqDeadline {
     expire: [Nanos; 2],
     writes_starved: u64,
@@ -124,10 +131,12 @@ pub struct MqDeadline {
     starved: u64,
     async_in_flight: usize,
     queued: usize,
+    /// Its counters.
     pub stats: MqStats,
 }
 
 impl MqDeadline {
+    /// A scheduler with tunables `p`.
     pub fn new(p: &Params) -> Self {
         MqDeadline {
             expire: [p.nanos("read_expire"), p.nanos("write_expire")],

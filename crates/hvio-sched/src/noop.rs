@@ -9,6 +9,7 @@ use super::SchedulerSpec;
 use hvio_core::{Dispatch, Nanos, Params, Request, SchedContext, Scheduler};
 use std::collections::VecDeque;
 
+/// The registry entry of `noop`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "noop",
     summary: "first come, first served (Linux noop / blk-mq none)",
@@ -21,6 +22,7 @@ fn build(_: Params, _: &SchedContext) -> Box<dyn Scheduler> {
     Box::new(Noop::default())
 }
 
+/// The noop scheduler: FIFO with back merges.
 #[derive(Debug, Default)]
 pub struct Noop {
     fifo: VecDeque<Request>,

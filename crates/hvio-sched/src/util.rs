@@ -381,14 +381,17 @@ const LATE: u64 = u64::MAX;
 const BLANK: u32 = u32::MAX;
 
 impl SortedFifo {
+    /// An empty queue.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Requests queued.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -488,14 +491,17 @@ impl SortedFifo {
         self.by_sector.before(pack(key)).map(|s| self.rq(s))
     }
 
+    /// The request with the lowest sector.
     pub fn first(&self) -> Option<&Request> {
         self.by_sector.first().map(|s| self.rq(s))
     }
 
+    /// The request with key `key`.
     pub fn get(&self, key: SortKey) -> Option<&Request> {
         self.by_sector.get(pack(key)).map(|s| self.rq(s))
     }
 
+    /// Whether a request with key `key` is queued.
     pub fn contains(&self, key: SortKey) -> bool {
         self.get(key).is_some()
     }
@@ -519,6 +525,7 @@ impl SortedFifo {
         Some(q.id)
     }
 
+    /// Requests in sector order.
     pub fn iter(&self) -> impl Iterator<Item = &Request> + '_ {
         self.by_sector.iter().map(|(_, s)| self.rq(s))
     }
@@ -562,12 +569,16 @@ pub fn key(rq: &Request) -> SortKey {
 pub struct ThinkTime {
     /// When the stream's last request completed.
     pub last_end: Nanos,
+    /// The decayed sample count (fixed point, 256 = one sample).
     pub samples: u64,
+    /// The decayed sum of samples (fixed point).
     pub total: u64,
+    /// The mean think time, ns.
     pub mean: Nanos,
 }
 
 impl ThinkTime {
+    /// No history, the last request ending at `now`.
     pub fn new(now: Nanos) -> Self {
         ThinkTime {
             last_end: now,
@@ -600,12 +611,14 @@ impl ThinkTime {
 /// non-rotational device: when it is smaller than `small` sectors).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SeekHistory {
+    /// One bit per request, the newest lowest; set for a seek.
     pub bits: u32,
     /// End of the previous request (0 = none yet, as in Linux).
     pub last_pos: Sector,
 }
 
 impl SeekHistory {
+    /// Records request `rq`: a seek or not, by the rules above.
     pub fn record(&mut self, rq: &Request, rotational: bool, threshold: Sector, small: u32) {
         let dist = if self.last_pos != 0 {
             self.last_pos.abs_diff(rq.sector)

@@ -104,6 +104,7 @@ use hvio_core::{
 };
 use std::collections::HashMap;
 
+/// The registry entry of `ishare`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "ishare",
     summary: "iShare (paper 003): blkio-like weight-proportional VM slices; DyIso ends idle slices early when the disk is underloaded",
@@ -221,6 +222,7 @@ impl SwitchReason {
         Self::DyIsoAwait,
     ];
 
+    /// The name in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::SliceExpired => "slice_expired",
@@ -315,6 +317,7 @@ impl Active {
 /// The shortest slice (Linux CFQ's `CFQ_MIN_TT`).
 const MIN_SLICE: Nanos = 2_000_000;
 
+/// The iShare scheduler (paper 003).
 #[derive(Debug)]
 pub struct IShare {
     target_latency: Nanos,
@@ -352,6 +355,7 @@ pub struct IShare {
 }
 
 impl IShare {
+    /// A scheduler with tunables `p` for the streams and device of `ctx`.
     pub fn new(p: &Params, ctx: &SchedContext) -> Self {
         let mut s = IShare {
             target_latency: p.nanos("target_latency"),

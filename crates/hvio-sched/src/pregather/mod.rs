@@ -192,6 +192,7 @@ use std::sync::Arc;
 use timeslice::{Locality, SliceParams};
 use vnavigator::{NavParams, VNavigator};
 
+/// The registry entry of `pregather`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
     name: "pregather",
     summary:
@@ -638,6 +639,7 @@ pub struct Pregather {
 }
 
 impl Pregather {
+    /// A scheduler with tunables `p` for the streams and device of `ctx`.
     pub fn new(p: &Params, ctx: &SchedContext) -> Self {
         let mut s = Pregather {
             nav: NavParams {

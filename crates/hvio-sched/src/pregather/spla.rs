@@ -9,12 +9,23 @@ use hvio_core::{Nanos, Sector};
 pub enum Timer {
     /// Wait for a request with regional locality (from the served VM), up to
     /// `AvgT(VM_x)`; `avg_t` is that interval.
-    Coarse { until: Nanos, avg_t: Nanos },
+    Coarse {
+        /// When the wait ends.
+        until: Nanos,
+        /// `AvgT(VM_x)`.
+        avg_t: Nanos,
+    },
     /// Wait for a request inside sub-region unit `unit`, up to `ST(U_i)`.
-    Fine { until: Nanos, unit: Unit },
+    Fine {
+        /// When the wait ends (`ST(U_i)`).
+        until: Nanos,
+        /// The unit waited on.
+        unit: Unit,
+    },
 }
 
 impl Timer {
+    /// When the wait ends.
     pub fn until(&self) -> Nanos {
         match *self {
             Timer::Coarse { until, .. } | Timer::Fine { until, .. } => until,
@@ -25,6 +36,7 @@ impl Timer {
 /// What Algorithm 1 looks at when a request `LR` of the served VM completes.
 #[derive(Debug, Clone, Copy)]
 pub struct ArmInput {
+    /// When the request completed.
     pub now: Nanos,
     /// `Q(VM_x) != Null`.
     pub vm_pending: bool,

@@ -57,6 +57,9 @@ pub struct Locality {
 }
 
 impl Locality {
+    /// No history yet: new samples weigh `weight` in `AvgD` and `AvgT`, the
+    /// zero-seek share covers `si_window` dispatches, and `AvgT` counts from
+    /// completions when `from_completion`.
     pub fn new(weight: f64, si_window: usize, from_completion: bool) -> Self {
         Locality {
             weight,

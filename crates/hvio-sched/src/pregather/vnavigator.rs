@@ -62,6 +62,7 @@ pub struct Unit {
 }
 
 impl Unit {
+    /// Whether `sector` lies in the unit.
     pub fn contains(&self, sector: Sector) -> bool {
         self.start <= sector && sector < self.end
     }
@@ -82,6 +83,7 @@ pub struct VNavigator {
 }
 
 impl VNavigator {
+    /// A navigator with parameters `p`.
     pub fn new(p: NavParams) -> Self {
         VNavigator {
             p,
@@ -93,6 +95,7 @@ impl VNavigator {
         }
     }
 
+    /// Its parameters.
     pub fn params(&self) -> &NavParams {
         &self.p
     }
