@@ -12,6 +12,21 @@ NEEDED=(
   "mount:mount"             # hvio-vdisk FUSE test, read-only and ENOSPC tests: mount, umount (tmpfs, ext4)
 )
 
+# promtool (the Prometheus exposition checker the metrics test runs) from
+# Debian's prometheus package, unpacked under target/tools rather than
+# installed: installing the package would also start a Prometheus server.
+here=$(cd "$(dirname "$0")" && pwd)
+tools=$here/../target/tools
+if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$tools/usr/bin/promtool" ]; then
+  mkdir -p "$tools"
+  if (cd "$tools" && apt-get download -q prometheus >/dev/null 2>&1); then
+    dpkg -x "$tools"/prometheus_*.deb "$tools" && rm -f "$tools"/prometheus_*.deb
+    echo "deps: promtool unpacked in target/tools/usr/bin"
+  else
+    echo "deps: cannot download Debian's prometheus package; the promtool check will skip" >&2
+  fi
+fi
+
 missing=()
 for entry in "${NEEDED[@]}"; do
   pkg=${entry%%:*}

@@ -10,6 +10,7 @@
 //! `freeze` (blk-mq's), holds new arrivals while the old scheduler drains
 //! its queue and the device, then swaps and gives them to the new one.
 
+use crate::faults::Faults;
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::iolog::IoLog;
 use crate::nbd::ring::RingConn;
@@ -174,6 +175,8 @@ pub enum Msg {
 pub struct EngineHandle {
     tx: Sender<Msg>,
     waker: Option<Arc<Waker>>,
+    /// The exports' protocol rejections, reported with the engine's status.
+    pub faults: Arc<Faults>,
 }
 
 impl EngineHandle {
@@ -316,6 +319,7 @@ struct Engine {
     sched_failures: u64,
     iolog: Option<IoLog>,
     poll: AdaptivePoll,
+    faults: Arc<Faults>,
 }
 
 /// Start the engine thread with `backend` (built with the notifier that
@@ -359,6 +363,7 @@ pub(crate) fn spawn_with(
     });
     let mut backend = backend;
     let waker = backend.poller().map(|p| p.waker());
+    let faults = Arc::new(Faults::default());
     let mut engine = Engine {
         store: setup.store,
         // WaitUntil deadlines are kept to the thread's timer slack (see `run`).
@@ -383,12 +388,13 @@ pub(crate) fn spawn_with(
         sched_failures: 0,
         iolog: setup.iolog,
         poll: AdaptivePoll::new(if waker.is_some() { setup.poll } else { PollConfig::OFF }),
+        faults: faults.clone(),
     };
     let handle = std::thread::Builder::new()
         .name("hvio-sched".into())
         .spawn(move || engine.run(rx))
         .map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
-    Ok((EngineHandle { tx, waker }, handle))
+    Ok((EngineHandle { tx, waker, faults }, handle))
 }
 
 /// The engine's message channel: hand the sender to the backend as its notifier.
@@ -969,6 +975,7 @@ impl Engine {
             uptime_s: now as f64 / 1e9,
             counters: self.sched.counters(),
             poll: self.poll.stats(),
+            rejections: self.faults.counts().into_iter().collect(),
             vms,
         }
     }

@@ -11,9 +11,10 @@
 //!
 //! Layout: [`config`] (host.toml) → [`store`] (backing files) →
 //! [`backend`] / [`emulator`] (who does the I/O) ← [`engine`] (the scheduler
-//! thread) ← [`nbd`] / [`fuse`] (exports); [`control`] and [`stats`] for
-//! operations; [`plan`] switches the scheduler by time or on the control
-//! API's word; [`daemon`] wires them and stops them in order.
+//! thread) ← [`nbd`] / [`fuse`] (exports); [`control`], [`stats`] and
+//! [`faults`] (protocol rejections) for operations; [`plan`] switches the
+//! scheduler by time or on the control API's word; [`daemon`] wires them and
+//! stops them in order.
 
 pub mod backend;
 pub mod buf;
@@ -23,6 +24,7 @@ pub mod control;
 pub mod daemon;
 pub mod emulator;
 pub mod engine;
+pub mod faults;
 pub mod fuse;
 pub mod io;
 pub mod iolog;

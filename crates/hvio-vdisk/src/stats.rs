@@ -169,6 +169,8 @@ pub struct Status {
     pub counters: Vec<(String, f64)>,
     /// The engine's busy-polling (see `poll.rs`).
     pub poll: crate::poll::PollStats,
+    /// Protocol rejections by reason (`faults`), zeros included.
+    pub rejections: std::collections::BTreeMap<&'static str, u64>,
     pub vms: Vec<VmStatus>,
 }
 
@@ -301,6 +303,14 @@ pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, back
     );
     let _ = writeln!(o, "# TYPE hvio_backend_errors_total counter");
     let _ = writeln!(o, "hvio_backend_errors_total {backend_errors}");
+    let _ = writeln!(
+        o,
+        "# HELP hvio_protocol_rejections_total Client requests and handshakes the exports refused, by reason."
+    );
+    let _ = writeln!(o, "# TYPE hvio_protocol_rejections_total counter");
+    for (reason, n) in &status.rejections {
+        let _ = writeln!(o, "hvio_protocol_rejections_total{{reason=\"{reason}\"}} {n}");
+    }
     let _ = writeln!(o, "# HELP hvio_scheduler_switches_total Run-time scheduler switches.");
     let _ = writeln!(o, "# TYPE hvio_scheduler_switches_total counter");
     let _ = writeln!(o, "hvio_scheduler_switches_total {}", status.switches);

@@ -12,6 +12,7 @@ pub mod ring;
 
 use crate::buf::AlignedBuf;
 use crate::engine::EngineHandle;
+use crate::faults::Fault;
 use crate::io::{DoneFn, IoJob, IoKind};
 use proto::*;
 use std::os::fd::OwnedFd;
@@ -84,6 +85,14 @@ pub(crate) fn request_cost(kind: IoKind, length: u32) -> usize {
 }
 
 const OPT_DATA_MAX: u32 = 64 * 1024;
+
+/// A request for the log: command, offset, length, flags.
+pub(crate) fn describe(r: &RawRequest) -> String {
+    format!(
+        "command {} at offset {} length {} flags {:#x}",
+        r.typ, r.offset, r.length, r.flags
+    )
+}
 
 /// A client socket: served on the async runtime during the handshake, then
 /// (io_uring engine) handed to the scheduler thread's ring as a descriptor.
@@ -201,11 +210,14 @@ impl NbdServer {
         if *stop.borrow() {
             return;
         }
+        // Whether this connection's first rejection has been logged.
+        let mut logged = false;
         let hs = tokio::select! {
-            r = self.handshake(&mut rd, &mut wr) => r,
+            r = self.handshake(&mut rd, &mut wr, &peer, &mut logged) => r,
             _ = stop.changed() => return,
             _ = tokio::time::sleep(self.handshake_timeout) => {
-                tracing::debug!(peer = %peer, "nbd: handshake not finished in time; closing");
+                let secs = self.handshake_timeout.as_secs_f64();
+                self.engine.faults.record(Fault::HandshakeTimeout, &mut logged, &peer, format_args!("a handshake not finished in {secs} s; closing"));
                 return;
             }
         };
@@ -224,6 +236,7 @@ impl NbdServer {
                             &leftover,
                             self.max_inflight,
                             self.alive.clone(),
+                            (self.engine.faults.clone(), peer.clone(), logged),
                         )),
                         Err(e) => {
                             tracing::warn!(peer = %peer, error = %e, "nbd: cannot hand the connection to the scheduler thread")
@@ -231,7 +244,7 @@ impl NbdServer {
                     }
                     return;
                 }
-                if let Err(e) = self.transmission(rd, wr, export, enforce).await {
+                if let Err(e) = self.transmission(rd, wr, export, enforce, &peer, logged).await {
                     tracing::debug!(peer = %peer, error = %e, "nbd: connection ended");
                 }
             }
@@ -242,7 +255,13 @@ impl NbdServer {
 
     /// Option haggling. `Ok(Some)` = enter transmission with this export
     /// (and whether the client agreed to block-size constraints).
-    async fn handshake<R, W>(&self, rd: &mut R, wr: &mut W) -> std::io::Result<Option<(NbdExport, bool)>>
+    async fn handshake<R, W>(
+        &self,
+        rd: &mut R,
+        wr: &mut W,
+        peer: &str,
+        logged: &mut bool,
+    ) -> std::io::Result<Option<(NbdExport, bool)>>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -254,19 +273,38 @@ impl NbdServer {
         wr.flush().await?;
         let cflags = rd.read_u32().await?;
         if cflags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
-            tracing::debug!(cflags, "nbd: unknown client flags; closing");
+            let f = &self.engine.faults;
+            f.record(
+                Fault::BadFlags,
+                logged,
+                peer,
+                format_args!("unknown client flags {cflags:#x}; closing"),
+            );
             return Ok(None);
         }
         let no_zeroes = cflags & FLAG_C_NO_ZEROES != 0;
         loop {
             let magic = rd.read_u64().await?;
             if magic != IHAVEOPT {
-                tracing::debug!(magic, "nbd: bad option magic; closing");
+                let f = &self.engine.faults;
+                f.record(
+                    Fault::BadMagic,
+                    logged,
+                    peer,
+                    format_args!("option magic {magic:#x}; closing"),
+                );
                 return Ok(None);
             }
             let opt = rd.read_u32().await?;
             let len = rd.read_u32().await?;
             if len > OPT_DATA_MAX {
+                let f = &self.engine.faults;
+                f.record(
+                    Fault::Oversized,
+                    logged,
+                    peer,
+                    format_args!("option {opt} with {len} bytes of data"),
+                );
                 tokio::io::copy(&mut rd.take(len as u64), &mut tokio::io::sink()).await?;
                 if opt == OPT_EXPORT_NAME {
                     return Ok(None);
@@ -280,7 +318,13 @@ impl NbdServer {
                 OPT_EXPORT_NAME => {
                     let name = String::from_utf8_lossy(&data);
                     let Some(e) = self.find(&name) else {
-                        tracing::info!(export = %name, "nbd: unknown export (EXPORT_NAME); closing");
+                        let f = &self.engine.faults;
+                        f.record(
+                            Fault::UnknownExport,
+                            logged,
+                            peer,
+                            format_args!("EXPORT_NAME `{name}`: no such export; closing"),
+                        );
                         return Ok(None);
                     };
                     wr.write_all(&e.size.to_be_bytes()).await?;
@@ -297,6 +341,8 @@ impl NbdServer {
                 }
                 OPT_LIST => {
                     if !data.is_empty() {
+                        let f = &self.engine.faults;
+                        f.record(Fault::Malformed, logged, peer, format_args!("NBD_OPT_LIST with data"));
                         opt_reply(wr, opt, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data").await?;
                         continue;
                     }
@@ -314,10 +360,24 @@ impl NbdServer {
                         continue;
                     }
                     let Some(go) = parse_go(&data) else {
+                        let f = &self.engine.faults;
+                        f.record(
+                            Fault::Malformed,
+                            logged,
+                            peer,
+                            format_args!("malformed option {opt} data"),
+                        );
                         opt_reply(wr, opt, REP_ERR_INVALID, b"malformed NBD_OPT_INFO/GO data").await?;
                         continue;
                     };
                     let Some(e) = self.find(&go.name) else {
+                        let f = &self.engine.faults;
+                        f.record(
+                            Fault::UnknownExport,
+                            logged,
+                            peer,
+                            format_args!("option {opt} for `{}`: no such export", go.name),
+                        );
                         let msg = format!("no export named `{}`", go.name);
                         opt_reply(wr, opt, REP_ERR_UNKNOWN, msg.as_bytes()).await?;
                         continue;
@@ -362,7 +422,15 @@ impl NbdServer {
         }
     }
 
-    async fn transmission<R, W>(&self, mut rd: R, wr: W, export: NbdExport, enforce: bool) -> std::io::Result<()>
+    async fn transmission<R, W>(
+        &self,
+        mut rd: R,
+        wr: W,
+        export: NbdExport,
+        enforce: bool,
+        peer: &str,
+        mut logged: bool,
+    ) -> std::io::Result<()>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -394,7 +462,13 @@ impl NbdServer {
                 break;
             }
             let Some(raw) = parse_header(&hdr) else {
-                tracing::warn!(export = %export.name, "nbd: bad request magic; disconnecting");
+                let f = &self.engine.faults;
+                f.record(
+                    Fault::BadMagic,
+                    &mut logged,
+                    peer,
+                    format_args!("a request without its magic on `{}`; disconnecting", export.name),
+                );
                 break;
             };
             let slot = tokio::select! {
@@ -405,7 +479,12 @@ impl NbdServer {
             let cmd = match check(&raw, &lim) {
                 Ok(c) => c,
                 Err(rej) => {
-                    tracing::debug!(export = %export.name, typ = raw.typ, offset = raw.offset, length = raw.length, error = rej.error, "nbd: request rejected");
+                    self.engine.faults.record(
+                        rej.fault,
+                        &mut logged,
+                        peer,
+                        format_args!("{} on `{}`", describe(&raw), export.name),
+                    );
                     if rej.skip > 0 {
                         tokio::io::copy(&mut (&mut rd).take(rej.skip as u64), &mut tokio::io::sink()).await?;
                     }

@@ -1,6 +1,8 @@
 //! NBD protocol constants and the transmission-phase request parser
 //! (NetworkBlockDevice/nbd `doc/proto.md`). Pure code: no I/O, fuzzed.
 
+use crate::faults::Fault;
+
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
 pub const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
 pub const OPT_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
@@ -137,6 +139,8 @@ pub enum Command {
 pub struct Reject {
     pub error: u32,
     pub skip: u32,
+    /// Why, for the rejection counters.
+    pub fault: Fault,
 }
 
 /// What the server knows about the export when checking a request.
@@ -161,7 +165,11 @@ fn aligned(offset: u64, length: u32) -> bool {
 /// Check a request against the export: the spec's error for each fault.
 pub fn check(r: &RawRequest, lim: &Limits) -> Result<Command, Reject> {
     let payload = if r.typ == CMD_WRITE { r.length } else { 0 };
-    let reject = |error| Reject { error, skip: payload };
+    let reject = |error, fault| Reject {
+        error,
+        skip: payload,
+        fault,
+    };
     let fua = r.flags & CMD_FLAG_FUA != 0;
     // FUA is valid on every command; NO_HOLE only on WRITE_ZEROES; nothing else is negotiated.
     let allowed = match r.typ {
@@ -169,31 +177,36 @@ pub fn check(r: &RawRequest, lim: &Limits) -> Result<Command, Reject> {
         _ => CMD_FLAG_FUA,
     };
     if r.flags & !allowed != 0 {
-        return Err(reject(EINVAL));
+        return Err(reject(EINVAL, Fault::BadFlags));
     }
     let (offset, length) = (r.offset, r.length);
+    let misaligned = lim.enforce_alignment && !aligned(offset, length);
+    let in_range = in_bounds(offset, length, lim.size);
     match r.typ {
         CMD_READ => {
             if length > MAX_PAYLOAD {
-                return Err(reject(EINVAL));
+                return Err(reject(EINVAL, Fault::Oversized));
             }
-            if !in_bounds(offset, length, lim.size) || (lim.enforce_alignment && !aligned(offset, length)) {
-                return Err(reject(EINVAL));
+            if !in_range {
+                return Err(reject(EINVAL, Fault::OutOfRange));
+            }
+            if misaligned {
+                return Err(reject(EINVAL, Fault::Misaligned));
             }
             Ok(Command::Read { offset, length })
         }
         CMD_WRITE => {
             if length > MAX_PAYLOAD {
-                return Err(reject(EINVAL));
+                return Err(reject(EINVAL, Fault::Oversized));
             }
             if lim.read_only {
-                return Err(reject(EPERM));
+                return Err(reject(EPERM, Fault::ReadOnly));
             }
-            if !in_bounds(offset, length, lim.size) {
-                return Err(reject(ENOSPC));
+            if !in_range {
+                return Err(reject(ENOSPC, Fault::OutOfRange));
             }
-            if lim.enforce_alignment && !aligned(offset, length) {
-                return Err(reject(EINVAL));
+            if misaligned {
+                return Err(reject(EINVAL, Fault::Misaligned));
             }
             Ok(Command::Write { offset, length, fua })
         }
@@ -201,22 +214,25 @@ pub fn check(r: &RawRequest, lim: &Limits) -> Result<Command, Reject> {
         CMD_FLUSH => Ok(Command::Flush),
         CMD_TRIM => {
             if lim.read_only {
-                return Err(reject(EPERM));
+                return Err(reject(EPERM, Fault::ReadOnly));
             }
-            if !in_bounds(offset, length, lim.size) || (lim.enforce_alignment && !aligned(offset, length)) {
-                return Err(reject(EINVAL));
+            if !in_range {
+                return Err(reject(EINVAL, Fault::OutOfRange));
+            }
+            if misaligned {
+                return Err(reject(EINVAL, Fault::Misaligned));
             }
             Ok(Command::Trim { offset, length, fua })
         }
         CMD_WRITE_ZEROES => {
             if lim.read_only {
-                return Err(reject(EPERM));
+                return Err(reject(EPERM, Fault::ReadOnly));
             }
-            if !in_bounds(offset, length, lim.size) {
-                return Err(reject(ENOSPC));
+            if !in_range {
+                return Err(reject(ENOSPC, Fault::OutOfRange));
             }
-            if lim.enforce_alignment && !aligned(offset, length) {
-                return Err(reject(EINVAL));
+            if misaligned {
+                return Err(reject(EINVAL, Fault::Misaligned));
             }
             Ok(Command::WriteZeroes {
                 offset,
@@ -227,7 +243,7 @@ pub fn check(r: &RawRequest, lim: &Limits) -> Result<Command, Reject> {
         }
         // CACHE, BLOCK_STATUS (needs structured replies), RESIZE and unknown
         // commands: not advertised, so EINVAL.
-        _ => Err(reject(EINVAL)),
+        _ => Err(reject(EINVAL, Fault::UnknownCommand)),
     }
 }
 
@@ -308,6 +324,22 @@ mod tests {
     }
 
     #[test]
+    fn rejections_name_their_fault() {
+        let fault = |flags, typ, offset, length| chk(flags, typ, offset, length).unwrap_err().fault;
+        assert_eq!(fault(0, CMD_READ, 1 << 20, 512), Fault::OutOfRange);
+        assert_eq!(fault(0, CMD_WRITE, u64::MAX - 10, 512), Fault::OutOfRange);
+        assert_eq!(fault(0, CMD_TRIM, (1 << 20) - 512, 1024), Fault::OutOfRange);
+        assert_eq!(fault(0, CMD_READ, 0, MAX_PAYLOAD + 1), Fault::Oversized);
+        assert_eq!(fault(0, CMD_WRITE, 0, MAX_PAYLOAD + 1), Fault::Oversized);
+        assert_eq!(fault(0, CMD_READ, 1, 512), Fault::Misaligned);
+        assert_eq!(fault(1 << 4, CMD_WRITE_ZEROES, 0, 512), Fault::BadFlags);
+        assert_eq!(fault(0, 99, 0, 0), Fault::UnknownCommand);
+        let ro = Limits { read_only: true, ..LIM };
+        let r = parse_header(&hdr(0, CMD_WRITE, 0, 512)).unwrap();
+        assert_eq!(check(&r, &ro).unwrap_err().fault, Fault::ReadOnly);
+    }
+
+    #[test]
     fn errors_per_spec() {
         assert_eq!(
             chk(0, CMD_READ, 0, 4096),
@@ -321,12 +353,17 @@ mod tests {
             chk(0, CMD_WRITE, (1 << 20) - 512, 1024),
             Err(Reject {
                 error: ENOSPC,
-                skip: 1024
+                skip: 1024,
+                fault: Fault::OutOfRange
             })
         );
         assert_eq!(
             chk(0, CMD_WRITE_ZEROES, 1 << 20, 512).unwrap_err(),
-            Reject { error: ENOSPC, skip: 0 }
+            Reject {
+                error: ENOSPC,
+                skip: 0,
+                fault: Fault::OutOfRange
+            }
         );
         assert_eq!(chk(0, CMD_TRIM, 1 << 20, 512).unwrap_err().error, EINVAL);
         assert_eq!(chk(0, CMD_READ, 0, MAX_PAYLOAD + 1).unwrap_err().error, EINVAL);

@@ -13,7 +13,8 @@
 //! ([`RingConn::want_send`]), and tells it what came back.
 
 use super::proto::*;
-use super::{command_io, io_buffer, request_cost, NbdExport, CONN_BUDGET};
+use super::{command_io, describe, io_buffer, request_cost, NbdExport, CONN_BUDGET};
+use crate::faults::{Fault, Faults};
 use crate::io::{DoneFn, IoJob, IoKind};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
@@ -82,6 +83,8 @@ pub struct RingConn {
     recv_into_pending: bool,
     send_armed: bool,
     _alive: tokio::sync::mpsc::Sender<()>,
+    /// The rejection counters, the peer, and whether a rejection was logged.
+    faults: (Arc<Faults>, String, bool),
 }
 
 impl RingConn {
@@ -93,6 +96,7 @@ impl RingConn {
         leftover: &[u8],
         max_inflight: usize,
         alive: tokio::sync::mpsc::Sender<()>,
+        faults: (Arc<Faults>, String, bool),
     ) -> RingConn {
         let mut inbuf = vec![0u8; INBUF.max(leftover.len())];
         inbuf[..leftover.len()].copy_from_slice(leftover);
@@ -123,6 +127,7 @@ impl RingConn {
             recv_into_pending: false,
             send_armed: false,
             _alive: alive,
+            faults,
         }
     }
 
@@ -176,7 +181,9 @@ impl RingConn {
                 .try_into()
                 .expect("header length");
             let Some(raw) = parse_header(hdr) else {
-                tracing::warn!(export = %self.name, "nbd: bad request magic; disconnecting");
+                let (f, who, logged) = &mut self.faults;
+                let what = format_args!("a request without its magic on `{}`; disconnecting", self.name);
+                f.record(Fault::BadMagic, logged, who, what);
                 self.reading = false;
                 break;
             };
@@ -194,7 +201,13 @@ impl RingConn {
             let cmd = match check(&raw, &self.lim) {
                 Ok(c) => c,
                 Err(rej) => {
-                    tracing::debug!(export = %self.name, typ = raw.typ, offset = raw.offset, length = raw.length, error = rej.error, "nbd: request rejected");
+                    let (f, who, logged) = &mut self.faults;
+                    f.record(
+                        rej.fault,
+                        logged,
+                        who,
+                        format_args!("{} on `{}`", describe(&raw), self.name),
+                    );
                     self.skip = rej.skip as u64;
                     self.reply_now(raw.cookie, rej.error);
                     continue;
