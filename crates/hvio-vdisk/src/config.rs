@@ -354,6 +354,8 @@ pub struct Config {
     /// A switch plan: the host scheduler by time (see [`crate::plan`]).
     #[serde(default, rename = "phase")]
     pub phases: Vec<crate::plan::PhaseTable>,
+    /// The host scheduler chosen by the request mix (see [`crate::online`]).
+    pub online: Option<crate::online::OnlineConfig>,
 }
 
 fn device_from(t: &toml::Table) -> Result<hvio_device::DeviceConfig, toml::de::Error> {
@@ -394,12 +396,20 @@ fn line_of(text: &str, err: &ConfigError) -> Option<usize> {
         return None;
     };
     let doc = toml_edit::ImDocument::parse(text).ok()?;
-    let array = [("[[vm]] #", "vm"), ("[[phase]] #", "phase")]
-        .into_iter()
-        .find_map(|(prefix, name)| context.strip_prefix(prefix).map(|rest| (rest, name)));
-    let (table, span) = if let Some((rest, name)) = array {
+    let array = [
+        ("[[vm]] #", &["vm"][..]),
+        ("[[phase]] #", &["phase"]),
+        ("[[online.class]] #", &["online", "class"]),
+    ]
+    .into_iter()
+    .find_map(|(prefix, path)| context.strip_prefix(prefix).map(|rest| (rest, path)));
+    let (table, span) = if let Some((rest, path)) = array {
         let n: usize = rest.split(' ').next()?.parse().ok()?;
-        let t = doc.get(name)?.as_array_of_tables()?.get(n.checked_sub(1)?)?;
+        let mut item = doc.get(path[0])?;
+        for part in &path[1..] {
+            item = item.as_table_like()?.get(part)?;
+        }
+        let t = item.as_array_of_tables()?.get(n.checked_sub(1)?)?;
         (t as &dyn toml_edit::TableLike, t.span())
     } else {
         let mut t: &dyn toml_edit::TableLike = doc.as_table();
@@ -679,6 +689,17 @@ impl Config {
             }
         }
         self.plan()?;
+        if let Some(o) = &self.online {
+            o.check()?;
+            if !self.phases.is_empty() {
+                return Err(ConfigError::invalid(
+                    "[online]",
+                    "class",
+                    "(table)",
+                    "[online] and [[phase]] both switch the host scheduler: give one of them",
+                ));
+            }
+        }
         if !LOG_LEVELS.contains(&self.log.level.as_str()) {
             return Err(ConfigError::invalid(
                 "[log]",

@@ -183,6 +183,12 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
             iolog,
             poll: cfg.store.poll(),
             plan,
+            online: cfg
+                .online
+                .as_ref()
+                .map(|o| o.check())
+                .transpose()
+                .map_err(|e| ServeError::Other(e.to_string()))?,
         },
         tx,
         rx,

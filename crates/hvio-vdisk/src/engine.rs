@@ -14,6 +14,7 @@ use crate::faults::Faults;
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::iolog::IoLog;
 use crate::nbd::ring::RingConn;
+use crate::online::{Online, Watcher};
 use crate::plan::{Plan, PlanStatus, Reason, Step, SwitchRecord};
 use crate::poll::{AdaptivePoll, PollConfig};
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
@@ -245,6 +246,8 @@ pub struct EngineSetup {
     pub poll: PollConfig,
     /// The switch plan (`[[phase]]`); a step at time 0 replaces `scheduler`.
     pub plan: Vec<Step>,
+    /// The online mode (`[online]`).
+    pub online: Option<Online>,
 }
 
 /// Who is told when a switch is done.
@@ -259,6 +262,8 @@ struct PendingSwitch {
     reason: Reason,
     /// The plan step it takes.
     step: Option<usize>,
+    /// The online class it is for.
+    class: Option<usize>,
     reply: Reply,
 }
 
@@ -315,6 +320,7 @@ struct Engine {
     /// The newest finished switches and their costs.
     switch_log: VecDeque<SwitchRecord>,
     plan: Option<Plan>,
+    online: Option<Watcher>,
     /// Times a scheduler panicked and noop took over.
     sched_failures: u64,
     iolog: Option<IoLog>,
@@ -385,6 +391,7 @@ pub(crate) fn spawn_with(
         switches_by: BTreeMap::new(),
         switch_log: VecDeque::new(),
         plan,
+        online: setup.online.map(|o| Watcher::new(o, 0)),
         sched_failures: 0,
         iolog: setup.iolog,
         poll: AdaptivePoll::new(if waker.is_some() { setup.poll } else { PollConfig::OFF }),
@@ -508,8 +515,14 @@ impl Engine {
     /// Take the plan's step if its time has come (not during another
     /// switch: it waits for that one to finish). Whether a switch began.
     fn tick(&mut self, now: Nanos) -> bool {
+        if let Some(w) = self.online.as_mut() {
+            w.roll(now);
+        }
         if self.switch_in_progress() || self.shutdown.is_some() {
             return false;
+        }
+        if let Some(c) = self.online.as_ref().and_then(Watcher::due) {
+            return self.take_class(c, now);
         }
         let Some(i) = self.plan.as_ref().and_then(|p| p.due(now)) else {
             return false;
@@ -526,9 +539,42 @@ impl Engine {
         } else {
             self.plan.as_ref().and_then(|p| p.wake())
         };
-        match (self.sched.wake(), plan) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let window = self.online.as_ref().map(Watcher::window_end);
+        [self.sched.wake(), plan, window].into_iter().flatten().min()
+    }
+
+    /// Switch to online class `c`'s scheduler (unless it runs already).
+    /// Whether a switch began.
+    fn take_class(&mut self, c: usize, now: Nanos) -> bool {
+        let Some(w) = self.online.as_mut() else { return false };
+        let class = w.class(c).clone();
+        let policy = w.config().policy;
+        if class.host == self.sched_name && class.params == self.params {
+            w.switched(c);
+            tracing::info!(class = %class.name, scheduler = %class.host, "online: new class, its scheduler runs already");
+            return false;
+        }
+        let pending = PendingSwitch {
+            name: class.host.clone(),
+            params: class.params.clone(),
+            reason: Reason::Online,
+            step: None,
+            class: Some(c),
+            reply: Reply::None,
+        };
+        let began = self.start_switch(pending, policy, now);
+        if let Some(w) = self.online.as_mut() {
+            // A refused switch is not retried every loop: the class waits for its windows again.
+            w.switched(c);
+        }
+        tracing::info!(class = %class.name, scheduler = %class.host, began, "online: new class");
+        began
+    }
+
+    /// Tell the online mode how many requests are outstanding from `now`.
+    fn track_depth(&mut self, now: Nanos) {
+        if let Some(w) = self.online.as_mut() {
+            w.outstanding(now, self.waiting.len() + self.inflight.len());
         }
     }
 
@@ -545,6 +591,7 @@ impl Engine {
             params: step.params.clone(),
             reason,
             step: Some(i),
+            class: None,
             reply,
         };
         if self.start_switch(pending, step.policy, now) {
@@ -657,6 +704,10 @@ impl Engine {
         rq.fua = job.fua;
         self.stats[vm].queued += 1;
         self.waiting.insert(id, (rq, job));
+        if let Some(w) = self.online.as_mut() {
+            w.arrival(rq.stream, op, sector, sectors);
+        }
+        self.track_depth(arrival);
         self.sched_call("insert", |s| s.insert(rq, arrival));
     }
 
@@ -744,6 +795,7 @@ impl Engine {
             return;
         };
         let now = self.now();
+        self.track_depth(now);
         self.sched_call("completed", |s| s.completed(&f.rq, now));
         let s = &mut self.stats[f.vm];
         s.inflight = s.inflight.saturating_sub(1);
@@ -780,10 +832,13 @@ impl Engine {
                 let step = p
                     .step
                     .and_then(|i| self.plan.as_ref().map(|plan| plan.steps()[i].name.clone()));
+                let class = p
+                    .class
+                    .and_then(|c| self.online.as_ref().map(|w| w.class(c).name.clone()));
                 let record = SwitchRecord {
                     reason: p.reason,
                     step: step.clone(),
-                    class: None,
+                    class,
                     from: self.sched_name.clone(),
                     to: p.name.clone(),
                     policy: report.policy.as_str().into(),
@@ -823,6 +878,7 @@ impl Engine {
                     params,
                     reason: Reason::Api,
                     step: None,
+                    class: None,
                     reply: Reply::Switch(reply),
                 };
                 self.start_switch(pending, policy, now);
@@ -846,6 +902,12 @@ impl Engine {
                 }
             }
             Control::LoadPlan { steps, reply } => {
+                if self.online.is_some() {
+                    let _ = reply.send(Err(
+                        "the online mode ([online]) switches this daemon's scheduler: a plan would fight it".into(),
+                    ));
+                    return;
+                }
                 if let Some(p) = &self.switching {
                     let _ = reply.send(Err(format!(
                         "a switch to `{}` is in progress: the plan was not loaded, `{}` serves on",
@@ -971,6 +1033,7 @@ impl Engine {
                 .collect(),
             switch_log: self.switch_log.iter().cloned().collect(),
             plan: self.plan.as_ref().map(Plan::status),
+            online: self.online.as_ref().map(Watcher::status),
             scheduler_failures: self.sched_failures,
             uptime_s: now as f64 / 1e9,
             counters: self.sched.counters(),
@@ -1057,6 +1120,7 @@ mod tests {
             iolog: None,
             poll: PollConfig::OFF,
             plan: Vec::new(),
+            online: None,
         };
         let (engine, thread) = spawn_with(setup, sched, tx, rx, backend).unwrap();
         let (done_tx, done_rx) = std::sync::mpsc::channel();

@@ -13,8 +13,8 @@
 //! [`backend`] / [`emulator`] (who does the I/O) ← [`engine`] (the scheduler
 //! thread) ← [`nbd`] / [`fuse`] (exports); [`control`], [`stats`] and
 //! [`faults`] (protocol rejections) for operations; [`plan`] switches the
-//! scheduler by time or on the control API's word; [`daemon`] wires them and
-//! stops them in order.
+//! scheduler by time or on the control API's word, [`online`] by the
+//! request mix; [`daemon`] wires them and stops them in order.
 
 pub mod backend;
 pub mod buf;
@@ -29,6 +29,7 @@ pub mod fuse;
 pub mod io;
 pub mod iolog;
 pub mod nbd;
+pub mod online;
 pub mod plan;
 pub mod poll;
 pub mod stats;

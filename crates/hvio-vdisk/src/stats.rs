@@ -163,6 +163,8 @@ pub struct Status {
     pub switch_log: Vec<crate::plan::SwitchRecord>,
     /// The switch plan, its current step and each step's switch.
     pub plan: Option<crate::plan::PlanStatus>,
+    /// The online mode: its class, the last window's mix, windows by class.
+    pub online: Option<crate::online::OnlineStatus>,
     /// Times a scheduler panicked and noop took over (a scheduler bug).
     pub scheduler_failures: u64,
     pub uptime_s: f64,
@@ -329,6 +331,52 @@ pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, back
     let _ = writeln!(o, "# TYPE hvio_scheduler_switch_last_seconds gauge");
     let last = status.switch_log.last().map_or(0.0, |r| r.drain_us as f64 / 1e6);
     let _ = writeln!(o, "hvio_scheduler_switch_last_seconds {last}");
+    if let Some(on) = &status.online {
+        let _ = writeln!(
+            o,
+            "# HELP hvio_online_class The online mode's class whose scheduler runs (1), the others (0)."
+        );
+        let _ = writeln!(o, "# TYPE hvio_online_class gauge");
+        for c in &on.classes {
+            let v = u8::from(on.class.as_deref() == Some(c.name.as_str()));
+            let _ = writeln!(o, "hvio_online_class{{class=\"{}\"}} {v}", esc(&c.name));
+        }
+        let _ = writeln!(
+            o,
+            "# HELP hvio_online_windows_total Windows of the online mode by the class they were counted as."
+        );
+        let _ = writeln!(o, "# TYPE hvio_online_windows_total counter");
+        for (c, n) in &on.windows {
+            let _ = writeln!(o, "hvio_online_windows_total{{class=\"{}\"}} {n}", esc(c));
+        }
+        let last = on.last_window.unwrap_or_default();
+        for (name, help, v) in [
+            (
+                "hvio_online_window_requests",
+                "Reads and writes that arrived in the last whole window.",
+                last.requests as f64,
+            ),
+            (
+                "hvio_online_window_read_share",
+                "Reads / (reads + writes) in the last whole window.",
+                last.read_share,
+            ),
+            (
+                "hvio_online_window_sequential_share",
+                "Share of the last whole window's requests that were sequential.",
+                last.sequential,
+            ),
+            (
+                "hvio_online_window_queue_depth",
+                "Mean requests queued or in flight over the last whole window.",
+                last.queue_depth,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} gauge");
+            let _ = writeln!(o, "{name} {v}");
+        }
+    }
     if let Some(plan) = &status.plan {
         let _ = writeln!(
             o,

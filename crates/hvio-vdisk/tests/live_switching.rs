@@ -39,14 +39,16 @@ struct Done {
 
 /// Keep `depth` requests in flight on vm1: sequential 4 KiB writes of
 /// blocks 0, 1, 2, ... for `write_for`, then (once they are all answered)
-/// random reads of the blocks written, each checked against what was
-/// written, until `total` has passed. Every request must succeed.
+/// random 4 KiB reads anywhere on the disk, each checked against what was
+/// written there (zeros where nothing was), until `total` has passed.
+/// Every request must succeed.
 fn phased(sock: std::path::PathBuf, depth: usize, write_for: Duration, total: Duration) -> Done {
     let mut c = Client::connect(&sock, "vm1");
     let t0 = Instant::now();
     let (mut next, mut inflight, mut reads) = (0u64, 0usize, 0u64);
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut writes_at = None;
+    let blocks = c.size / 4096;
     loop {
         let writing = t0.elapsed() < write_for;
         let reading = !writing && t0.elapsed() < total && next > 0;
@@ -59,7 +61,7 @@ fn phased(sock: std::path::PathBuf, depth: usize, write_for: Duration, total: Du
                 next += 1;
             } else {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let blk = (x >> 33) % next;
+                let blk = (x >> 33) % blocks;
                 c.send(0, CMD_READ, blk | READ_FLAG, blk * 4096, 4096, &[]);
             }
             inflight += 1;
@@ -76,7 +78,8 @@ fn phased(sock: std::path::PathBuf, depth: usize, write_for: Duration, total: Du
             let blk = cookie & !READ_FLAG;
             let mut b = vec![0u8; 4096];
             c.s.read_exact(&mut b).unwrap();
-            assert!(b == pattern(3, blk), "block {blk} read back wrong");
+            let want = if blk < next { pattern(3, blk) } else { vec![0; 4096] };
+            assert!(b == want, "block {blk} read back wrong");
             reads += 1;
         }
         inflight -= 1;
@@ -373,4 +376,171 @@ fn bad_plans_in_the_config_name_file_line_key_and_value() {
             .unwrap_or_else(|_| panic!("no line in {e}"));
         assert!(line > BASE.lines().count(), "{e}");
     }
+}
+
+/// [`BASE`] (noop to begin with) with an online mode of 200 ms windows:
+/// writes → deadline, random reads → cfq.
+fn online_conf() -> String {
+    format!(
+        "{BASE}
+[online]
+window_ms = 200
+hold_windows = 2
+min_requests = 10
+
+[[online.class]]
+name = \"writes\"
+host = \"deadline\"
+read_share = [0.0, 0.3]
+
+[[online.class]]
+name = \"random-reads\"
+host = \"cfq\"
+params = {{ slice_idle = 0 }}
+read_share = [0.7, 1.0]
+sequential = [0.0, 0.5]
+"
+    )
+}
+
+fn online_switches(st: &Value) -> Vec<(String, String, f64)> {
+    st["switch_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["reason"] == "online")
+        .map(|r| {
+            (
+                r["class"].as_str().unwrap().to_string(),
+                r["to"].as_str().unwrap().to_string(),
+                r["requested_s"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_online_mode_switches_when_the_mix_changes_and_not_otherwise() {
+    let d = Daemon::start(&online_conf());
+    let sock = d.sock();
+    let t0 = Instant::now();
+    let done = phased(sock, 4, Duration::from_millis(1500), Duration::from_millis(3200));
+    let reads_from = done.writes_at.as_secs_f64();
+    // Two windows of the last phase to be sure its switch came, plus slack.
+    std::thread::sleep(Duration::from_millis(300));
+    let st = status(&d);
+    let sw = online_switches(&st);
+    eprintln!("online switches (class, scheduler, requested_s): {sw:?}; reads from {reads_from:.3} s of the client's {:.3} s; windows {}", t0.elapsed().as_secs_f64(), st["online"]["windows"]);
+    // Once per phase: to deadline during the writes, to cfq once the reads came.
+    assert_eq!(sw.len(), 2, "{}", st["switch_log"]);
+    assert_eq!((sw[0].0.as_str(), sw[0].1.as_str()), ("writes", "deadline"));
+    assert_eq!((sw[1].0.as_str(), sw[1].1.as_str()), ("random-reads", "cfq"));
+    // Two 200 ms windows of writes must be seen first; the client started within the daemon's first second.
+    assert!(sw[0].2 >= 0.4 && sw[0].2 < 2.0, "{sw:?}");
+    assert!(sw[1].2 >= sw[0].2 + 0.4, "{sw:?}");
+    // Not before the reads began (the client's clock starts after the
+    // daemon's) and a window of them was whole.
+    assert!(sw[1].2 >= reads_from + 0.2, "{sw:?}, reads from {reads_from}");
+    assert_eq!(st["switches_by_reason"]["online"], 2);
+    assert_eq!(st["scheduler"], "cfq");
+    assert_eq!(st["online"]["class"], "random-reads");
+    let windows = &st["online"]["windows"];
+    assert!(windows["writes"].as_u64().unwrap() >= 5, "{windows}");
+    assert!(windows["random-reads"].as_u64().unwrap() >= 5, "{windows}");
+    let last = &st["online"]["last_window"];
+    assert!(
+        last["read_share"].as_f64().unwrap() == 0.0 || st["online"]["last_window_class"] != "writes",
+        "{last}"
+    );
+    let (_, m) = http(d.control_addr(), "GET", "/metrics", "");
+    assert!(m.contains("hvio_online_class{class=\"random-reads\"} 1"), "{m}");
+    assert!(
+        m.contains("hvio_scheduler_switches_by_reason_total{reason=\"online\"} 2"),
+        "{m}"
+    );
+    assert!(m.contains("hvio_online_windows_total{class=\"writes\"}"), "{m}");
+    // A plan would fight the online mode: refused, nothing changes.
+    let (code, body) = http(
+        d.control_addr(),
+        "PUT",
+        "/plan",
+        r#"{"phase": [{"at_s": 0, "host": "noop"}]}"#,
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("online"), "{body}");
+    assert_eq!(status(&d)["scheduler"], "cfq");
+    assert!(done.reads > 20);
+    check_all(&d.sock(), done.written);
+    d.stop();
+}
+
+#[test]
+fn a_steady_mix_switches_once_and_idle_windows_switch_nothing() {
+    let d = Daemon::start(&online_conf());
+    // Idle: nothing to classify, nothing switched.
+    std::thread::sleep(Duration::from_millis(700));
+    let st = status(&d);
+    assert_eq!(st["switches"], 0, "{st}");
+    assert!(
+        st["online"]["windows"]["idle"].as_u64().unwrap() >= 2,
+        "{}",
+        st["online"]
+    );
+    assert_eq!(st["online"]["class"], Value::Null);
+    // Writes only, for 2 s: one switch, to deadline, and no other.
+    let done = phased(d.sock(), 4, Duration::from_millis(2000), Duration::from_millis(2000));
+    let st = status(&d);
+    let sw = online_switches(&st);
+    assert_eq!(sw.len(), 1, "{}", st["switch_log"]);
+    assert_eq!(sw[0].1, "deadline");
+    assert!(
+        st["online"]["windows"]["writes"].as_u64().unwrap() >= 6,
+        "{}",
+        st["online"]
+    );
+    check_all(&d.sock(), done.written);
+    d.stop();
+}
+
+#[test]
+fn bad_online_tables_name_file_line_key_and_value() {
+    let conf = online_conf().replace("@DIR@", "/nonexistent");
+    for (from, to, want) in [
+        (
+            "window_ms = 200",
+            "window_ms = 2",
+            vec!["test.toml:", "[online]", "window_ms", "2"],
+        ),
+        (
+            "host = \"cfq\"",
+            "host = \"cfqq\"",
+            vec!["[[online.class]] #2", "host", "cfqq"],
+        ),
+        (
+            "read_share = [0.7, 1.0]",
+            "read_share = [0.7, 0.1]",
+            vec!["[[online.class]] #2", "read_share"],
+        ),
+        ("hold_windows = 2", "hold_windows = 2\nwindow = 3", vec!["window"]),
+    ] {
+        let text = conf.replace(from, to);
+        let e = hvio_vdisk::Config::from_toml_str(&text, "test.toml")
+            .unwrap_err()
+            .to_string();
+        for w in want {
+            assert!(e.contains(w), "{to}\n→ {e}\n(missing {w})");
+        }
+    }
+    // The class's own line.
+    let e = hvio_vdisk::Config::from_toml_str(&conf.replace("\"cfq\"", "\"cfqq\""), "test.toml")
+        .unwrap_err()
+        .to_string();
+    let line: usize = e.split(':').nth(1).unwrap().parse().unwrap();
+    assert_eq!(conf.lines().nth(line - 1).map(str::trim), Some("host = \"cfq\""), "{e}");
+    // With a plan: one or the other.
+    let both = format!("{conf}[[phase]]\nat_s = 0\nhost = \"noop\"\n");
+    let e = hvio_vdisk::Config::from_toml_str(&both, "test.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[online]") && e.contains("[[phase]]"), "{e}");
 }
