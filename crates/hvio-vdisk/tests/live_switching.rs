@@ -149,7 +149,7 @@ fn a_plan_switches_at_the_times_asked_and_loses_nothing() {
     );
     // Wait out the last step (a loaded machine may start the workload late).
     let t0 = Instant::now();
-    while status(&d)["plan"]["current"] != "end" && t0.elapsed() < Duration::from_secs(10) {
+    while step(&status(&d), "end")["switch"].is_null() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let st = status(&d);
@@ -270,7 +270,8 @@ fn the_control_api_takes_steps_and_loads_plans() {
         .as_f64()
         .unwrap();
     let t0 = Instant::now();
-    while status(&d)["plan"]["current"] != "b" && t0.elapsed() < Duration::from_secs(10) {
+    // A step is current from its switch's start; its record comes at the swap.
+    while step(&status(&d), "b")["switch"].is_null() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let st = status(&d);
