@@ -3,6 +3,7 @@
 
 mod bench;
 mod common;
+mod image;
 mod replay;
 mod serve;
 mod sim;
@@ -41,6 +42,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Serve VM disks over NBD/FUSE through an hvio scheduler (see docs/serve.md).
     Serve(serve::ServeArgs),
+    /// Reshaped images of `hvio serve`: create, info, check, repair, compact (see docs/reshaped-image.md).
+    Image(image::ImageArgs),
     /// Replay a block trace under a host scheduler: per-VM table (see docs/traces.md).
     Replay(replay::ReplayArgs),
     /// Replay a DiskSim validation trace on a DiskSim disk description: demerit vs the real disk.
@@ -105,6 +108,7 @@ fn main() {
         Command::Bench(a) => bench::bench(a),
         Command::Trace(a) => trace::trace(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Image(a) => image::image(a),
         Command::Replay(a) => replay::replay_cmd(a),
         Command::ValidateDisk(a) => validate_disk::validate_disk(a),
     };

@@ -435,7 +435,7 @@ fn uring_sqe(store: &Store, job: &IoJob, inline_writes: bool) -> Option<(io_urin
     if job.kind.writes() && disk.read_only {
         return None;
     }
-    if job.kind != IoKind::Flush && job.offset.checked_add(job.len).is_none_or(|e| e > disk.size) {
+    if job.kind != IoKind::Flush && job.offset.checked_add(job.len).is_none_or(|e| e > disk.span) {
         return None;
     }
     if job.len > i32::MAX as u64 {

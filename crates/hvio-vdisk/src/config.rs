@@ -93,6 +93,19 @@ pub enum StoreKind {
     Emulator,
 }
 
+/// How a VM's disk is laid out in its backing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// Disk byte n is file byte n (of the VM's region).
+    #[default]
+    Raw,
+    /// A reshaped image (paper 001): writes appended to a metadata or a data
+    /// region through a remap table, with a log and checkpoints (see
+    /// `docs/reshaped-image.md`). The VM needs an `image` file of its own.
+    Reshaped,
+}
+
 /// How real I/O is issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -144,6 +157,12 @@ pub struct StoreConfig {
     /// Crash-consistency tests only: hold plain writes in memory until FLUSH
     /// (see `volatile.rs`). Never for real data.
     pub volatile_test: Option<crate::volatile::VolatileConfig>,
+    /// Every VM's layout, unless the VM sets its own.
+    #[serde(default)]
+    pub layout: Layout,
+    /// The reshape keys (`hvio_reshape::ReshapeConfig`) for images this
+    /// daemon creates, unless the VM sets its own.
+    pub reshape: Option<hvio_reshape::ReshapeConfig>,
 }
 
 fn yes() -> bool {
@@ -330,6 +349,10 @@ pub struct VmConfig {
     pub exports: Option<Vec<ExportKind>>,
     #[serde(default)]
     pub read_only: bool,
+    /// This VM's layout (default: `[store] layout`).
+    pub layout: Option<Layout>,
+    /// The reshape keys for its image if this daemon creates it (default: `[store] reshape`).
+    pub reshape: Option<hvio_reshape::ReshapeConfig>,
 }
 
 fn default_weight() -> u32 {
@@ -667,6 +690,33 @@ impl Config {
                     "needed when [store] has no `path`",
                 ));
             }
+            if self.layout_of(vm) == Layout::Reshaped {
+                if vm.image.is_none() {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        "layout",
+                        "reshaped",
+                        "a reshaped image is a file of its own: set `image`",
+                    ));
+                }
+                if self.store.kind != StoreKind::File {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        "layout",
+                        "reshaped",
+                        "needs [store] kind = \"file\"",
+                    ));
+                }
+                if vm.image.as_ref().is_some_and(|p| !p.exists()) {
+                    // Checked now, so `--check` finds a bad key before the image is made.
+                    self.reshape_config(vm).layout(vm.size.0).map_err(|e| match e {
+                        ConfigError::InvalidValue { key, value, reason, .. } => {
+                            ConfigError::invalid(format!("{ctx} reshape"), key, value, reason)
+                        }
+                        e => e,
+                    })?;
+                }
+            }
             if let Some(ex) = &vm.exports {
                 for e in ex {
                     if *e == ExportKind::Fuse && self.fuse.is_none() {
@@ -824,6 +874,23 @@ impl Config {
                 }
             })
             .collect()
+    }
+
+    /// `vm`'s layout.
+    pub fn layout_of(&self, vm: &VmConfig) -> Layout {
+        vm.layout.unwrap_or(self.store.layout)
+    }
+
+    /// The reshape keys for `vm`'s image, were this daemon to create it: a
+    /// fresh image has no base (unwritten sectors read as zeroes).
+    pub fn reshape_config(&self, vm: &VmConfig) -> hvio_reshape::ReshapeConfig {
+        vm.reshape
+            .clone()
+            .or_else(|| self.store.reshape.clone())
+            .unwrap_or(hvio_reshape::ReshapeConfig {
+                base: false,
+                ..Default::default()
+            })
     }
 
     /// Whether `vm` is served by export `kind`.

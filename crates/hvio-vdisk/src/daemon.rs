@@ -19,6 +19,8 @@ pub enum ServeError {
     Config(#[from] crate::config::ConfError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
     #[error("{what} {path}: {err}")]
     Io {
         what: &'static str,
@@ -60,8 +62,19 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// behind: the sockets bound are removed, and so are the backing files,
 /// directories and request log this start created.
 pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
-    let store = Arc::new(Store::open(cfg)?);
-    let mut created = store.created.clone();
+    let mut created = Vec::new();
+    if let Err(e) = create_images(cfg, &mut created) {
+        crate::store::remove_created(&created);
+        return Err(e);
+    }
+    let store = match Store::open(cfg) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            crate::store::remove_created(&created);
+            return Err(e.into());
+        }
+    };
+    created.extend(store.created.iter().cloned());
     let r = match start_scheduler(cfg, store, &mut created) {
         Ok((mut running, rotational)) => match running.open_exports(cfg, rotational, &mut created).await {
             Ok(()) => return Ok(running),
@@ -74,6 +87,23 @@ pub async fn start(cfg: &Config) -> Result<Running, ServeError> {
     };
     crate::store::remove_created(&created);
     r
+}
+
+/// Make the reshaped images that do not exist yet (with `[store] create`).
+fn create_images(cfg: &Config, created: &mut Vec<PathBuf>) -> Result<(), ServeError> {
+    for vm in &cfg.vms {
+        let Some(path) = vm.image.as_ref() else { continue };
+        if cfg.layout_of(vm) != crate::config::Layout::Reshaped || path.exists() || !cfg.store.create {
+            continue;
+        }
+        if let Some(dir) = path.parent() {
+            crate::store::create_dirs(dir, created).map_err(io_err("create directory", dir.display()))?;
+        }
+        let sb = crate::image::create(path, vm.size.0, cfg.reshape_config(vm))?;
+        created.push(path.clone());
+        tracing::info!(vm = %vm.name, image = %path.display(), bytes = sb.file_bytes(), "reshaped image created");
+    }
+    Ok(())
 }
 
 /// The backend and the scheduler thread; returns whether the store is rotational.
@@ -172,6 +202,14 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
         .filter(|s| s.at == 0)
         .map_or(&cfg.scheduler.name, |s| &s.host)
         .clone();
+    let mut images = Vec::with_capacity(cfg.vms.len());
+    for (i, vm) in cfg.vms.iter().enumerate() {
+        images.push(if cfg.layout_of(vm) == crate::config::Layout::Reshaped {
+            Some(Arc::new(crate::reshaped::ReshapedDisk::open(store.clone(), i)?))
+        } else {
+            None
+        });
+    }
     let (engine, engine_thread) = engine::spawn(
         EngineSetup {
             store: store.clone(),
@@ -189,12 +227,16 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
                 .map(|o| o.check())
                 .transpose()
                 .map_err(|e| ServeError::Other(e.to_string()))?,
+            images: images.clone(),
         },
         tx,
         rx,
         backend,
     )
     .map_err(ServeError::Other)?;
+    for img in images.iter().flatten() {
+        img.attach(engine.clone());
+    }
     tracing::info!(scheduler = %first, depth, rotational, vms = cfg.vms.len(), "scheduler running");
 
     let (shutdown, _) = watch::channel(false);

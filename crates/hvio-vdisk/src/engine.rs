@@ -17,6 +17,7 @@ use crate::nbd::ring::RingConn;
 use crate::online::{Online, Watcher};
 use crate::plan::{Plan, PlanStatus, Reason, Step, SwitchRecord};
 use crate::poll::{AdaptivePoll, PollConfig};
+use crate::reshaped::{ReshapedDisk, Shape};
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -157,6 +158,9 @@ pub enum Control {
 
 pub enum Msg {
     Submit(IoJob),
+    /// A job of a reshaped image's own (see [`crate::reshaped`]), presented
+    /// to the scheduler as `shape` says.
+    Stage(IoJob, Shape),
     Done {
         id: u64,
         result: IoResult,
@@ -223,6 +227,15 @@ impl EngineHandle {
         self.send(Msg::Control(c)).is_ok()
     }
 
+    /// Queue a reshaped image's job (see [`Msg::Stage`]).
+    pub(crate) fn submit_stage(&self, job: IoJob, shape: Shape) {
+        if let Err(e) = self.send(Msg::Stage(job, shape)) {
+            if let Msg::Stage(job, _) = e.0 {
+                job.finish(Err(libc::ESHUTDOWN));
+            }
+        }
+    }
+
     /// Drain, sync and stop the engine; waits for it.
     pub fn shutdown(&self) -> IoResult {
         let (tx, rx) = oneshot::channel();
@@ -248,6 +261,8 @@ pub struct EngineSetup {
     pub plan: Vec<Step>,
     /// The online mode (`[online]`).
     pub online: Option<Online>,
+    /// Per VM: its reshaped image, if its layout is `reshaped`.
+    pub images: Vec<Option<Arc<ReshapedDisk>>>,
 }
 
 /// Who is told when a switch is done.
@@ -326,6 +341,7 @@ struct Engine {
     iolog: Option<IoLog>,
     poll: AdaptivePoll,
     faults: Arc<Faults>,
+    images: Vec<Option<Arc<ReshapedDisk>>>,
 }
 
 /// Start the engine thread with `backend` (built with the notifier that
@@ -396,6 +412,7 @@ pub(crate) fn spawn_with(
         iolog: setup.iolog,
         poll: AdaptivePoll::new(if waker.is_some() { setup.poll } else { PollConfig::OFF }),
         faults: faults.clone(),
+        images: setup.images,
     };
     let handle = std::thread::Builder::new()
         .name("hvio-sched".into())
@@ -476,6 +493,11 @@ impl Engine {
             }
             if self.shutdown.is_some() && self.idle() {
                 let r = self.store.sync_all();
+                if r.is_ok() {
+                    for img in self.images.iter().flatten() {
+                        img.mark_clean();
+                    }
+                }
                 self.backend.stop();
                 if let Some(log) = self.iolog.take() {
                     if let Err(e) = log.finish() {
@@ -642,7 +664,10 @@ impl Engine {
     }
 
     fn idle(&self) -> bool {
-        self.waiting.is_empty() && self.inflight.is_empty() && !self.sched.switching()
+        self.waiting.is_empty()
+            && self.inflight.is_empty()
+            && !self.sched.switching()
+            && self.images.iter().flatten().all(|i| i.quiet())
     }
 
     fn handle(&mut self, m: Msg) {
@@ -652,7 +677,14 @@ impl Engine {
                 if let Some(log) = &mut self.iolog {
                     log.record(now, job.vm, job.kind, job.offset, job.len, job.fua);
                 }
-                self.insert(job, now);
+                match self.images.get(job.vm) {
+                    Some(Some(img)) => img.clone().submit(job),
+                    _ => self.insert(job, now, None),
+                }
+            }
+            Msg::Stage(job, shape) => {
+                let now = self.now();
+                self.insert(job, now, Some(shape));
             }
             Msg::Done { id, result } => self.done(id, result),
             Msg::Control(c) => self.control(c),
@@ -671,11 +703,16 @@ impl Engine {
                     p.abort_connections();
                 }
             }
-            Msg::Shutdown(tx) => self.shutdown = Some(tx),
+            Msg::Shutdown(tx) => {
+                for img in self.images.iter().flatten() {
+                    img.close();
+                }
+                self.shutdown = Some(tx);
+            }
         }
     }
 
-    fn insert(&mut self, job: IoJob, arrival: Nanos) {
+    fn insert(&mut self, job: IoJob, arrival: Nanos, shape: Option<Shape>) {
         let vm = job.vm;
         if vm >= self.store.disks.len() {
             job.finish(Err(libc::EINVAL));
@@ -702,6 +739,11 @@ impl Engine {
         // A VM's direct I/O is synchronous from the host's point of view.
         rq.sync = true;
         rq.fua = job.fua;
+        if let Some(sh) = shape {
+            rq.sync = sh.sync;
+            rq.meta = sh.meta;
+            rq.class = sh.class;
+        }
         self.stats[vm].queued += 1;
         self.waiting.insert(id, (rq, job));
         if let Some(w) = self.online.as_mut() {
@@ -976,12 +1018,11 @@ impl Engine {
             }
             Control::Metrics(tx) => {
                 let st = self.status();
-                let _ = tx.send(render_prometheus(
-                    &st,
-                    &self.stats,
-                    self.dispatched,
-                    self.backend_errors,
-                ));
+                let mut text = render_prometheus(&st, &self.stats, self.dispatched, self.backend_errors);
+                for img in self.images.iter().flatten() {
+                    img.prometheus(&mut text);
+                }
+                let _ = tx.send(text);
             }
         }
     }
@@ -1121,6 +1162,7 @@ mod tests {
             poll: PollConfig::OFF,
             plan: Vec::new(),
             online: None,
+            images: Vec::new(),
         };
         let (engine, thread) = spawn_with(setup, sched, tx, rx, backend).unwrap();
         let (done_tx, done_rx) = std::sync::mpsc::channel();

@@ -54,7 +54,11 @@ pub struct Disk {
     pub name: String,
     pub file: usize,
     pub base: u64,
+    /// The guest-visible disk, bytes.
     pub size: u64,
+    /// Bytes of the backing file the VM owns from `base`: `size`, or the
+    /// whole image file of a reshaped layout (whose jobs address the file).
+    pub span: u64,
     pub read_only: bool,
     /// Position of the disk's first byte in the address space the scheduler
     /// sees (backing files laid end to end).
@@ -412,7 +416,10 @@ impl Store {
         let mut need = vec![0u64; paths.len()];
         let mut writable = vec![false; paths.len()];
         for (vm, p) in cfg.vms.iter().zip(&places) {
-            need[p.file] = need[p.file].max(p.base + vm.size.0);
+            // A reshaped image is sized by its superblock (made before this).
+            if cfg.layout_of(vm) != crate::config::Layout::Reshaped {
+                need[p.file] = need[p.file].max(p.base + vm.size.0);
+            }
             writable[p.file] |= !vm.read_only;
         }
         let mut files = Vec::with_capacity(paths.len());
@@ -441,7 +448,8 @@ impl Store {
         let mut disks = Vec::new();
         for (vm, p) in cfg.vms.iter().zip(&places) {
             let f = &files[p.file];
-            if f.size < p.base + vm.size.0 {
+            let reshaped = cfg.layout_of(vm) == crate::config::Layout::Reshaped;
+            if f.size < p.base + vm.size.0 && !reshaped {
                 return Err(StoreError::TooSmall {
                     path: f.path.clone(),
                     vm: vm.name.clone(),
@@ -454,6 +462,7 @@ impl Store {
                 file: p.file,
                 base: p.base,
                 size: vm.size.0,
+                span: if reshaped { f.size } else { vm.size.0 },
                 read_only: vm.read_only,
                 phys_base: file_phys[p.file] + p.base,
             });
@@ -523,7 +532,7 @@ impl Store {
         if kind.writes() && d.read_only {
             return Err(libc::EPERM);
         }
-        if kind != IoKind::Flush && offset.checked_add(len).is_none_or(|end| end > d.size) {
+        if kind != IoKind::Flush && offset.checked_add(len).is_none_or(|end| end > d.span) {
             return Err(libc::EINVAL);
         }
         let f = &self.files[d.file];

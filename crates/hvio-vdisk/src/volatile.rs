@@ -27,6 +27,42 @@ pub struct VolatileConfig {
     /// Negative control: FLUSH does not write the held data.
     #[serde(default)]
     pub ignore_flush: bool,
+    /// Negative control for a reshaped image: break its durability order.
+    #[serde(default)]
+    pub image_fault: Option<ImageFault>,
+    /// A reshaped image ends the process (as `kill -9`) in the middle of the
+    /// `crash_after`-th I/O of this kind, half of it written.
+    #[serde(default)]
+    pub crash_in: Option<CrashPoint>,
+    #[serde(default = "default_crash_after")]
+    pub crash_after: u64,
+}
+
+/// Ways to break a reshaped image's durability order, which the crash
+/// campaign must catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageFault {
+    /// The cache flush before a commit is done after the log write instead.
+    CommitBeforeData,
+    /// The cache flush before a commit is skipped.
+    NoFlushSync,
+    /// Checkpoint writes are acknowledged and never written.
+    LostCheckpoint,
+}
+
+/// Where a reshaped image's test crash happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrashPoint {
+    /// Writing a checkpoint.
+    Checkpoint,
+    /// Writing a cleaning copy.
+    Clean,
+}
+
+fn default_crash_after() -> u64 {
+    1
 }
 
 fn default_p() -> f64 {
@@ -60,6 +96,10 @@ impl VolatileCache {
             held: Mutex::new((Vec::new(), cfg.seed | 1)),
             cfg,
         }
+    }
+
+    pub fn config(&self) -> &VolatileConfig {
+        &self.cfg
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<Held>, u64)> {

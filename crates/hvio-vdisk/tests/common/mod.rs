@@ -64,7 +64,11 @@ pub struct Daemon {
 impl Daemon {
     /// Start from a TOML text in which `@DIR@` stands for a fresh temporary directory.
     pub fn start(toml: &str) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
+        Daemon::start_in(toml, tempfile::tempdir().unwrap())
+    }
+
+    /// Start in `dir` (a directory a stopped daemon left, say).
+    pub fn start_in(toml: &str, dir: tempfile::TempDir) -> Daemon {
         let text = toml.replace("@DIR@", dir.path().to_str().unwrap());
         let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,0 +1,616 @@
+//! A reshaped image in service: the host-path stage between a VM's export
+//! and the host scheduler (paper 001 §III: the sequentializer in front of
+//! the image, its cleaner, write-ahead log and recovery).
+//!
+//! Guest requests of a VM whose layout is `reshaped` go to its
+//! [`ReshapedDisk`] instead of the scheduler. The disk hands them to its
+//! [`Reshaper`] (the sans-I/O state machine of `hvio-reshape`) and turns every
+//! I/O the reshaper asks for into a job on the image file, which goes through
+//! the host scheduler like any request of that VM: guest data writes
+//! asynchronous, reads, log and checkpoint writes and cache flushes
+//! synchronous, cleaning in the idle class. A completed job goes back to the
+//! reshaper; the guest's request is answered when the reshaper says it is
+//! done. A cache flush is one `fdatasync` of the image file; a log or
+//! checkpoint write is a FUA write (`RWF_DSYNC`). `docs/reshaped-image.md`
+//! has the durability contract this keeps.
+
+use crate::buf::AlignedBuf;
+use crate::engine::EngineHandle;
+use crate::image::{self, ImageError, Superblock};
+use crate::io::{IoJob, IoKind, IoResult};
+use crate::store::Store;
+use crate::volatile::{CrashPoint, ImageFault};
+use hvio_core::{IoClass, Op, Request, RequestId, SECTOR_BYTES};
+use hvio_reshape::reshaper::{Event, Io, IoKind as RIoKind, Payload};
+use hvio_reshape::{Region, Reshaper};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// How a job of the image file is presented to the host scheduler.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub class: IoClass,
+    pub sync: bool,
+    pub meta: bool,
+}
+
+/// What recovery found when the disk was opened.
+#[derive(Clone, Debug)]
+pub struct Recovered {
+    pub clean: bool,
+    pub transactions: u64,
+    pub entries: u64,
+    pub checkpoint_seq: Option<u64>,
+    pub discarded: Option<String>,
+    pub took: Duration,
+    pub bytes_read: u64,
+}
+
+/// Counters shown in `/metrics`.
+#[derive(Default)]
+struct Counters {
+    guest_flushes: AtomicU64,
+    fdatasyncs: AtomicU64,
+    fua_writes: AtomicU64,
+    image_ios: AtomicU64,
+    image_errors: AtomicU64,
+}
+
+/// A guest request the reshaper is serving (in one or two parts).
+struct Guest {
+    /// `None` for the disk's own flush at shutdown.
+    job: Option<IoJob>,
+    parts: u32,
+    result: IoResult,
+}
+
+struct State {
+    reshaper: Reshaper,
+    next_key: u64,
+    guests: HashMap<u64, Guest>,
+    /// I/O in flight, kept for its payload.
+    ios: HashMap<u64, Io>,
+    /// Data of cleaning reads, until the cleaning writes naming them are issued.
+    clean_data: HashMap<u64, AlignedBuf>,
+    /// Per region: whether the cleaner's last I/O was a write (a read after
+    /// one starts a new victim, so older read data is no longer named).
+    clean_writing: [bool; 2],
+    /// An image I/O failed: every request fails from now on (the table
+    /// might name data that never reached the file).
+    failed: Option<i32>,
+    checkpoints_issued: u64,
+    clean_writes_issued: u64,
+    /// I/O a test fault completes without doing it.
+    skipped: Vec<u64>,
+}
+
+/// One VM's reshaped image, served.
+pub struct ReshapedDisk {
+    pub vm: usize,
+    pub name: String,
+    path: std::path::PathBuf,
+    file: usize,
+    header: u64,
+    superblock: Mutex<Superblock>,
+    pub recovered: Recovered,
+    state: Mutex<State>,
+    engine: OnceLock<EngineHandle>,
+    fault: Option<ImageFault>,
+    crash: Option<(CrashPoint, u64)>,
+    store: Arc<Store>,
+    counters: Counters,
+}
+
+type Finished = Vec<(IoJob, IoResult)>;
+
+fn finish(done: Finished) {
+    for (job, r) in done {
+        job.finish(r);
+    }
+}
+
+impl ReshapedDisk {
+    /// Open VM `vm`'s image in `store`: read and check the superblock,
+    /// recover the table from the checkpoints and the log (refusing damage
+    /// recovery would have to guess about), then mark the image in use (the
+    /// clean flag cleared, durably) before any write.
+    pub fn open(store: Arc<Store>, vm: usize) -> Result<ReshapedDisk, ImageError> {
+        let disk = &store.disks[vm];
+        let bf = &store.files[disk.file];
+        let path = bf.path.clone();
+        let opened = image::recover(&path, &bf.buffered)?;
+        if let Some(d) = &opened.damage {
+            return Err(ImageError::Repairable {
+                path: path.clone(),
+                problem: d.clone(),
+            });
+        }
+        let mut sb = opened.superblock.clone();
+        if sb.disk_bytes != disk.size {
+            return Err(ImageError::Bad {
+                path,
+                problem: format!(
+                    "holds a disk of {} bytes; VM `{}` is configured with size {}",
+                    sb.disk_bytes, disk.name, disk.size
+                ),
+            });
+        }
+        let recovered = Recovered {
+            clean: sb.clean,
+            transactions: opened.report.transactions_replayed,
+            entries: opened.report.entries_replayed,
+            checkpoint_seq: opened.report.checkpoint_seq,
+            discarded: opened.report.log_end.as_ref().map(|e| e.to_string()),
+            took: opened.took,
+            bytes_read: opened.bytes_read,
+        };
+        if sb.clean {
+            tracing::info!(
+                vm = %disk.name,
+                image = %path.display(),
+                transactions = recovered.transactions,
+                took_ms = recovered.took.as_secs_f64() * 1e3,
+                "reshaped image opened (stopped cleanly)"
+            );
+        } else {
+            tracing::warn!(
+                vm = %disk.name,
+                image = %path.display(),
+                checkpoint = ?recovered.checkpoint_seq,
+                transactions_replayed = recovered.transactions,
+                entries_replayed = recovered.entries,
+                log_end = recovered.discarded.as_deref().unwrap_or("end of log"),
+                table_extents = opened.report.table_extents,
+                took_ms = recovered.took.as_secs_f64() * 1e3,
+                "reshaped image recovered after an unclean stop: committed transactions replayed, the uncommitted one discarded, free space rebuilt"
+            );
+        }
+        if !disk.read_only {
+            sb.clean = false;
+            sb.generation += 1;
+            image::write_superblock(&path, &bf.buffered, &sb)?;
+        }
+        let (fault, crash) = match &store.volatile {
+            Some(v) => (
+                v.config().image_fault,
+                v.config().crash_in.map(|c| (c, v.config().crash_after)),
+            ),
+            None => (None, None),
+        };
+        Ok(ReshapedDisk {
+            vm,
+            name: disk.name.clone(),
+            file: disk.file,
+            header: sb.header_bytes,
+            superblock: Mutex::new(sb),
+            recovered,
+            state: Mutex::new(State {
+                reshaper: opened.reshaper,
+                next_key: 1,
+                guests: HashMap::new(),
+                ios: HashMap::new(),
+                clean_data: HashMap::new(),
+                clean_writing: [false; 2],
+                failed: None,
+                checkpoints_issued: 0,
+                clean_writes_issued: 0,
+                skipped: Vec::new(),
+            }),
+            engine: OnceLock::new(),
+            fault,
+            crash,
+            path,
+            store,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The engine the image's I/O goes to (set once it runs).
+    pub fn attach(&self, engine: EngineHandle) {
+        let _ = self.engine.set(engine);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Serve a guest request.
+    pub fn submit(self: &Arc<Self>, job: IoJob) {
+        let mut done = Finished::new();
+        {
+            let mut st = self.lock();
+            self.take(&mut st, job, &mut done);
+            self.drain(&mut st, &mut done);
+        }
+        finish(done);
+    }
+
+    fn take(self: &Arc<Self>, st: &mut State, mut job: IoJob, done: &mut Finished) {
+        if let Some(e) = st.failed {
+            done.push((job, Err(e)));
+            return;
+        }
+        let (op, fua_flush) = match job.kind {
+            IoKind::Read => (Op::Read, false),
+            IoKind::Write => (Op::Write, false),
+            IoKind::Flush => (Op::Flush, false),
+            // A trim or a write-zeroes reads back as zeroes once its entry
+            // is in the table; with FUA it also waits for a commit.
+            IoKind::Trim | IoKind::WriteZeroes { .. } => (Op::Discard, job.fua),
+        };
+        if op == Op::Flush {
+            self.counters.guest_flushes.fetch_add(1, Ordering::Relaxed);
+        }
+        if job.kind.writes() && self.store.disks[self.vm].read_only {
+            done.push((job, Err(libc::EPERM)));
+            return;
+        }
+        if op != Op::Flush {
+            if !job.offset.is_multiple_of(SECTOR_BYTES) || !job.len.is_multiple_of(SECTOR_BYTES) {
+                // The table maps whole sectors.
+                done.push((job, Err(libc::EINVAL)));
+                return;
+            }
+            if job.len == 0 {
+                done.push((job, Ok(())));
+                return;
+            }
+            if job.len / SECTOR_BYTES > u32::MAX as u64 {
+                done.push((job, Err(libc::EINVAL)));
+                return;
+            }
+        }
+        if op == Op::Read {
+            // The reshaper reads only mapped pieces; the rest is zeroes.
+            job.buf.as_mut_slice().fill(0);
+        }
+        let key = st.next_key;
+        st.next_key += 1;
+        let mut first = Request::new(
+            key * 2,
+            self.vm as u32,
+            op,
+            job.offset / SECTOR_BYTES,
+            (job.len / SECTOR_BYTES) as u32,
+            0,
+        );
+        first.fua = job.fua && op == Op::Write;
+        first.meta = false;
+        let mut batch = vec![first];
+        if fua_flush || (job.fua && op == Op::Flush) {
+            batch.push(Request::new(key * 2 + 1, self.vm as u32, Op::Flush, 0, 0, 0));
+        }
+        match st.reshaper.submit(&batch) {
+            Ok(()) => {
+                st.guests.insert(
+                    key,
+                    Guest {
+                        job: Some(job),
+                        parts: batch.len() as u32,
+                        result: Ok(()),
+                    },
+                );
+            }
+            Err(e) => {
+                tracing::debug!(vm = %self.name, error = %e, "request refused by the reshaper");
+                done.push((job, Err(libc::EINVAL)));
+            }
+        }
+    }
+
+    /// Take the reshaper's events: start its I/O, answer finished requests.
+    fn drain(self: &Arc<Self>, st: &mut State, done: &mut Finished) {
+        loop {
+            let Some(ev) = st.reshaper.poll() else {
+                let Some(id) = st.skipped.pop() else { break };
+                st.ios.remove(&id);
+                if let Err(e) = st.reshaper.complete(id) {
+                    tracing::error!(vm = %self.name, error = %e, "reshaper refused a completion");
+                }
+                continue;
+            };
+            match ev {
+                Event::Io(io) => self.issue(st, io),
+                Event::Done(rq) => self.part_done(st, rq, Ok(()), done),
+                Event::Failed(rq, e) => {
+                    tracing::warn!(vm = %self.name, error = %e, "reshaped image: request failed");
+                    self.part_done(st, rq, Err(libc::ENOSPC), done)
+                }
+            }
+        }
+    }
+
+    fn part_done(&self, st: &mut State, rq: RequestId, r: IoResult, done: &mut Finished) {
+        let key = rq / 2;
+        let Some(g) = st.guests.get_mut(&key) else { return };
+        g.parts -= 1;
+        if g.result.is_ok() {
+            g.result = r;
+        }
+        if g.parts == 0 {
+            let g = st.guests.remove(&key).expect("present");
+            if let Some(job) = g.job {
+                done.push((job, g.result));
+            }
+        }
+    }
+
+    /// Start one I/O of the reshaper on the image file, through the scheduler.
+    fn issue(self: &Arc<Self>, st: &mut State, io: Io) {
+        let len = io.sectors * SECTOR_BYTES;
+        let offset = self.header + io.sector * SECTOR_BYTES;
+        let (kind, buf) = match io.op {
+            Op::Read => (IoKind::Read, AlignedBuf::zeroed(len as usize)),
+            Op::Flush => (IoKind::Flush, AlignedBuf::empty()),
+            _ => {
+                let mut b = AlignedBuf::zeroed(len as usize);
+                fill(st, &io.payload, b.as_mut_slice());
+                (IoKind::Write, b)
+            }
+        };
+        if let RIoKind::CleanRead(r) | RIoKind::CleanWrite(r) = io.kind {
+            let writing = matches!(io.kind, RIoKind::CleanWrite(_));
+            let i = region_index(r);
+            if !writing && st.clean_writing[i] {
+                // A new victim: the previous one's reads are no longer named.
+                st.clean_data.clear();
+            }
+            st.clean_writing[i] = writing;
+        }
+        match io.kind {
+            RIoKind::Flush => {
+                self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+            }
+            RIoKind::Log | RIoKind::Checkpoint => {
+                self.counters.fua_writes.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        self.counters.image_ios.fetch_add(1, Ordering::Relaxed);
+        let rq = io.request(0, self.vm as u32, 0);
+        let shape = Shape {
+            class: rq.class,
+            sync: rq.sync,
+            meta: rq.meta,
+        };
+        let id = io.id;
+        let fua = io.fua;
+        // Test-only faults and crash points (`[store] volatile_test`).
+        let skip = self.inject(st, &io, &buf);
+        st.ios.insert(id, io);
+        if skip {
+            // Completed without reaching the file, as the fault says.
+            st.skipped.push(id);
+            return;
+        }
+        let me = self.clone();
+        let job = IoJob {
+            vm: self.vm,
+            kind,
+            offset,
+            len: if kind == IoKind::Flush { 0 } else { len },
+            fua,
+            buf,
+            done: Box::new(move |r, b| me.io_done(id, r, b)),
+        };
+        self.engine
+            .get()
+            .expect("attached before serving")
+            .submit_stage(job, shape);
+    }
+
+    /// Apply a test fault to `io`: `Some(true)` completes it without doing
+    /// it (`true`); a crash point ends the process (as `kill -9` would) after writing
+    /// part of the I/O.
+    fn inject(&self, st: &mut State, io: &Io, buf: &AlignedBuf) -> bool {
+        if let Some((point, after)) = self.crash {
+            let hit = match (point, io.kind) {
+                (CrashPoint::Checkpoint, RIoKind::Checkpoint) => {
+                    st.checkpoints_issued += 1;
+                    st.checkpoints_issued >= after
+                }
+                (CrashPoint::Clean, RIoKind::CleanWrite(_)) => {
+                    st.clean_writes_issued += 1;
+                    st.clean_writes_issued >= after
+                }
+                _ => false,
+            };
+            if hit {
+                let half = (buf.len() / 2) as u64 / SECTOR_BYTES * SECTOR_BYTES;
+                let f = &self.store.files[self.file];
+                let _ = std::os::unix::fs::FileExt::write_all_at(
+                    &f.buffered,
+                    &buf.as_slice()[..half as usize],
+                    self.header + io.sector * SECTOR_BYTES,
+                );
+                tracing::error!(vm = %self.name, ?point, "volatile_test crash point reached: the process ends now");
+                // SAFETY: ends the process at once, as kill -9 would.
+                unsafe { libc::_exit(137) };
+            }
+        }
+        matches!(
+            (self.fault, io.kind),
+            (Some(ImageFault::NoFlushSync), RIoKind::Flush)
+                | (Some(ImageFault::LostCheckpoint), RIoKind::Checkpoint)
+                // The log reaches the file before the data it names is durable.
+                | (Some(ImageFault::CommitBeforeData), RIoKind::Flush)
+        )
+    }
+
+    /// A job of the image file finished.
+    fn io_done(self: &Arc<Self>, id: u64, r: IoResult, buf: AlignedBuf) {
+        let mut done = Finished::new();
+        {
+            let mut st = self.lock();
+            let Some(io) = st.ios.remove(&id) else { return };
+            if let Err(e) = r {
+                self.counters.image_errors.fetch_add(1, Ordering::Relaxed);
+                if st.failed.is_none() {
+                    tracing::error!(
+                        vm = %self.name,
+                        image = %self.path.display(),
+                        error = %std::io::Error::from_raw_os_error(e),
+                        io = ?io.kind,
+                        "image I/O failed: the disk fails every request from now on"
+                    );
+                }
+                st.failed = Some(e);
+                for (_, g) in st.guests.drain() {
+                    if let Some(job) = g.job {
+                        done.push((job, Err(e)));
+                    }
+                }
+            } else {
+                match (&io.kind, &io.payload) {
+                    (RIoKind::GuestRead, Payload::Guest(slices)) => {
+                        let mut at = 0usize;
+                        for s in slices {
+                            let n = (s.sectors * SECTOR_BYTES) as usize;
+                            if let Some(Guest { job: Some(job), .. }) = st.guests.get_mut(&(s.request / 2)) {
+                                let from = (s.offset * SECTOR_BYTES) as usize;
+                                job.buf.as_mut_slice()[from..from + n].copy_from_slice(&buf.as_slice()[at..at + n]);
+                            }
+                            at += n;
+                        }
+                    }
+                    (RIoKind::CleanRead(_), _) => {
+                        st.clean_data.insert(id, buf);
+                    }
+                    _ => {}
+                }
+                if self.fault == Some(ImageFault::CommitBeforeData) && io.kind == RIoKind::Log {
+                    // The skipped cache flush, late: after the log write.
+                    let _ = self.store.files[self.file].sync();
+                }
+                if let Err(e) = st.reshaper.complete(id) {
+                    tracing::error!(vm = %self.name, error = %e, "reshaper refused a completion");
+                }
+            }
+            if st.failed.is_none() {
+                self.drain(&mut st, &mut done);
+            }
+        }
+        finish(done);
+    }
+
+    /// Commit everything (shutdown): a flush of the disk's own.
+    pub fn close(self: &Arc<Self>) {
+        let mut done = Finished::new();
+        {
+            let mut st = self.lock();
+            if st.failed.is_some() {
+                return;
+            }
+            let key = st.next_key;
+            st.next_key += 1;
+            let rq = Request::new(key * 2, self.vm as u32, Op::Flush, 0, 0, 0);
+            if st.reshaper.submit(&[rq]).is_ok() {
+                st.guests.insert(
+                    key,
+                    Guest {
+                        job: None,
+                        parts: 1,
+                        result: Ok(()),
+                    },
+                );
+            }
+            self.drain(&mut st, &mut done);
+        }
+        finish(done);
+    }
+
+    /// Nothing in flight and nothing waiting.
+    pub fn quiet(&self) -> bool {
+        let st = self.lock();
+        st.failed.is_some() || (st.reshaper.io_outstanding() == 0 && st.reshaper.guest_outstanding() == 0)
+    }
+
+    /// After the final flush: mark the image cleanly stopped (only if every
+    /// write is committed and nothing failed).
+    pub fn mark_clean(&self) {
+        let st = self.lock();
+        if st.failed.is_some() || st.reshaper.guest_outstanding() > 0 || self.store.disks[self.vm].read_only {
+            return;
+        }
+        let mut sb = self.superblock.lock().unwrap_or_else(|p| p.into_inner());
+        sb.clean = true;
+        if let Err(e) = image::write_superblock(&self.path, &self.store.files[self.file].buffered, &sb) {
+            tracing::error!(error = %e, "could not mark the image cleanly stopped");
+        }
+    }
+
+    /// Prometheus lines for this image.
+    pub fn prometheus(&self, out: &mut String) {
+        let st = self.lock();
+        let s = st.reshaper.stats();
+        let vm = &self.name;
+        let c = &self.counters;
+        let mut line = |name: &str, v: f64| {
+            let _ = writeln!(out, "hvio_image_{name}{{vm=\"{vm}\"}} {v}");
+        };
+        line("guest_flushes_total", c.guest_flushes.load(Ordering::Relaxed) as f64);
+        line("fdatasyncs_total", c.fdatasyncs.load(Ordering::Relaxed) as f64);
+        line("fua_writes_total", c.fua_writes.load(Ordering::Relaxed) as f64);
+        line("ios_total", c.image_ios.load(Ordering::Relaxed) as f64);
+        line("io_errors_total", c.image_errors.load(Ordering::Relaxed) as f64);
+        line("commits_total", s.commits as f64);
+        line("checkpoints_total", s.checkpoints as f64);
+        line("segments_cleaned_total", s.segments_cleaned as f64);
+        line("clean_write_bytes_total", (s.clean_write_sectors * SECTOR_BYTES) as f64);
+        line(
+            "guest_write_bytes_total",
+            ((s.guest_write_sectors[0] + s.guest_write_sectors[1]) * SECTOR_BYTES) as f64,
+        );
+        line("log_bytes_total", s.log_bytes as f64);
+        line("checkpoint_bytes_total", s.checkpoint_bytes as f64);
+        line("write_amplification", s.write_amplification());
+        line("table_extents", st.reshaper.table_extents() as f64);
+        line("table_bytes", st.reshaper.table_bytes() as f64);
+        line("free_segments_meta", st.reshaper.free_segments(Region::Meta) as f64);
+        line("free_segments_data", st.reshaper.free_segments(Region::Data) as f64);
+        line("recovery_seconds", self.recovered.took.as_secs_f64());
+        line("recovered_transactions", self.recovered.transactions as f64);
+        line("failed", f64::from(u8::from(st.failed.is_some())));
+    }
+}
+
+fn region_index(r: Region) -> usize {
+    match r {
+        Region::Meta => 0,
+        Region::Data => 1,
+    }
+}
+
+/// The bytes a write carries, from the guest's buffers or cleaning reads.
+fn fill(st: &State, payload: &Payload, out: &mut [u8]) {
+    let mut at = 0usize;
+    match payload {
+        Payload::None => {}
+        Payload::Bytes(b) => out[..b.len()].copy_from_slice(b),
+        Payload::Guest(slices) => {
+            for s in slices {
+                let n = (s.sectors * SECTOR_BYTES) as usize;
+                if let Some(Guest { job: Some(job), .. }) = st.guests.get(&(s.request / 2)) {
+                    let from = (s.offset * SECTOR_BYTES) as usize;
+                    out[at..at + n].copy_from_slice(&job.buf.as_slice()[from..from + n]);
+                }
+                at += n;
+            }
+        }
+        Payload::Copy(slices) => {
+            for s in slices {
+                let n = (s.sectors * SECTOR_BYTES) as usize;
+                if let Some(src) = st.clean_data.get(&s.read) {
+                    let from = (s.offset * SECTOR_BYTES) as usize;
+                    out[at..at + n].copy_from_slice(&src.as_slice()[from..from + n]);
+                } else {
+                    debug_assert!(false, "cleaning read {} gone before its write", s.read);
+                }
+                at += n;
+            }
+        }
+    }
+}
