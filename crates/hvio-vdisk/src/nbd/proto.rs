@@ -3,76 +3,128 @@
 
 use crate::faults::Fault;
 
+/// `NBDMAGIC`: the server's first eight bytes.
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
+/// `IHAVEOPT`: the magic of an option request.
 pub const IHAVEOPT: u64 = 0x4948_4156_454F_5054;
+/// The magic of an option reply.
 pub const OPT_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+/// `NBD_REQUEST_MAGIC`.
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+/// `NBD_SIMPLE_REPLY_MAGIC`.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
 
 // Handshake flags (server) and client flags.
+/// Handshake flag `NBD_FLAG_FIXED_NEWSTYLE`.
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
+/// Handshake flag `NBD_FLAG_NO_ZEROES`.
 pub const FLAG_NO_ZEROES: u16 = 1 << 1;
+/// Client flag `NBD_FLAG_C_FIXED_NEWSTYLE`.
 pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
+/// Client flag `NBD_FLAG_C_NO_ZEROES`.
 pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
 
 // Options.
+/// `NBD_OPT_EXPORT_NAME`.
 pub const OPT_EXPORT_NAME: u32 = 1;
+/// `NBD_OPT_ABORT`.
 pub const OPT_ABORT: u32 = 2;
+/// `NBD_OPT_LIST`.
 pub const OPT_LIST: u32 = 3;
+/// `NBD_OPT_STARTTLS`.
 pub const OPT_STARTTLS: u32 = 5;
+/// `NBD_OPT_INFO`.
 pub const OPT_INFO: u32 = 6;
+/// `NBD_OPT_GO`.
 pub const OPT_GO: u32 = 7;
 
 // Option replies.
+/// `NBD_REP_ACK`.
 pub const REP_ACK: u32 = 1;
+/// `NBD_REP_SERVER`.
 pub const REP_SERVER: u32 = 2;
+/// `NBD_REP_INFO`.
 pub const REP_INFO: u32 = 3;
+/// `NBD_REP_ERR_UNSUP`.
 pub const REP_ERR_UNSUP: u32 = 0x8000_0001;
+/// `NBD_REP_ERR_POLICY`.
 pub const REP_ERR_POLICY: u32 = 0x8000_0002;
+/// `NBD_REP_ERR_INVALID`.
 pub const REP_ERR_INVALID: u32 = 0x8000_0003;
+/// `NBD_REP_ERR_UNKNOWN`.
 pub const REP_ERR_UNKNOWN: u32 = 0x8000_0006;
+/// `NBD_REP_ERR_SHUTDOWN`.
 pub const REP_ERR_SHUTDOWN: u32 = 0x8000_0007;
 
 // Information types.
+/// `NBD_INFO_EXPORT`.
 pub const INFO_EXPORT: u16 = 0;
+/// `NBD_INFO_NAME`.
 pub const INFO_NAME: u16 = 1;
+/// `NBD_INFO_DESCRIPTION`.
 pub const INFO_DESCRIPTION: u16 = 2;
+/// `NBD_INFO_BLOCK_SIZE`.
 pub const INFO_BLOCK_SIZE: u16 = 3;
 
 // Transmission flags.
+/// Transmission flag `NBD_FLAG_HAS_FLAGS`.
 pub const TF_HAS_FLAGS: u16 = 1 << 0;
+/// Transmission flag `NBD_FLAG_READ_ONLY`.
 pub const TF_READ_ONLY: u16 = 1 << 1;
+/// Transmission flag `NBD_FLAG_SEND_FLUSH`.
 pub const TF_SEND_FLUSH: u16 = 1 << 2;
+/// Transmission flag `NBD_FLAG_SEND_FUA`.
 pub const TF_SEND_FUA: u16 = 1 << 3;
+/// Transmission flag `NBD_FLAG_ROTATIONAL`.
 pub const TF_ROTATIONAL: u16 = 1 << 4;
+/// Transmission flag `NBD_FLAG_SEND_TRIM`.
 pub const TF_SEND_TRIM: u16 = 1 << 5;
+/// Transmission flag `NBD_FLAG_SEND_WRITE_ZEROES`.
 pub const TF_SEND_WRITE_ZEROES: u16 = 1 << 6;
+/// Transmission flag `NBD_FLAG_CAN_MULTI_CONN`.
 pub const TF_CAN_MULTI_CONN: u16 = 1 << 8;
 
 // Command flags.
+/// Command flag `NBD_CMD_FLAG_FUA`.
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
+/// Command flag `NBD_CMD_FLAG_NO_HOLE`.
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
 
 // Commands.
+/// Command `NBD_CMD_READ`.
 pub const CMD_READ: u16 = 0;
+/// Command `NBD_CMD_WRITE`.
 pub const CMD_WRITE: u16 = 1;
+/// Command `NBD_CMD_DISC`.
 pub const CMD_DISC: u16 = 2;
+/// Command `NBD_CMD_FLUSH`.
 pub const CMD_FLUSH: u16 = 3;
+/// Command `NBD_CMD_TRIM`.
 pub const CMD_TRIM: u16 = 4;
+/// Command `NBD_CMD_WRITE_ZEROES`.
 pub const CMD_WRITE_ZEROES: u16 = 6;
 
 // Errors.
+/// `NBD_EPERM`: Operation not permitted.
 pub const EPERM: u32 = 1;
+/// `NBD_EIO`: Input/output error.
 pub const EIO: u32 = 5;
+/// `NBD_ENOMEM`: Out of memory.
 pub const ENOMEM: u32 = 12;
+/// `NBD_EINVAL`: Invalid argument.
 pub const EINVAL: u32 = 22;
+/// `NBD_ENOSPC`: No space left.
 pub const ENOSPC: u32 = 28;
+/// `NBD_EOVERFLOW`: Value too large (a request past the end of the export).
 pub const EOVERFLOW: u32 = 75;
+/// `NBD_ENOTSUP`: Not supported.
 pub const ENOTSUP: u32 = 95;
+/// `NBD_ESHUTDOWN`: The server is shutting down.
 pub const ESHUTDOWN: u32 = 108;
 
 /// Block sizes advertised in `NBD_INFO_BLOCK_SIZE`.
 pub const MIN_BLOCK: u32 = 512;
+/// Preferred block size advertised.
 pub const PREFERRED_BLOCK: u32 = 4096;
 /// Largest READ/WRITE payload (32 MiB).
 pub const MAX_PAYLOAD: u32 = 32 << 20;
@@ -83,10 +135,15 @@ pub const REQUEST_LEN: usize = 28;
 /// A request header as received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawRequest {
+    /// Command flags (`NBD_CMD_FLAG_*`).
     pub flags: u16,
+    /// The command (`NBD_CMD_*`).
     pub typ: u16,
+    /// The client's handle, echoed in the reply.
     pub cookie: u64,
+    /// Byte offset into the export.
     pub offset: u64,
+    /// Length in bytes.
     pub length: u32,
 }
 
@@ -109,26 +166,44 @@ pub fn parse_header(b: &[u8; REQUEST_LEN]) -> Option<RawRequest> {
 /// A valid command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
+    /// `NBD_CMD_READ`.
     Read {
+        /// Byte offset.
         offset: u64,
+        /// Length in bytes.
         length: u32,
     },
+    /// `NBD_CMD_WRITE`; its payload follows the header.
     Write {
+        /// Byte offset.
         offset: u64,
+        /// Length in bytes.
         length: u32,
+        /// Durable before the reply (`NBD_CMD_FLAG_FUA`).
         fua: bool,
     },
+    /// `NBD_CMD_DISC`: the client disconnects.
     Disc,
+    /// `NBD_CMD_FLUSH`.
     Flush,
+    /// `NBD_CMD_TRIM`.
     Trim {
+        /// Byte offset.
         offset: u64,
+        /// Length in bytes.
         length: u32,
+        /// Durable before the reply.
         fua: bool,
     },
+    /// `NBD_CMD_WRITE_ZEROES`.
     WriteZeroes {
+        /// Byte offset.
         offset: u64,
+        /// Length in bytes.
         length: u32,
+        /// Durable before the reply.
         fua: bool,
+        /// Write the zeroes rather than punch a hole (`NBD_CMD_FLAG_NO_HOLE`).
         no_hole: bool,
     },
 }
@@ -137,7 +212,9 @@ pub enum Command {
 /// header and must be read and dropped to stay in step with the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reject {
+    /// The NBD error code to answer with.
     pub error: u32,
+    /// Payload bytes to read and drop.
     pub skip: u32,
     /// Why, for the rejection counters.
     pub fault: Fault,
@@ -146,7 +223,9 @@ pub struct Reject {
 /// What the server knows about the export when checking a request.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// The export's size in bytes.
     pub size: u64,
+    /// Whether writes are refused.
     pub read_only: bool,
     /// The client asked for `NBD_INFO_BLOCK_SIZE`, so it must honour
     /// `MIN_BLOCK` alignment (unaligned requests get EINVAL). Otherwise any
@@ -273,7 +352,9 @@ pub fn simple_reply(cookie: u64, error: u32) -> [u8; 16] {
 /// The body of `NBD_OPT_INFO` / `NBD_OPT_GO`: export name and info requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoRequest {
+    /// The export asked for.
     pub name: String,
+    /// The `NBD_INFO_*` items asked for.
     pub infos: Vec<u16>,
 }
 
