@@ -18,13 +18,16 @@ impl Default for Latency {
 }
 
 impl Latency {
+    /// Records a latency of `ns` (at least 1 µs).
     #[inline]
     pub fn record(&mut self, ns: Nanos) {
         self.0.saturating_record(ns.max(1_000));
     }
+    /// Adds the samples of `other`.
     pub fn add(&mut self, other: &Latency) {
         self.0.add(&other.0).expect("same bounds");
     }
+    /// Mean, percentiles and maximum in ms.
     pub fn summary(&self) -> LatencySummary {
         let h = &self.0;
         let q = |p: f64| {
@@ -45,27 +48,40 @@ impl Latency {
     }
 }
 
+/// A latency distribution in milliseconds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LatencySummary {
+    /// Mean.
     pub mean_ms: f64,
+    /// Median.
     pub p50_ms: f64,
+    /// 95th percentile.
     pub p95_ms: f64,
+    /// 99th percentile.
     pub p99_ms: f64,
+    /// 99.9th percentile.
     pub p999_ms: f64,
+    /// Largest.
     pub max_ms: f64,
 }
 
 /// Counts of an I/O stream.
 #[derive(Clone, Debug, Default)]
 pub struct IoCount {
+    /// Reads completed.
     pub reads: u64,
+    /// Writes completed.
     pub writes: u64,
+    /// Bytes read.
     pub read_bytes: u64,
+    /// Bytes written.
     pub write_bytes: u64,
+    /// Their latencies.
     pub latency: Latency,
 }
 
 impl IoCount {
+    /// Records one completed I/O.
     #[inline]
     pub fn record(&mut self, read: bool, bytes: u64, latency: Nanos) {
         if read {
@@ -77,9 +93,11 @@ impl IoCount {
         }
         self.latency.record(latency);
     }
+    /// Reads and writes.
     pub fn ops(&self) -> u64 {
         self.reads + self.writes
     }
+    /// Bytes read and written.
     pub fn bytes(&self) -> u64 {
         self.read_bytes + self.write_bytes
     }
@@ -88,23 +106,38 @@ impl IoCount {
 /// Per-job results (sysbench-style execution time = `end_s - start_s`).
 #[derive(Clone, Debug, Serialize)]
 pub struct JobResult {
+    /// The VM it ran in.
     pub vm: String,
+    /// The job's name.
     pub job: String,
+    /// Its threads.
     pub threads: u32,
+    /// When it started, s.
     pub start_s: f64,
+    /// When its last thread finished (or the run ended), s.
     pub end_s: f64,
+    /// `end_s - start_s`.
     pub exec_time_s: f64,
+    /// Whether every thread finished its work.
     pub finished: bool,
+    /// Reads completed.
     pub reads: u64,
+    /// Writes completed.
     pub writes: u64,
+    /// MB read (10^6 bytes).
     pub read_mb: f64,
+    /// MB written.
     pub write_mb: f64,
+    /// I/Os per second over its execution time.
     pub iops: f64,
+    /// MB per second over its execution time.
     pub mb_per_s: f64,
+    /// Latency of its I/Os at the guest.
     pub latency: LatencySummary,
 }
 
 impl JobResult {
+    /// The result of a job from its counts and times.
     pub fn from_counts(
         vm: &str,
         job: &str,
@@ -138,17 +171,27 @@ impl JobResult {
 /// the host saw of it.
 #[derive(Clone, Debug, Serialize)]
 pub struct VmResult {
+    /// The VM's name.
     pub vm: String,
+    /// Its weight at the host.
     pub weight: u32,
+    /// Seconds from its first job's start to its last job's end.
     pub active_s: f64,
+    /// Reads its applications completed.
     pub reads: u64,
+    /// Writes its applications completed.
     pub writes: u64,
+    /// MB read and written (10^6 bytes).
     pub mb: f64,
+    /// I/Os per second over `active_s`.
     pub iops: f64,
+    /// MB per second over `active_s`.
     pub mb_per_s: f64,
+    /// Latency of its applications' I/Os.
     pub latency: LatencySummary,
     /// Requests the host dispatched for this VM (data, journal and flushes).
     pub host_requests: u64,
+    /// MB of those requests.
     pub host_mb: f64,
     /// Device time spent on this VM's requests, seconds.
     pub disk_time_s: f64,
@@ -173,26 +216,34 @@ pub struct VmResult {
 pub struct SeekDistribution {
     /// Bucket bound: the (largest) VM image size in sectors.
     pub image_sectors: u64,
+    /// Distances recorded.
     pub total: u64,
+    /// Zero distances (btt's measure).
     pub zero: u64,
     /// Non-zero, within ± the image size.
     pub within_image: u64,
+    /// Beyond ± the image size.
     pub beyond_image: u64,
+    /// `zero` / `total`.
     pub zero_frac: f64,
     /// Dispatches that started exactly where the previous one ended (no
     /// overlap or backward adjacency counted), and their share.
     pub zero_head: u64,
+    /// `zero_head` / `total`.
     pub zero_head_frac: f64,
     /// The most zero distances any order of these dispatches could give
     /// ([`LocalityBound`]), and its share of `total`; `None` unless asked
     /// for (`[output] locality_bound = true`).
     pub zero_bound: Option<u64>,
+    /// `zero_bound` / `total`.
     pub zero_bound_frac: Option<f64>,
     /// Zero or within ± the image size (paper 000 Table 4's second row).
     pub within_image_frac: f64,
+    /// `beyond_image` / `total`.
     pub beyond_image_frac: f64,
     /// Counts by ⌈log2 |distance|⌉ (index 0 = zero distance), signed: backward then forward.
     pub log2_backward: Vec<u64>,
+    /// Forward counts by ⌈log2 distance⌉.
     pub log2_forward: Vec<u64>,
     /// Start and end of the previous dispatched request.
     #[serde(skip)]
@@ -202,6 +253,7 @@ pub struct SeekDistribution {
 }
 
 impl SeekDistribution {
+    /// An empty distribution with buckets bounded by `image_sectors`.
     pub fn new(image_sectors: u64) -> Self {
         SeekDistribution {
             image_sectors,
@@ -237,6 +289,7 @@ impl SeekDistribution {
         self.last = Some((start, end));
     }
 
+    /// Records one distance (sectors, signed).
     #[inline]
     pub fn record(&mut self, distance: i64) {
         self.total += 1;
@@ -255,6 +308,7 @@ impl SeekDistribution {
             self.log2_forward[b] += 1;
         }
     }
+    /// Computes the shares.
     pub fn finish(&mut self) {
         let t = self.total.max(1) as f64;
         self.zero_frac = self.zero as f64 / t;
@@ -331,25 +385,38 @@ impl LocalityBound {
 /// Host-level results.
 #[derive(Clone, Debug, Serialize)]
 pub struct HostResult {
+    /// The host scheduler's name.
     pub scheduler: String,
+    /// Requests the device served.
     pub requests: u64,
+    /// MB the device moved.
     pub mb: f64,
+    /// Seconds the device was busy.
     pub busy_s: f64,
     /// Device idle while the host scheduler held requests (anticipation, slice idling).
     pub idle_pending_s: f64,
+    /// `busy_s` over the run's length.
     pub utilisation: f64,
+    /// Seek distances between dispatches.
     pub seek: SeekDistribution,
+    /// Mean seek time per request, ms.
     pub mean_seek_ms: f64,
+    /// Mean rotational latency per request, ms.
     pub mean_rotation_ms: f64,
+    /// Mean transfer time per request, ms.
     pub mean_transfer_ms: f64,
+    /// Requests served from the drive's cache.
     pub cache_hits: u64,
+    /// The host scheduler's counters by name.
     pub counters: Vec<(String, f64)>,
 }
 
 /// Per-VM throughput over time (paper 000 Fig. 7).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TimeSeries {
+    /// Bucket length, s.
     pub interval_s: f64,
+    /// VM names, in the order of the other fields' rows.
     pub vms: Vec<String>,
     /// `iops[vm][bucket]`, completions per second at the guest.
     pub iops: Vec<Vec<f64>>,
@@ -363,7 +430,9 @@ pub struct TimeSeries {
     /// `Scheduler::take_slices`; Pregather, CFQ/Blkio, BFQ and iShare report
     /// them, docs/schedulers.md "Slices over time").
     pub slices: Vec<Vec<f64>>,
+    /// Mean granted slice length per bucket, ms.
     pub slice_ms: Vec<Vec<f64>>,
+    /// Mean time held in those slices, ms.
     pub slice_used_ms: Vec<Vec<f64>>,
 }
 
@@ -399,6 +468,7 @@ impl SliceSeries {
         }
     }
 
+    /// Records one granted slice.
     pub fn record(&mut self, g: &SliceGrant) {
         self.seen = true;
         let vm = g.stream as usize;
@@ -448,18 +518,27 @@ impl SliceSeries {
 /// Everything a run produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimResult {
+    /// The seed used.
     pub seed: u64,
+    /// The host scheduler's name.
     pub scheduler: String,
+    /// Simulated time at the end, s.
     pub sim_time_s: f64,
     /// The run hit `max_time_s` before every job finished.
     pub truncated: bool,
+    /// Events processed.
     pub events: u64,
     /// Most requests in flight at once anywhere in the system (memory follows this, not run length).
     pub max_outstanding: u64,
+    /// MB per second over all VMs.
     pub total_mb_per_s: f64,
+    /// Per-VM results.
     pub vms: Vec<VmResult>,
+    /// Per-job results.
     pub jobs: Vec<JobResult>,
+    /// The host's results.
     pub host: HostResult,
+    /// Throughput and slices over time.
     pub series: TimeSeries,
 }
 

@@ -194,15 +194,20 @@ fn centisecs(cs: u32) -> Nanos {
 /// image pages, and a key for its read-ahead state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileSpan {
+    /// Keys its read-ahead state.
     pub key: u64,
+    /// Its first image page.
     pub first: u64,
+    /// Its length in pages.
     pub pages: u64,
 }
 
 /// A run of contiguous image pages to read or write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Run {
+    /// First image page.
     pub first: u64,
+    /// Pages.
     pub pages: u64,
 }
 
@@ -226,8 +231,11 @@ impl Page {
 /// Linux's `struct file_ra_state`, in pages relative to the file start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RaState {
+    /// First page of the current window.
     pub start: u64,
+    /// Pages in the window.
     pub size: u64,
+    /// Pages at its end whose reading starts the next window asynchronously.
     pub async_size: u64,
     /// The last page the application read.
     pub prev: Option<u64>,
@@ -237,18 +245,26 @@ pub struct RaState {
 /// reader now waits for.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ReadOutcome {
+    /// Runs to read from the disk.
     pub runs: Vec<Run>,
+    /// Pages the reader waits for.
     pub wait: u32,
 }
 
 /// Read-ahead and write-back counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
+    /// Pages read from the cache.
     pub hits: u64,
+    /// Pages not in the cache.
     pub misses: u64,
+    /// Pages read ahead.
     pub readahead_pages: u64,
+    /// Asynchronous read-ahead windows started.
     pub async_windows: u64,
+    /// Pages written back.
     pub written_pages: u64,
+    /// Pages evicted.
     pub evicted: u64,
 }
 
@@ -286,10 +302,12 @@ pub struct PageCache {
     wb_waiters: HashMap<u64, Vec<u32>>,
     /// Where background write-back resumes (cyclic, like an inode's `writeback_index`).
     wb_cursor: u64,
+    /// Its counters.
     pub stats: CacheStats,
 }
 
 impl PageCache {
+    /// An empty cache of `cfg`'s size and ratios.
     pub fn new(cfg: &PageCacheConfig) -> PageCache {
         PageCache {
             max_ra: cfg.read_ahead_kb as u64 / 4,
@@ -307,6 +325,7 @@ impl PageCache {
         }
     }
 
+    /// Its configuration.
     pub fn config(&self) -> &PageCacheConfig {
         &self.cfg
     }
@@ -315,9 +334,11 @@ impl PageCache {
     pub fn cached(&self) -> u64 {
         self.pages.len() as u64
     }
+    /// Dirty pages.
     pub fn nr_dirty(&self) -> u64 {
         self.dirty.len() as u64
     }
+    /// Pages under write-back.
     pub fn nr_writeback(&self) -> u64 {
         self.writeback.len() as u64
     }
@@ -334,12 +355,15 @@ impl PageCache {
     pub fn over_background(&self) -> bool {
         self.nr_dirty() * 100 > self.capacity * self.cfg.dirty_background_ratio as u64
     }
+    /// Whether page `p` is cached and up to date.
     pub fn page_uptodate(&self, p: u64) -> bool {
         self.pages.get(&p).is_some_and(|pg| pg.uptodate)
     }
+    /// Whether page `p` is dirty.
     pub fn page_dirty(&self, p: u64) -> bool {
         self.dirty.contains(&p)
     }
+    /// Whether page `p` carries the read-ahead marker (`PG_readahead`).
     pub fn page_marker(&self, p: u64) -> bool {
         self.pages.get(&p).is_some_and(|pg| pg.marker)
     }

@@ -34,10 +34,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rw {
+    /// Sequential reads.
     Read,
+    /// Sequential writes.
     Write,
+    /// Random reads.
     #[serde(rename = "randread")]
     RandRead,
+    /// Random writes.
     #[serde(rename = "randwrite")]
     RandWrite,
     /// Mixed sequential reads and writes (fio `rw`/`readwrite`).
@@ -49,6 +53,7 @@ pub enum Rw {
 }
 
 impl Rw {
+    /// Whether offsets are random.
     pub fn random(self) -> bool {
         matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
     }
@@ -66,8 +71,11 @@ impl Rw {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sharing {
+    /// One cursor over the job's files for all its threads (sysbench).
     Shared,
+    /// A file per thread (fio's clones).
     PerThread,
+    /// One file for all threads, each from `offset_increment` × its number (fio's `filename`).
     SameFile,
 }
 
@@ -80,16 +88,25 @@ pub struct JobConfig {
     pub fio: Option<std::path::PathBuf>,
     /// Take only this job (its `name`, or its section) of the `fio` file.
     pub fio_job: Option<String>,
+    /// The job's name.
     pub name: Option<String>,
+    /// A named preset filling the keys not given.
     pub preset: Option<String>,
+    /// The access pattern.
     pub rw: Option<Rw>,
+    /// Block size.
     pub bs: Option<Size>,
     /// `4k/30:8k/40:16k/30` — block sizes with percentages (fio `bssplit`).
     pub bssplit: Option<String>,
+    /// Bytes each file (or the job's region) spans.
     pub size: Option<Size>,
+    /// Files per job.
     pub nrfiles: Option<u32>,
+    /// Threads.
     pub numjobs: Option<u32>,
+    /// Requests in flight per thread (direct I/O).
     pub iodepth: Option<u32>,
+    /// Pause after each request, µs.
     pub thinktime_us: Option<u64>,
     /// Issue an fsync after every N writes of a thread (0 = never). With
     /// `direct = false`, sysbench's `--file-fsync-freq`: after every N
@@ -101,11 +118,17 @@ pub struct JobConfig {
     /// write-back; `[vm] page_cache`), synchronous, one request per thread
     /// at a time. Default `true`: O_DIRECT, every request goes to the disk.
     pub direct: Option<bool>,
+    /// Percentage of reads in a mixed job.
     pub rwmixread: Option<u32>,
+    /// Requests per thread, then stop.
     pub requests: Option<u64>,
+    /// Bytes per thread, then stop.
     pub io_size: Option<Size>,
+    /// Seconds to run, then stop.
     pub runtime_s: Option<f64>,
+    /// When the job starts, s.
     pub start_s: Option<f64>,
+    /// How threads share the files.
     pub sharing: Option<Sharing>,
     /// fio's `offset_increment` (`sharing = "same-file"` only): thread `t`
     /// of the job starts at `t` × this many bytes into the job's files.
@@ -136,26 +159,41 @@ pub enum InodeLock {
 /// A fully resolved job.
 #[derive(Clone, Debug, Serialize)]
 pub struct Job {
+    /// The job's name.
     pub name: String,
+    /// The access pattern.
     pub rw: Rw,
     /// (bytes, cumulative weight in percent) for the block-size draw.
     pub bssplit: Vec<(u64, u32)>,
+    /// Bytes each file spans.
     pub size: u64,
+    /// Files.
     pub nrfiles: u32,
+    /// Threads.
     pub numjobs: u32,
+    /// Requests in flight per thread.
     pub iodepth: u32,
+    /// Pause after each request, ns.
     pub thinktime_ns: u64,
+    /// An fsync after this many writes (0: never).
     pub fsync: u32,
+    /// Percentage of reads.
     pub read_pct: u32,
+    /// Requests per thread, if bounded.
     pub requests: Option<u64>,
+    /// Bytes per thread, if bounded.
     pub io_size: Option<u64>,
+    /// Run time, ns, if bounded.
     pub runtime_ns: Option<u64>,
+    /// Start time, ns.
     pub start_ns: u64,
+    /// How threads share the files.
     pub sharing: Sharing,
     /// Bytes between the starting offsets of consecutive threads (`same-file`).
     pub offset_increment: u64,
     /// Direct writes are serialised per file (see [`JobConfig::inode_lock`]).
     pub inode_lock: Option<InodeLock>,
+    /// O_DIRECT (else buffered through the guest page cache).
     pub direct: bool,
 }
 
