@@ -59,13 +59,18 @@ pub const MAX_SEEDS: u64 = 1000;
 /// (0 for one seed), least and greatest.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct Spread {
+    /// Mean.
     pub mean: f64,
+    /// Sample standard deviation (0 for one value).
     pub sd: f64,
+    /// Least.
     pub min: f64,
+    /// Greatest.
     pub max: f64,
 }
 
 impl Spread {
+    /// The spread of `xs` (all zero when empty).
     pub fn of(xs: &[f64]) -> Spread {
         if xs.is_empty() {
             return Spread::default();
@@ -101,14 +106,21 @@ impl Spread {
 /// One VM under one scheduler, over the seeds.
 #[derive(Clone, Debug, Serialize)]
 pub struct VmComparison {
+    /// The VM's name.
     pub vm: String,
+    /// Its weight.
     pub weight: u32,
     /// The VM's weight over the weights of the VMs that do I/O.
     pub weight_share: f64,
+    /// Its MB/s.
     pub mb_per_s: Spread,
+    /// Its I/Os per second.
     pub iops: Spread,
+    /// Its median latency, ms.
     pub p50_ms: Spread,
+    /// Its 99th-percentile latency, ms.
     pub p99_ms: Spread,
+    /// Its 99.9th-percentile latency, ms.
     pub p999_ms: Spread,
     /// The VM's device time over the device time of every VM.
     pub disk_share: Spread,
@@ -125,9 +137,11 @@ pub struct VmComparison {
 /// One scheduler, over the seeds.
 #[derive(Clone, Debug, Serialize)]
 pub struct SchedulerComparison {
+    /// The host scheduler.
     pub scheduler: String,
     /// The scheduler reads the VMs' weights (`hvio schedulers` lists them).
     pub reads_weights: bool,
+    /// MB/s over all VMs.
     pub total_mb_per_s: Spread,
     /// Jain's index over the VMs' progress divided by their weight shares:
     /// 1 when every VM keeps the same fraction of its alone speed per unit
@@ -139,6 +153,7 @@ pub struct SchedulerComparison {
     pub worst_p99_vm: String,
     /// Some run hit `max_time_s` before its jobs finished.
     pub truncated: bool,
+    /// Each VM under it.
     pub vms: Vec<VmComparison>,
 }
 
@@ -147,7 +162,9 @@ pub struct SchedulerComparison {
 pub struct Comparison {
     /// The config's origin (its file name).
     pub config: String,
+    /// The seeds run.
     pub seeds: Vec<u64>,
+    /// Each scheduler, in the order asked.
     pub schedulers: Vec<SchedulerComparison>,
     /// The best scheduler for each objective and what it costs, then starvation.
     pub verdict: Vec<String>,

@@ -20,6 +20,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The seed of every random draw (default 1).
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// Safety stop in simulated seconds; a run normally ends when every job has finished.
@@ -28,10 +29,13 @@ pub struct Config {
     /// The device: `hvio_device::DeviceConfig` (checked when the run starts).
     #[serde(default)]
     pub disk: toml::Table,
+    /// The host scheduler and its tunables.
     #[serde(default)]
     pub host: HostConfig,
+    /// The VMs (`[[vm]]` tables).
     #[serde(default, rename = "vm")]
     pub vms: Vec<VmConfig>,
+    /// What to write besides the result.
     #[serde(default)]
     pub output: OutputConfig,
     /// Directory relative paths in the config are resolved against (not serialised).
@@ -104,11 +108,14 @@ fn default_max_time() -> f64 {
     3600.0
 }
 
+/// The host's scheduler and where images start.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {
+    /// The host scheduler (default `deadline`).
     #[serde(default = "default_host_sched")]
     pub scheduler: String,
+    /// Its tunables by Linux name.
     #[serde(default)]
     pub params: ParamValues,
     /// Where the first image starts when VMs give no offset.
@@ -220,10 +227,13 @@ impl Default for HostConfig {
     }
 }
 
+/// One VM: its image, weight, guest scheduler and jobs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VmConfig {
+    /// Its name.
     pub name: String,
+    /// Its image's size.
     #[serde(default = "default_image_size")]
     pub image_size: Size,
     /// Byte offset of the image on the disk (default: after the previous image).
@@ -234,12 +244,16 @@ pub struct VmConfig {
     /// Space between fragments.
     #[serde(default)]
     pub fragment_gap: Size,
+    /// Its weight at the host (blkio: 10..1000, default 500).
     #[serde(default = "default_weight")]
     pub weight: u32,
+    /// Scheduler-specific attributes (e.g. HTBS `rate_iops`).
     #[serde(default)]
     pub attrs: BTreeMap<String, f64>,
+    /// The guest's scheduler.
     #[serde(default = "default_guest_sched")]
     pub guest_scheduler: String,
+    /// Its tunables by Linux name.
     #[serde(default)]
     pub guest_params: ParamValues,
     /// Requests the virtio/blkfront ring holds between guest and host.
@@ -278,6 +292,7 @@ pub struct VmConfig {
     /// The guest page cache of the jobs with `direct = false`.
     #[serde(default)]
     pub page_cache: crate::pagecache::PageCacheConfig,
+    /// Its jobs (`[[vm.job]]` tables).
     #[serde(default, rename = "job")]
     pub jobs: Vec<JobConfig>,
 }
@@ -331,10 +346,13 @@ pub struct OutputConfig {
 /// A VM after layout: its extents on the disk and its resolved jobs.
 #[derive(Clone, Debug)]
 pub struct VmLayout {
+    /// The VM's name.
     pub name: String,
     /// Where the image's sectors are on the disk: its extents, in image order.
     pub map: ExtentMap,
+    /// The image's size in sectors.
     pub image_sectors: u64,
+    /// Its resolved jobs.
     pub jobs: Vec<Job>,
 }
 

@@ -38,6 +38,7 @@ const ASYNC_ENGINES: &[&str] = &["libaio", "io_uring", "posixaio"];
 /// One fio job as a simulator job, with what the mapping had to say.
 #[derive(Debug)]
 pub struct Mapped {
+    /// The job in the simulator's terms.
     pub job: JobConfig,
     /// Options kept but changed, each with its reason.
     pub warnings: Vec<String>,

@@ -13,9 +13,11 @@ use hvio_core::Completion;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+/// The CSV header line.
 pub const HEADER: &str =
     "vm,op,sector,sectors,meta,arrival_ns,dispatch_ns,start_ns,done_ns,overhead_ns,seek_ns,rotation_ns,transfer_ns,cache_hit,seed";
 
+/// Streams per-request records to a CSV file.
 pub struct RecordWriter {
     seed: u64,
     out: BufWriter<AtomicFile>,
@@ -81,6 +83,7 @@ impl RecordWriter {
         }
     }
 
+    /// Flushes and renames the file over its target; the first write error, if any.
     pub fn finish(mut self) -> Result<()> {
         let path = self.out.get_ref().path().display().to_string();
         let io = |source| SimError::Io {

@@ -7,12 +7,16 @@ use serde::Serialize;
 /// A titled table of strings, printable with aligned columns.
 #[derive(Clone, Debug, Serialize, Default)]
 pub struct Table {
+    /// Its title.
     pub title: String,
+    /// Column headings.
     pub columns: Vec<String>,
+    /// Rows of cells.
     pub rows: Vec<Vec<String>>,
 }
 
 impl Table {
+    /// An empty table.
     pub fn new(title: impl Into<String>, columns: &[&str]) -> Table {
         Table {
             title: title.into(),
@@ -21,6 +25,7 @@ impl Table {
         }
     }
 
+    /// Appends a row.
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }

@@ -12,13 +12,16 @@
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+/// A size in bytes, written in a config as a number of bytes or a string with a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Size(pub u64);
 
 impl Size {
+    /// Bytes.
     pub fn bytes(self) -> u64 {
         self.0
     }
+    /// 512-byte sectors (rounded down).
     pub fn sectors(self) -> u64 {
         self.0 / hvio_core::SECTOR_BYTES
     }

@@ -6,12 +6,18 @@ use crate::error::{Result, SimError};
 use hvio_core::*;
 use std::sync::Arc;
 
+/// The test disk.
 #[derive(Debug, Clone)]
 pub struct SimpleDisk {
+    /// Size in sectors.
     pub capacity: Sector,
+    /// Seek time per sector of distance, ns.
     pub ns_per_sector_seek: f64,
+    /// The longest seek, ns.
     pub max_seek: Nanos,
+    /// Rotational delay of a request that moves the head, ns.
     pub rotation: Nanos,
+    /// Transfer time per sector, ns.
     pub transfer_per_sector: Nanos,
     head: Sector,
     busy: Option<(Request, Nanos, Nanos, ServiceBreakdown)>,
