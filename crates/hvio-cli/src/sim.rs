@@ -58,6 +58,12 @@ pub fn sim(a: SimArgs) -> Result<()> {
         report::job_table(&r).render(),
         report::host_table(&r).render()
     );
+    if !r.phases.is_empty() {
+        out!("\n{}", report::phase_table(&r).render());
+    }
+    if !r.switches.is_empty() || !cfg.phases.is_empty() {
+        out!("\n{}", report::switch_table(&r).render());
+    }
     if r.truncated {
         outln!("warning: the run hit max_time_s before every job finished");
     }

@@ -9,6 +9,7 @@
 
 use crate::error::{Result, SimError};
 use crate::size::Size;
+use crate::tune::plan::{PhaseConfig, PhasePlan};
 use crate::workload::{Job, JobConfig};
 use hvio_core::{ExtentMap, ParamValues, SECTOR_BYTES};
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,10 @@ pub struct Config {
     /// What to write besides the result.
     #[serde(default)]
     pub output: OutputConfig,
+    /// `[[phase]]`: the plan that switches the host's and the guests'
+    /// schedulers during the run (see [`crate::tune::plan`]).
+    #[serde(default, rename = "phase")]
+    pub phases: Vec<PhaseConfig>,
     /// Directory relative paths in the config are resolved against (not serialised).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -92,6 +97,8 @@ pub mod limits {
     /// where a `sharing = "same-file"` job counts `numjobs` × `nrfiles`
     /// (each of its threads walks all of the job's files from its own start).
     pub const MAX_FILE_EXTENTS: u64 = 1 << 22;
+    /// Phases the jobs name, and `[[phase]]` steps of a plan.
+    pub const MAX_PHASES: usize = 4096;
     /// `max_time_s` and every other duration in seconds (about 11.6 days).
     pub const MAX_SECONDS: f64 = 1e6;
     /// The shortest period of a periodic event the config sets
@@ -688,6 +695,42 @@ impl Config {
         Ok(out)
     }
 
+    /// The workload's phases: the names its jobs' `phase` keys give, in the
+    /// order they first appear (VMs and their jobs top to bottom).
+    pub fn workload_phases(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for job in self.vms.iter().flat_map(|v| &v.jobs) {
+            if let Some(p) = &job.phase {
+                if !names.contains(p) {
+                    names.push(p.clone());
+                }
+            }
+        }
+        names
+    }
+
+    /// The `[[phase]]` switch plan, checked against the workload's phases.
+    pub fn plan(&self) -> Result<PhasePlan> {
+        let names = self.workload_phases();
+        if names.len() > limits::MAX_PHASES {
+            return Err(SimError::invalid(
+                "config",
+                "phase",
+                names.len(),
+                format!("the jobs name more than {} phases", limits::MAX_PHASES),
+            ));
+        }
+        if self.phases.len() > limits::MAX_PHASES {
+            return Err(SimError::invalid(
+                "config",
+                "phase",
+                self.phases.len(),
+                format!("a plan has at most {} steps", limits::MAX_PHASES),
+            ));
+        }
+        PhasePlan::check_workload(&self.phases, &names)
+    }
+
     /// `e` with the config's origin (file name) before it and, when the
     /// error names a key this config's TOML text holds, that key's line.
     /// Errors that already name the origin, and configs without one, pass.
@@ -772,6 +815,9 @@ impl Config {
                 path.push(Seg::Key("guest_params".into()));
             }
             return Some(path);
+        }
+        if let Some(i) = context.strip_prefix("phase ") {
+            return Some(vec![Seg::Key("phase".into()), Seg::Index(i.trim().parse().ok()?)]);
         }
         if context.starts_with("scheduler ") {
             return Some(vec![Seg::Key("host".into()), Seg::Key("params".into())]);

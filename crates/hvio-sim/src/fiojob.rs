@@ -269,7 +269,10 @@ pub fn expand(cfg: &mut Config) -> Result<()> {
                         for w in m.warnings {
                             cfg.warnings.push(format!("{}: [{}] {w}", path.display(), f.name));
                         }
-                        out.push(m.job);
+                        out.push(JobConfig {
+                            phase: jc.phase.clone(),
+                            ..m.job
+                        });
                     }
                     Err(e) => return Err(fail(cfg, format!("{}: [{}] {e}", path.display(), f.name))),
                 }

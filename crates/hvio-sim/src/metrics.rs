@@ -540,6 +540,69 @@ pub struct SimResult {
     pub host: HostResult,
     /// Throughput and slices over time.
     pub series: TimeSeries,
+    /// The workload's phases (jobs with a `phase`), in order; absent without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseResult>,
+    /// Every scheduler switch a `[[phase]]` plan made; absent without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<SwitchResult>,
+}
+
+/// One phase of a run: when it began (the last job of the phase before
+/// finished) and ended (its own last job finished), and the pair the plan
+/// gave it.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseResult {
+    pub name: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub duration_s: f64,
+    /// Every job of the phase finished (not cut short by `max_time_s`).
+    pub finished: bool,
+    /// The host scheduler the plan runs in the phase (switched to at its start).
+    pub host: String,
+    /// Each VM's guest scheduler in the phase, in VM order.
+    pub guests: Vec<String>,
+}
+
+/// One finished scheduler switch (host or one VM's guest), from the driver's report.
+#[derive(Clone, Debug, Serialize)]
+pub struct SwitchResult {
+    /// `host`, or the VM whose guest scheduler switched.
+    pub at: String,
+    pub from: String,
+    pub to: String,
+    pub policy: String,
+    /// When the plan asked for the switch.
+    pub requested_s: f64,
+    /// When the new scheduler took over.
+    pub swapped_s: f64,
+    /// The time in between: the old scheduler's requests drained (or, with
+    /// `freeze`, served while arrivals were held).
+    pub switch_ms: f64,
+    /// Requests taken from the old scheduler's queue (`drain`, `migrate`).
+    pub handed_over: usize,
+    /// Arrivals that bypassed both schedulers, served in arrival order (`drain`).
+    pub bypassed: usize,
+    /// Arrivals held until the swap (`freeze`).
+    pub held: usize,
+}
+
+impl SwitchResult {
+    pub fn from_report(at: &str, r: &hvio_sched::SwitchReport) -> SwitchResult {
+        SwitchResult {
+            at: at.to_string(),
+            from: r.from.to_string(),
+            to: r.to.to_string(),
+            policy: r.policy.as_str().to_string(),
+            requested_s: ns_to_s(r.requested),
+            swapped_s: ns_to_s(r.swapped),
+            switch_ms: r.drain_time() as f64 / 1e6,
+            handed_over: r.handed_over,
+            bypassed: r.bypassed,
+            held: r.held,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -358,6 +358,8 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
         jobs,
         host,
         series,
+        phases: Vec::new(),
+        switches: Vec::new(),
     }
 }
 

@@ -151,3 +151,61 @@ pub fn host_table(r: &SimResult) -> Table {
     }
     t
 }
+
+/// The run's phases and the pair the plan ran in each (empty without phases).
+pub fn phase_table(r: &SimResult) -> Table {
+    let mut t = Table::new(
+        "phases",
+        &["phase", "start s", "end s", "duration s", "host", "guests", "done"],
+    );
+    for p in &r.phases {
+        let mut guests = p.guests.clone();
+        guests.dedup();
+        t.row(vec![
+            p.name.clone(),
+            f(p.start_s, 3),
+            f(p.end_s, 3),
+            f(p.duration_s, 3),
+            p.host.clone(),
+            guests.join(","),
+            if p.finished { "yes".into() } else { "no".into() },
+        ]);
+    }
+    t
+}
+
+/// Every switch the plan made and what it cost, with the count and the
+/// total time switching in the title.
+pub fn switch_table(r: &SimResult) -> Table {
+    let total_ms: f64 = r.switches.iter().map(|s| s.switch_ms).sum();
+    let mut t = Table::new(
+        format!("switches: {}, {} ms switching in all", r.switches.len(), f(total_ms, 3)),
+        &[
+            "at",
+            "from",
+            "to",
+            "policy",
+            "asked s",
+            "swapped s",
+            "switch ms",
+            "handed over",
+            "bypassed",
+            "held",
+        ],
+    );
+    for s in &r.switches {
+        t.row(vec![
+            s.at.clone(),
+            s.from.clone(),
+            s.to.clone(),
+            s.policy.clone(),
+            f(s.requested_s, 3),
+            f(s.swapped_s, 3),
+            f(s.switch_ms, 3),
+            s.handed_over.to_string(),
+            s.bypassed.to_string(),
+            s.held.to_string(),
+        ]);
+    }
+    t
+}

@@ -140,6 +140,14 @@ pub struct JobConfig {
     /// held wait in line. Who gets a released lock: see [`InodeLock`].
     /// Default: no lock.
     pub inode_lock: Option<InodeLock>,
+    /// The phase of the run the job belongs to (any name). The jobs of
+    /// every VM labelled with one phase run together; the next phase's jobs
+    /// start when the last of them has finished, so a phase boundary falls
+    /// where the workload's progress puts it. Phases run in the order
+    /// their names first appear in the config; `start_s` counts from the
+    /// phase's start. A job without a phase runs from the start of the
+    /// run, outside the phases. A `[[phase]]` switch plan names these.
+    pub phase: Option<String>,
 }
 
 /// Who takes a released inode lock (`inode_lock`).
@@ -195,6 +203,8 @@ pub struct Job {
     pub inode_lock: Option<InodeLock>,
     /// O_DIRECT (else buffered through the guest page cache).
     pub direct: bool,
+    /// The phase the job runs in ([`JobConfig::phase`]).
+    pub phase: Option<String>,
 }
 
 impl Job {
@@ -342,8 +352,8 @@ pub const PRESETS: &[&str] = &[
 ];
 
 impl JobConfig {
-    /// The keys set besides `fio` and `fio_job` (a job from an fio file takes
-    /// nothing else).
+    /// The keys set besides `fio`, `fio_job` and `phase` (a job from an fio
+    /// file takes nothing else; `phase` places all of its jobs in a phase).
     pub fn keys_besides_fio(&self) -> Vec<&'static str> {
         let JobConfig {
             fio: _,
@@ -368,6 +378,7 @@ impl JobConfig {
             sharing,
             offset_increment,
             inode_lock,
+            phase: _,
         } = self;
         [
             ("name", name.is_some()),
@@ -584,6 +595,10 @@ impl JobConfig {
                 format!("must be at most {MAX_SECONDS} seconds"),
             ));
         }
+        let phase = pick!(phase);
+        if phase.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(SimError::invalid(context, "phase", "\"\"", "a phase needs a name"));
+        }
         let inode_lock = pick!(inode_lock);
         if inode_lock.is_some() && !direct {
             return Err(SimError::invalid(
@@ -620,6 +635,7 @@ impl JobConfig {
             offset_increment,
             inode_lock,
             direct,
+            phase,
         })
     }
 }

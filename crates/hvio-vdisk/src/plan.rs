@@ -158,7 +158,9 @@ pub fn check(tables: &[PhaseTable]) -> Result<Vec<Step>, ConfigError> {
         }
         let at = match s.when {
             hvio_sim::tune::When::Time(t) => t,
-            hvio_sim::tune::When::Phase(_) => unreachable!("`at` is refused above"),
+            hvio_sim::tune::When::Phase(_) | hvio_sim::tune::When::Workload(_) => {
+                unreachable!("`at` is refused above")
+            }
         };
         steps.push(Step {
             name,

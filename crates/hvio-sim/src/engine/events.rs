@@ -40,6 +40,15 @@ pub(crate) enum Ev {
     StageWake {
         vm: u16,
     },
+    /// A job of this phase finished (see [`phases`](super::phases)).
+    PhaseJobDone {
+        phase: u16,
+    },
+    /// A step of the `[[phase]]` plan is due (by time, or retried after an
+    /// earlier switch).
+    PlanStep {
+        step: u16,
+    },
 }
 
 pub(crate) struct Entry {

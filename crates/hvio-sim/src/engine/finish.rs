@@ -108,6 +108,7 @@ impl Engine {
             counters.push(("blktap_queued_zero_frac".into(), q.zero_frac));
             counters.push(("blktap_queued_within_image_frac".into(), q.within_image_frac));
         }
+        let (phases, switches) = self.phase_results();
         let host = self.host.result(now, self.idle_pending, counters);
         Ok(SimResult {
             seed: self.seed,
@@ -121,6 +122,8 @@ impl Engine {
             jobs,
             host,
             series,
+            phases,
+            switches,
         })
     }
 }

@@ -29,6 +29,7 @@ mod device;
 mod events;
 mod finish;
 mod guest;
+mod phases;
 mod requests;
 mod stage;
 #[cfg(test)]
@@ -65,6 +66,8 @@ pub struct Engine {
     host_weights: Vec<u32>,
     /// Whether the VMs' host path is blktap (its counters are reported).
     blktap: bool,
+    /// The workload's phases and the `[[phase]]` plan, when the config has either.
+    phases: Option<phases::PhaseRun>,
 }
 
 fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
@@ -78,6 +81,12 @@ fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
 impl Engine {
     /// Build a run of `cfg` on `device`.
     pub fn new(cfg: &Config, device: Box<dyn Device>) -> Result<Engine> {
+        let plan = cfg.plan()?;
+        // A plan's first step at the start sets the pair the run begins with.
+        let started = phases::started(cfg, &plan);
+        let original = cfg;
+        let cfg = started.as_ref().unwrap_or(cfg);
+        let mut phase_run = phases::PhaseRun::new(original, cfg, plan);
         let info = device.info();
         let layouts = cfg.layout(info.capacity)?;
         let host = build_host_scheduler(cfg, &layouts, &info)?;
@@ -142,7 +151,12 @@ impl Engine {
                 } else {
                     0
                 };
+                let phase = job.phase.as_deref().and_then(|p| phase_run.as_ref()?.index(p));
+                if let (Some(p), Some(run)) = (phase, phase_run.as_mut()) {
+                    run.add_job(p, vi, ji);
+                }
                 jobs.push(JobState {
+                    phase,
                     job: job.clone(),
                     rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
                     areas,
@@ -256,10 +270,17 @@ impl Engine {
             seed: cfg.seed,
             host_weights: cfg.vms.iter().map(|v| v.weight).collect(),
             blktap: cfg.host.blktap.is_some(),
+            phases: phase_run,
         };
+        e.start_phases();
         for vi in 0..e.vms.len() {
             for ti in 0..e.vms[vi].threads.len() {
-                let start = e.vms[vi].jobs[e.vms[vi].threads[ti].job as usize].start;
+                let job = &e.vms[vi].jobs[e.vms[vi].threads[ti].job as usize];
+                if job.phase.is_some_and(|p| p > 0) {
+                    // Started when the phase before ends.
+                    continue;
+                }
+                let start = job.start;
                 e.push(
                     start,
                     Ev::ThreadIssue {
@@ -330,6 +351,8 @@ impl Engine {
                 Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
                 Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
                 Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
+                Ev::PhaseJobDone { phase } => self.phase_job_done(phase as usize)?,
+                Ev::PlanStep { step } => self.apply_step(step as usize)?,
             }
             // Device idle while the host holds requests: anticipation / idling.
             let idle = self.host.device.in_flight() == 0 && self.host.driver.has_work();

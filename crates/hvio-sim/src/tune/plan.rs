@@ -15,10 +15,12 @@
 //! policy = "drain"      # how the switch treats queued requests (the default)
 //! ```
 //!
-//! A step happens at a phase (`at`: `map`, `shuffle`, `reduce`, or
-//! `shuffle-reduce` for the two run as one) or at a time (`at_s`, seconds
-//! from the start, for any workload), and switches the host scheduler, every
-//! guest's, or both, through the scheduler driver's run-time switch. Every
+//! A step happens at a phase or at a time (`at_s`, seconds from the start,
+//! for any workload), and switches the host scheduler, every guest's, or
+//! both, through the scheduler driver's run-time switch. The phases are the
+//! MapReduce job's (`map`, `shuffle`, `reduce`, or `shuffle-reduce` for the
+//! two run as one: [`PhasePlan::check`]) or, in an `hvio sim` config, the
+//! names its jobs' `phase` keys give ([`PhasePlan::check_workload`]). Every
 //! mistake a plan can hold before it runs is found here, naming the step,
 //! the key and the value: an unknown scheduler, phase or policy, a step that
 //! switches nothing or says both when and at what time, steps out of order,
@@ -47,6 +49,9 @@ pub struct PhaseConfig {
 pub enum When {
     /// When the job enters this phase (`map`: its start).
     Phase(PhaseKind),
+    /// When a config's workload enters its phase of this index (in the
+    /// order the jobs' `phase` names first appear; 0: the start).
+    Workload(usize),
     /// At this time from the start.
     Time(Nanos),
 }
@@ -68,7 +73,10 @@ fn policy_name<S: serde::Serializer>(policy: &SwitchPolicy, s: S) -> std::result
 impl Step {
     /// Whether the step takes effect at the start (sets the first pair).
     pub fn at_start(&self) -> bool {
-        matches!(self.when, When::Phase(PhaseKind::Map) | When::Time(0))
+        matches!(
+            self.when,
+            When::Phase(PhaseKind::Map) | When::Workload(0) | When::Time(0)
+        )
     }
 }
 
@@ -114,21 +122,59 @@ fn scheduler(i: usize, key: &str, name: &Option<String>) -> Result<Option<String
     }
 }
 
-fn when(i: usize, step: &PhaseConfig) -> Result<When> {
+/// The phases a plan may name: the MapReduce job's, or a workload's own.
+#[derive(Clone, Copy)]
+enum Vocabulary<'a> {
+    MapReduce,
+    Workload(&'a [String]),
+}
+
+impl Vocabulary<'_> {
+    fn find(&self, at: &str) -> Option<When> {
+        match self {
+            Vocabulary::MapReduce => PHASES.into_iter().find(|k| k.name() == at).map(When::Phase),
+            Vocabulary::Workload(names) => names.iter().position(|n| n == at).map(When::Workload),
+        }
+    }
+
+    fn known(&self) -> String {
+        match self {
+            Vocabulary::MapReduce => PHASES.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            Vocabulary::Workload([]) => "none: no job of the config has a `phase`".to_string(),
+            Vocabulary::Workload(names) => names.join(", "),
+        }
+    }
+
+    /// The name of a step's phase, for messages.
+    fn name(&self, when: &When) -> String {
+        match (self, when) {
+            (_, When::Phase(k)) => k.name().to_string(),
+            (Vocabulary::Workload(names), When::Workload(i)) => names[*i].clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Where a phase falls in its run: the MapReduce shuffle and a merged
+/// shuffle-reduce both begin when the last map is done.
+fn position(when: &When) -> Option<usize> {
+    match when {
+        When::Phase(k) => Some(rank(*k) as usize),
+        When::Workload(i) => Some(*i),
+        When::Time(_) => None,
+    }
+}
+
+fn when(i: usize, step: &PhaseConfig, phases: Vocabulary<'_>) -> Result<When> {
     match (&step.at, step.at_s) {
-        (Some(at), None) => PHASES
-            .into_iter()
-            .find(|k| k.name() == at)
-            .map(When::Phase)
-            .ok_or_else(|| {
-                let known: Vec<&str> = PHASES.iter().map(|k| k.name()).collect();
-                SimError::invalid(
-                    &context(i),
-                    "at",
-                    at,
-                    format!("no such phase (known: {})", known.join(", ")),
-                )
-            }),
+        (Some(at), None) => phases.find(at).ok_or_else(|| {
+            SimError::invalid(
+                &context(i),
+                "at",
+                at,
+                format!("no such phase (known: {})", phases.known()),
+            )
+        }),
         (None, Some(s)) if s.is_finite() && s >= 0.0 && s <= u64::MAX as f64 / NS_PER_S as f64 => {
             Ok(When::Time((s * NS_PER_S as f64).round() as Nanos))
         }
@@ -154,84 +200,96 @@ fn when(i: usize, step: &PhaseConfig) -> Result<When> {
 }
 
 impl PhasePlan {
-    /// Check `[[phase]]` tables; the first mistake is the error.
+    /// Check `[[phase]]` tables of a plan for the MapReduce job; the first
+    /// mistake is the error.
     pub fn check(tables: &[PhaseConfig]) -> Result<PhasePlan> {
-        let mut steps: Vec<Step> = Vec::with_capacity(tables.len());
-        for (i, table) in tables.iter().enumerate() {
-            let when = when(i, table)?;
-            let host = scheduler(i, "host", &table.host)?;
-            let guest = scheduler(i, "guest", &table.guest)?;
-            if host.is_none() && guest.is_none() {
-                return Err(SimError::invalid(
-                    &context(i),
-                    "host",
-                    "(missing)",
-                    "the step switches nothing: give `host`, `guest` or both",
-                ));
-            }
-            let policy = match &table.policy {
-                None => SwitchPolicy::Drain,
-                Some(p) => p.parse().map_err(|_| {
-                    let known: Vec<&str> = SwitchPolicy::ALL.iter().map(|p| p.as_str()).collect();
-                    SimError::invalid(
-                        &context(i),
-                        "policy",
-                        p,
-                        format!("no such policy (known: {})", known.join(", ")),
-                    )
-                })?,
-            };
-            if let Some(prev) = steps.last() {
-                check_order(i, &prev.when, &when, table)?;
-            }
-            steps.push(Step {
-                when,
-                host,
-                guest,
-                policy,
-            });
-        }
-        let merged = steps.iter().any(|s| s.when == When::Phase(PhaseKind::ShuffleReduce));
-        if let Some(i) = steps
-            .iter()
-            .position(|s| matches!(s.when, When::Phase(PhaseKind::Reduce)))
-            .filter(|_| merged)
-        {
-            return Err(SimError::invalid(
-                &context(i),
-                "at",
-                "reduce",
-                "the plan runs the shuffle and the reduce as one phase (`shuffle-reduce`): there is no reduce boundary",
-            ));
-        }
-        Ok(PhasePlan { steps })
+        check_steps(tables, Vocabulary::MapReduce)
     }
 
-    /// The phase the plan switches at, in order (for a plan by phases).
+    /// Check `[[phase]]` tables of a plan for a workload whose phases are
+    /// `phases`, in their order; the first mistake is the error.
+    pub fn check_workload(tables: &[PhaseConfig], phases: &[String]) -> Result<PhasePlan> {
+        check_steps(tables, Vocabulary::Workload(phases))
+    }
+
+    /// The phase the plan switches at, in order (for a MapReduce plan by phases).
     pub fn phases(&self) -> Vec<PhaseKind> {
         self.steps
             .iter()
             .filter_map(|s| match s.when {
                 When::Phase(k) => Some(k),
-                When::Time(_) => None,
+                When::Workload(_) | When::Time(_) => None,
             })
             .collect()
     }
 }
 
-fn check_order(i: usize, prev: &When, next: &When, table: &PhaseConfig) -> Result<()> {
-    match (prev, next) {
-        (When::Phase(a), When::Phase(b)) if rank(*b) <= rank(*a) => {
-            let reason = if rank(*a) == rank(*b) {
-                format!("the step before already switches when the job enters `{}`: a second switch there would come during the first", a.name())
-            } else {
-                format!(
-                    "comes before `{}`, the phase of the step before: steps go in the job's order",
-                    a.name()
-                )
-            };
-            Err(SimError::invalid(&context(i), "at", b.name(), reason))
+fn check_steps(tables: &[PhaseConfig], phases: Vocabulary<'_>) -> Result<PhasePlan> {
+    let mut steps: Vec<Step> = Vec::with_capacity(tables.len());
+    for (i, table) in tables.iter().enumerate() {
+        let when = when(i, table, phases)?;
+        let host = scheduler(i, "host", &table.host)?;
+        let guest = scheduler(i, "guest", &table.guest)?;
+        if host.is_none() && guest.is_none() {
+            return Err(SimError::invalid(
+                &context(i),
+                "host",
+                "(missing)",
+                "the step switches nothing: give `host`, `guest` or both",
+            ));
         }
+        let policy = match &table.policy {
+            None => SwitchPolicy::Drain,
+            Some(p) => p.parse().map_err(|_| {
+                let known: Vec<&str> = SwitchPolicy::ALL.iter().map(|p| p.as_str()).collect();
+                SimError::invalid(
+                    &context(i),
+                    "policy",
+                    p,
+                    format!("no such policy (known: {})", known.join(", ")),
+                )
+            })?,
+        };
+        if let Some(prev) = steps.last() {
+            check_order(i, &prev.when, &when, table, phases)?;
+        }
+        steps.push(Step {
+            when,
+            host,
+            guest,
+            policy,
+        });
+    }
+    let merged = steps.iter().any(|s| s.when == When::Phase(PhaseKind::ShuffleReduce));
+    if let Some(i) = steps
+        .iter()
+        .position(|s| matches!(s.when, When::Phase(PhaseKind::Reduce)))
+        .filter(|_| merged)
+    {
+        return Err(SimError::invalid(
+            &context(i),
+            "at",
+            "reduce",
+            "the plan runs the shuffle and the reduce as one phase (`shuffle-reduce`): there is no reduce boundary",
+        ));
+    }
+    Ok(PhasePlan { steps })
+}
+
+fn check_order(i: usize, prev: &When, next: &When, table: &PhaseConfig, phases: Vocabulary<'_>) -> Result<()> {
+    match (position(prev), position(next)) {
+        (Some(a), Some(b)) if b <= a => {
+            let before = phases.name(prev);
+            let reason = if a == b {
+                format!("the step before already switches when the job enters `{before}`: a second switch there would come during the first")
+            } else {
+                format!("comes before `{before}`, the phase of the step before: steps go in the job's order")
+            };
+            return Err(SimError::invalid(&context(i), "at", phases.name(next), reason));
+        }
+        _ => {}
+    }
+    match (prev, next) {
         (When::Time(a), When::Time(b)) if b <= a => {
             let value = table.at_s.unwrap_or_default();
             let reason = if a == b {
@@ -244,15 +302,17 @@ fn check_order(i: usize, prev: &When, next: &When, table: &PhaseConfig) -> Resul
             };
             Err(SimError::invalid(&context(i), "at_s", value, reason))
         }
-        (When::Phase(_), When::Time(_)) | (When::Time(_), When::Phase(_)) => Err(SimError::invalid(
-            &context(i),
-            if matches!(next, When::Time(_)) { "at_s" } else { "at" },
-            table
-                .at
-                .clone()
-                .unwrap_or_else(|| table.at_s.unwrap_or_default().to_string()),
-            "a plan switches at phases or at times, not both (their order is not known before the run)",
-        )),
+        (When::Phase(_) | When::Workload(_), When::Time(_)) | (When::Time(_), When::Phase(_) | When::Workload(_)) => {
+            Err(SimError::invalid(
+                &context(i),
+                if matches!(next, When::Time(_)) { "at_s" } else { "at" },
+                table
+                    .at
+                    .clone()
+                    .unwrap_or_else(|| table.at_s.unwrap_or_default().to_string()),
+                "a plan switches at phases or at times, not both (their order is not known before the run)",
+            ))
+        }
         _ => Ok(()),
     }
 }

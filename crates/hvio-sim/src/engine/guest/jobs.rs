@@ -57,6 +57,8 @@ impl Area {
 
 pub(crate) struct JobState {
     pub(crate) job: Job,
+    /// The index of the job's phase (see [`crate::engine::phases`]).
+    pub(crate) phase: Option<usize>,
     pub(crate) rng: JobRng,
     pub(crate) areas: Vec<Area>,
     pub(crate) issued: u64,
@@ -301,6 +303,9 @@ impl Engine {
         job.live_threads -= 1;
         if job.live_threads == 0 {
             job.end = Some(now);
+            if let Some(p) = job.phase {
+                self.queue.push(now, Ev::PhaseJobDone { phase: p as u16 });
+            }
         }
     }
 
