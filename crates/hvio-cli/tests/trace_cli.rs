@@ -23,6 +23,11 @@ fn trace_stats_prints_and_serialises() {
         out.contains("requests    7 (2 reads, 3 writes, 1 flushes, 1 discards)"),
         "{out}"
     );
+    // The lines that are not requests, by reason.
+    assert!(
+        out.contains("not read    18 lines that are not requests: 2 blkparse run-time lines (Input file ...), 8 summary lines, 8 events other than Q"),
+        "{out}"
+    );
     let (ok, out, _) = hvio(&["trace", "stats", "--json", &data("alibaba.csv")]);
     assert!(ok);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

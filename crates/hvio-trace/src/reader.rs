@@ -212,11 +212,19 @@ impl From<String> for Bad {
 /// One text format: turns a line into a record, nothing, or a complaint.
 pub(crate) trait LineFormat: Send {
     fn parse(&mut self, line: &[u8], devs: &mut Devices) -> Result<Option<TraceRecord>, Bad>;
+    /// Lines read that were not requests, by reason (nonzero counts only).
+    fn skipped_lines(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// A source of records (one file, or merged per-CPU files).
 pub(crate) trait Source: Send {
     fn next(&mut self, devs: &mut Devices) -> Result<Option<(TraceRecord, Loc)>, TraceError>;
+    /// Lines read that were not requests, by reason (nonzero counts only).
+    fn skipped_lines(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 pub(crate) struct TextSource<F> {
@@ -281,6 +289,10 @@ impl<F: LineFormat> Source for TextSource<F> {
                 }
             }
         }
+    }
+
+    fn skipped_lines(&self) -> Vec<(String, u64)> {
+        self.fmt.skipped_lines()
     }
 }
 
@@ -380,6 +392,11 @@ impl TraceReader {
     /// Bad records counted and skipped (with `skip_bad`).
     pub fn skipped(&self) -> u64 {
         self.skipped
+    }
+    /// Lines read so far that were not requests (comments, other blkparse
+    /// actions, summaries...), by reason; only reasons that occurred.
+    pub fn skipped_lines(&self) -> Vec<(String, u64)> {
+        self.src.skipped_lines()
     }
 }
 

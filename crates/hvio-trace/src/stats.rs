@@ -155,6 +155,9 @@ pub struct TraceStats {
     pub devices: Vec<DeviceStats>,
     /// Malformed records skipped (with `skip_bad`).
     pub skipped_bad: u64,
+    /// Lines that were not requests, by reason (e.g. blkparse comments and
+    /// other actions); empty for formats where every line is a request.
+    pub skipped_lines: Vec<(String, u64)>,
 }
 
 const SIZE_BUCKETS: usize = 13;
@@ -307,12 +310,14 @@ pub fn trace_stats(reader: &mut TraceReader) -> Result<TraceStats, TraceError> {
     for r in reader.by_ref() {
         b.add(&r?);
     }
-    Ok(b.finish(
+    let mut s = b.finish(
         reader.path(),
         reader.format().name(),
         reader.devices(),
         reader.skipped(),
-    ))
+    );
+    s.skipped_lines = reader.skipped_lines();
+    Ok(s)
 }
 
 impl fmt::Display for TraceStats {
@@ -349,6 +354,11 @@ impl fmt::Display for TraceStats {
         )?;
         if self.skipped_bad > 0 {
             writeln!(f, "skipped     {} bad records", self.skipped_bad)?;
+        }
+        if !self.skipped_lines.is_empty() {
+            let total: u64 = self.skipped_lines.iter().map(|(_, n)| n).sum();
+            let why: Vec<String> = self.skipped_lines.iter().map(|(r, n)| format!("{n} {r}")).collect();
+            writeln!(f, "not read    {total} lines that are not requests: {}", why.join(", "))?;
         }
         writeln!(f, "\nsize distribution")?;
         for (label, n) in &self.size_histogram {

@@ -46,6 +46,49 @@ fn blkparse_default_output() {
     assert_eq!(devs[r[0].device as usize], "8,0");
 }
 
+/// blkparse output behind `#` comment lines (the column header some
+/// front-ends print): the same requests, and every line that is not one
+/// counted by reason.
+#[test]
+fn blkparse_with_comment_header_lines() {
+    let (_, plain, _) = read_all(&data("sda.blkparse"), &ReadOptions::default());
+    let mut text =
+        b"#Maj,Mn CPU SeqNo        Time   PID Act RWBS Sector + Blocks [Process]\n# traced on sda\n".to_vec();
+    text.extend(std::fs::read(data("sda.blkparse")).unwrap());
+    let mut r = TraceReader::from_reader("mem", Box::new(Cursor::new(text)), &ReadOptions::default()).unwrap();
+    assert_eq!(r.format(), Format::Blkparse);
+    let recs: Vec<TraceRecord> = r.by_ref().collect::<Result<_, _>>().unwrap();
+    assert_eq!(recs, plain);
+    assert_eq!(
+        r.skipped_lines(),
+        vec![
+            ("comment lines (#)".to_string(), 2),
+            ("blkparse run-time lines (Input file ...)".to_string(), 2),
+            ("summary lines".to_string(), 8),
+            ("events other than Q".to_string(), 8),
+        ]
+    );
+    // Without the header, the same minus the comments.
+    let mut r = TraceReader::open(data("sda.blkparse"), &ReadOptions::default()).unwrap();
+    assert_eq!(r.by_ref().count(), 7);
+    assert_eq!(
+        r.skipped_lines()[0],
+        ("blkparse run-time lines (Input file ...)".to_string(), 2)
+    );
+    // Under `-a D`, the Q lines are the other events; no line is a D without data.
+    let o = ReadOptions {
+        blk_action: BlkAction::Issue,
+        ..Default::default()
+    };
+    let mut r = TraceReader::open(data("sda.blkparse"), &o).unwrap();
+    assert_eq!(r.by_ref().count(), 1);
+    assert!(
+        r.skipped_lines().contains(&("events other than D".to_string(), 14)),
+        "{:?}",
+        r.skipped_lines()
+    );
+}
+
 #[test]
 fn blkparse_issue_and_complete_actions() {
     let o = ReadOptions {

@@ -4,9 +4,13 @@
 //! go on per action: `Q`/`D`/`I`/`B`/`M`/`F`/`G`/`S`: `sector + n [comm]`;
 //! `C`: `sector + n [error]` (with `(elapsed)` under `-t`); `A` (remap):
 //! `sector + n <- (maj,min) from`; `m` (message), `P`, `U`, `T`, `X`: no request.
-//! The run-time lines (`Input file … added`) and the summary block blkparse
-//! prints at the end (`CPU0 (sda):`, `Total (sda):`, ` Reads Queued: …`,
-//! `Throughput`, `Events`, `Skips`, per-process stats) are skipped.
+//! The run-time lines (`Input file … added`), comment lines starting with
+//! `#` (some blkparse front-ends print a column header such as `#Maj,Mn CPU
+//! SeqNo Time PID Act RWBS ...`) and the summary block blkparse prints at
+//! the end (`CPU0 (sda):`, `Total (sda):`, ` Reads Queued: …`, `Throughput`,
+//! `Events`, `Skips`, per-process stats) are skipped, and counted by reason
+//! with the other lines that are not requests (`hvio trace stats` reports
+//! them).
 //!
 //! RWBS: `[F]` (preflush) then `R`, `W`, `D` (discard, `DE` secure erase), `N`
 //! (no data) or a zoned op (`ZA` zone append = write; other `Z?` ops carry no
@@ -259,7 +263,8 @@ impl Custom {
         Ok(Custom { pieces, only })
     }
 
-    fn parse(&self, line: &[u8], action: u8, devs: &mut Devices) -> Result<Option<TraceRecord>, Bad> {
+    /// `other` is set when the line is an event of another action.
+    fn parse(&self, line: &[u8], action: u8, devs: &mut Devices, other: &mut bool) -> Result<Option<TraceRecord>, Bad> {
         let blank = |c: u8| c == b' ' || c == b'\t';
         let mut pos = 0;
         let skip = |pos: &mut usize| {
@@ -356,6 +361,7 @@ impl Custom {
         }
         if let Some(a) = act {
             if a != [action] {
+                *other = true;
                 return Ok(None);
             }
         }
@@ -383,6 +389,19 @@ pub struct Blkparse {
     action: u8,
     summary: bool,
     custom: Option<Custom>,
+    skips: Skips,
+    /// The line being parsed is an event of another action.
+    other_action: bool,
+}
+
+/// Lines read that are not requests, by reason.
+#[derive(Default)]
+struct Skips {
+    comment: u64,
+    runtime: u64,
+    summary: u64,
+    other_action: u64,
+    no_request: u64,
 }
 
 impl Blkparse {
@@ -393,6 +412,8 @@ impl Blkparse {
             action: opts.blk_action.letter(),
             summary: false,
             custom,
+            skips: Skips::default(),
+            other_action: false,
         })
     }
 
@@ -413,6 +434,7 @@ impl Blkparse {
         t.next().and_then(u64_dec).ok_or(Bad::from("a pid in field 5"))?;
         let act = t.next().ok_or(Bad::from("an action in field 6"))?;
         if act != [self.action] {
+            self.other_action = true;
             return Ok(None);
         }
         let rwbs = t.next().ok_or(Bad::from("RWBS flags in field 7"))?;
@@ -430,29 +452,76 @@ impl Blkparse {
 
 impl LineFormat for Blkparse {
     fn parse(&mut self, line: &[u8], devs: &mut Devices) -> Result<Option<TraceRecord>, Bad> {
+        self.other_action = false;
+        if line.starts_with(b"#") {
+            self.skips.comment += 1;
+            return Ok(None);
+        }
         if line.starts_with(b"Input file ") {
+            self.skips.runtime += 1;
             return Ok(None);
         }
         if is_summary(line) {
             self.summary = true;
+            self.skips.summary += 1;
             return Ok(None);
         }
         if let Some(c) = &self.custom {
-            let r = c.parse(line, self.action, devs);
+            let r = c.parse(line, self.action, devs, &mut self.other_action);
             match (c.only, r) {
-                (None, r) => return r,
-                (Some(_), Ok(x)) => return Ok(x),
+                (None, r) => return self.counted(r),
+                (Some(_), Ok(x)) => return self.counted(Ok(x)),
                 (Some(_), Err(e)) => {
                     if !looks_like_event(line) {
-                        return if self.summary { Ok(None) } else { Err(e) };
+                        return if self.summary {
+                            self.skips.summary += 1;
+                            Ok(None)
+                        } else {
+                            Err(e)
+                        };
                     }
                 }
             }
         }
         if self.summary && !looks_like_event(line) {
+            self.skips.summary += 1;
             return Ok(None);
         }
-        self.default_line(line, devs)
+        let r = self.default_line(line, devs);
+        self.counted(r)
+    }
+
+    fn skipped_lines(&self) -> Vec<(String, u64)> {
+        let s = &self.skips;
+        let action = self.action as char;
+        [
+            ("comment lines (#)".to_string(), s.comment),
+            ("blkparse run-time lines (Input file ...)".to_string(), s.runtime),
+            ("summary lines".to_string(), s.summary),
+            (format!("events other than {action}"), s.other_action),
+            (
+                format!("{action} events that are not requests (no data, not a flush)"),
+                s.no_request,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+}
+
+impl Blkparse {
+    /// Counts an event line that gave no request: another action, or the
+    /// chosen action without data (`N`, a PC request, a remap's message).
+    fn counted(&mut self, r: Result<Option<TraceRecord>, Bad>) -> Result<Option<TraceRecord>, Bad> {
+        if let Ok(None) = r {
+            if self.other_action {
+                self.skips.other_action += 1;
+            } else {
+                self.skips.no_request += 1;
+            }
+        }
+        r
     }
 }
 
