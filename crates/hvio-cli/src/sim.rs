@@ -64,6 +64,9 @@ pub fn sim(a: SimArgs) -> Result<()> {
     if !r.switches.is_empty() || !cfg.phases.is_empty() {
         out!("\n{}", report::switch_table(&r).render());
     }
+    if let Some(t) = report::reshape_table(&r) {
+        out!("\n{}", t.render());
+    }
     if r.truncated {
         outln!("warning: the run hit max_time_s before every job finished");
     }

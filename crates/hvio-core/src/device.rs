@@ -140,4 +140,9 @@ pub trait Device: Send {
     fn advance(&mut self, now: Nanos, out: &mut Vec<Completion>);
     /// The head position after the last media access (for seek-distance metrics).
     fn head(&self) -> Sector;
+    /// The model's own counters since the run began, by name (an SSD's
+    /// FTL: page writes, garbage collection, write amplification). Default: none.
+    fn counters(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
 }

@@ -302,6 +302,13 @@ pub struct VmConfig {
     /// Its jobs (`[[vm.job]]` tables).
     #[serde(default, rename = "job")]
     pub jobs: Vec<JobConfig>,
+    /// Paper 001's address reshaping on this VM's host path (`reshape =
+    /// { ... }`: `hvio_reshape::ReshapeConfig`'s keys, its `*_bytes` keys
+    /// also as size strings). The image file then holds the layout's base,
+    /// regions, log and checkpoint slots (docs/reshape.md); the guest sees
+    /// `image_size`.
+    #[serde(default, deserialize_with = "crate::size::reshape_keys")]
+    pub reshape: Option<hvio_reshape::ReshapeConfig>,
 }
 
 fn default_image_size() -> Size {
@@ -355,10 +362,12 @@ pub struct OutputConfig {
 pub struct VmLayout {
     /// The VM's name.
     pub name: String,
-    /// Where the image's sectors are on the disk: its extents, in image order.
+    /// Where the image file's sectors are on the disk: its extents, in image order.
     pub map: ExtentMap,
-    /// The image's size in sectors.
+    /// The disk the guest sees, in sectors.
     pub image_sectors: u64,
+    /// The reshaped image's layout, for a VM with `reshape`.
+    pub reshape: Option<hvio_reshape::Layout>,
     /// Its resolved jobs.
     pub jobs: Vec<Job>,
 }
@@ -367,6 +376,11 @@ impl VmLayout {
     /// The whole span from first to last extent end.
     pub fn span(&self) -> (u64, u64) {
         self.map.span()
+    }
+
+    /// The image file's sectors: the guest's disk, or the reshaped image.
+    pub fn file_sectors(&self) -> u64 {
+        self.reshape.as_ref().map_or(self.image_sectors, |l| l.image_sectors)
     }
 }
 
@@ -576,7 +590,20 @@ impl Config {
                 Some(o) => o.sectors(),
                 None => next,
             };
-            let per = vm.image_size.sectors() / vm.fragments as u64;
+            let reshape = match &vm.reshape {
+                Some(r) => Some(vm.reshape_layout(r, &ctx, self.host.blktap.is_some())?),
+                None => None,
+            };
+            let file_sectors = reshape.as_ref().map_or(vm.image_size.sectors(), |l| l.image_sectors);
+            if !file_sectors.is_multiple_of(vm.fragments as u64) {
+                return Err(SimError::invalid(
+                    &ctx,
+                    "fragments",
+                    vm.fragments,
+                    format!("must divide the reshaped image ({file_sectors} sectors) into whole sectors"),
+                ));
+            }
+            let per = file_sectors / vm.fragments as u64;
             let gap = vm.fragment_gap.sectors();
             // The last extent's end, in u128: offsets and gaps may be any u64.
             let end = start as u128 + (vm.fragments as u128 - 1) * (per as u128 + gap as u128) + per as u128;
@@ -689,6 +716,7 @@ impl Config {
                 name: vm.name.clone(),
                 map: ExtentMap::new(extents),
                 image_sectors: vm.image_size.sectors(),
+                reshape,
                 jobs,
             });
         }
@@ -843,6 +871,31 @@ enum Seg {
 
 impl VmConfig {
     /// Check the VM's own values (not its jobs); `ctx` names it in errors.
+    /// The layout of this VM's reshaped image, checked: a bad key is an
+    /// error naming the VM, the key and the value.
+    fn reshape_layout(&self, r: &hvio_reshape::ReshapeConfig, ctx: &str, blktap: bool) -> Result<hvio_reshape::Layout> {
+        if blktap {
+            return Err(SimError::invalid(
+                ctx,
+                "reshape",
+                "{ ... }",
+                "address reshaping is a QEMU host path: it cannot be combined with [host] blktap",
+            ));
+        }
+        r.layout(self.image_size.0).map_err(|e| match e {
+            hvio_core::ConfigError::InvalidValue { key, value, reason, .. } => {
+                // The guest's disk is the VM's image_size.
+                let key = if key == "disk_bytes" {
+                    "image_size".into()
+                } else {
+                    format!("reshape.{key}")
+                };
+                SimError::invalid(ctx, &key, value, reason)
+            }
+            other => SimError::Config(other),
+        })
+    }
+
     fn check(&self, ctx: &str) -> Result<()> {
         use limits::*;
         if self.image_size.0 == 0 || !self.image_size.0.is_multiple_of(SECTOR_BYTES) {

@@ -59,6 +59,9 @@ pub(crate) enum HostEvent<'a> {
 #[derive(Clone, Copy, Default)]
 pub(crate) struct StreamCounts {
     pub offered: u64,
+    /// Bytes of guest requests the stage completed itself, their data moved
+    /// by its own I/O (address reshaping).
+    pub stage_completed: u64,
     pub requests: u64,
     pub bytes: u64,
     pub disk_time: Nanos,
@@ -230,6 +233,7 @@ impl HostSide {
             mean_transfer_ms: ns_to_ms(self.sum_transfer) / n,
             cache_hits: self.cache_hits,
             counters,
+            device: self.device.counters(),
         }
     }
 
@@ -259,6 +263,7 @@ impl HostSide {
             host_requests: s.requests,
             host_mb: s.bytes as f64 / 1e6,
             disk_time_s: ns_to_s(s.disk_time),
+            reshape: None,
         }
     }
 

@@ -195,6 +195,94 @@ pub struct VmResult {
     pub host_mb: f64,
     /// Device time spent on this VM's requests, seconds.
     pub disk_time_s: f64,
+    /// The cost of address reshaping, for a VM with `reshape`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reshape: Option<ReshapeResult>,
+}
+
+/// What address reshaping (paper 001) cost on a VM's host path: the bytes
+/// it wrote to the image besides the guest's data, by purpose, and the
+/// memory of its remap tables.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ReshapeResult {
+    /// Guest data written (both regions).
+    pub guest_write_bytes: u64,
+    /// Of it, to the metadata region (writes the guest flagged as metadata).
+    pub guest_meta_write_bytes: u64,
+    /// Everything written to the image: guest data, cleaning copies, log, checkpoints.
+    pub image_write_bytes: u64,
+    /// Host-side write amplification: image bytes written / guest bytes written.
+    pub write_amplification: f64,
+    /// Guest bytes read from the image.
+    pub guest_read_bytes: u64,
+    /// The host reads they took (a read is split across the extents it touches).
+    pub guest_read_requests: u64,
+    /// Bytes the cleaner read from its victims.
+    pub clean_read_bytes: u64,
+    /// Bytes the cleaner copied to its frontier.
+    pub clean_write_bytes: u64,
+    /// Segments the cleaner emptied.
+    pub segments_cleaned: u64,
+    /// Bytes of log transactions (TX start, remap entries, TX commit).
+    pub log_bytes: u64,
+    /// Log transactions committed.
+    pub commits: u64,
+    /// Bytes of checkpoints of the remap tables.
+    pub checkpoint_bytes: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Cache flushes before commits.
+    pub flushes: u64,
+    /// Extents in the remap tables at the end.
+    pub table_extents: u64,
+    /// Memory of the remap tables and their reverse maps at the end.
+    pub table_bytes: u64,
+    /// Remap table memory per GiB the guest wrote.
+    pub table_bytes_per_gib_written: f64,
+}
+
+impl ReshapeResult {
+    /// The sum of several VMs' costs, its ratios over the sums.
+    pub fn total<'a>(all: impl IntoIterator<Item = &'a ReshapeResult>) -> Option<ReshapeResult> {
+        let mut t: Option<ReshapeResult> = None;
+        for r in all {
+            let s = t.get_or_insert_with(ReshapeResult::default);
+            s.guest_write_bytes += r.guest_write_bytes;
+            s.guest_meta_write_bytes += r.guest_meta_write_bytes;
+            s.image_write_bytes += r.image_write_bytes;
+            s.guest_read_bytes += r.guest_read_bytes;
+            s.guest_read_requests += r.guest_read_requests;
+            s.clean_read_bytes += r.clean_read_bytes;
+            s.clean_write_bytes += r.clean_write_bytes;
+            s.segments_cleaned += r.segments_cleaned;
+            s.log_bytes += r.log_bytes;
+            s.commits += r.commits;
+            s.checkpoint_bytes += r.checkpoint_bytes;
+            s.checkpoints += r.checkpoints;
+            s.flushes += r.flushes;
+            s.table_extents += r.table_extents;
+            s.table_bytes += r.table_bytes;
+        }
+        if let Some(s) = &mut t {
+            s.finish_ratios();
+        }
+        t
+    }
+
+    /// Compute the ratios from the counts.
+    pub fn finish_ratios(&mut self) {
+        let guest = self.guest_write_bytes as f64;
+        self.write_amplification = if guest > 0.0 {
+            self.image_write_bytes as f64 / guest
+        } else {
+            0.0
+        };
+        self.table_bytes_per_gib_written = if guest > 0.0 {
+            self.table_bytes as f64 / (guest / (1u64 << 30) as f64)
+        } else {
+            0.0
+        };
+    }
 }
 
 /// Seek distances between consecutive host dispatches, in paper 000 Table 4's buckets.
@@ -409,6 +497,10 @@ pub struct HostResult {
     pub cache_hits: u64,
     /// The host scheduler's counters by name.
     pub counters: Vec<(String, f64)>,
+    /// The device's own counters (an SSD's FTL: page writes, garbage
+    /// collection, write amplification).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device: Vec<(String, f64)>,
 }
 
 /// Per-VM throughput over time (paper 000 Fig. 7).
@@ -546,6 +638,9 @@ pub struct SimResult {
     /// Every scheduler switch a `[[phase]]` plan made; absent without.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<SwitchResult>,
+    /// Address reshaping's cost over every VM with `reshape`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reshape: Option<ReshapeResult>,
 }
 
 /// One phase of a run: when it began (the last job of the phase before

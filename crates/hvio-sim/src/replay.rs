@@ -193,6 +193,14 @@ where
         }
         _ => {}
     }
+    if let Some(vm) = cfg.vms.iter().find(|v| v.reshape.is_some()) {
+        return Err(cfg.locate(SimError::invalid(
+            &format!("vm \"{}\"", vm.name),
+            "reshape",
+            "{ ... }",
+            "the replayer sends a trace's requests straight to the host: address reshaping runs in `hvio sim` only",
+        )));
+    }
     let info = device.info();
     let mut jobless = cfg.clone();
     for v in &mut jobless.vms {
@@ -360,6 +368,7 @@ fn finish(mut e: Replayer, truncated: bool, seed: u64) -> SimResult {
         series,
         phases: Vec::new(),
         switches: Vec::new(),
+        reshape: None,
     }
 }
 

@@ -146,7 +146,7 @@ pub fn host_table(r: &SimResult) -> Table {
     for (k, v) in rows {
         t.row(vec![k.to_string(), v]);
     }
-    for (k, v) in &h.counters {
+    for (k, v) in h.counters.iter().chain(&h.device) {
         t.row(vec![k.clone(), format!("{v}")]);
     }
     t
@@ -208,4 +208,51 @@ pub fn switch_table(r: &SimResult) -> Table {
         ]);
     }
     t
+}
+
+/// What address reshaping cost, per VM that reshapes and in total (none
+/// when no VM reshapes): host-side write amplification, cleaning, log and
+/// checkpoint traffic, remap table memory.
+pub fn reshape_table(r: &SimResult) -> Option<Table> {
+    let total = r.reshape.as_ref()?;
+    let mut t = Table::new(
+        "address reshaping (paper 001): host-side cost",
+        &[
+            "vm",
+            "guest MB written",
+            "image MB written",
+            "host WA",
+            "cleaning MB read",
+            "cleaning MB written",
+            "segments cleaned",
+            "log MB",
+            "checkpoint MB",
+            "table extents",
+            "table KiB",
+            "table KiB/GiB written",
+        ],
+    );
+    let mb = |b: u64| f(b as f64 / 1e6, 1);
+    let rows = r
+        .vms
+        .iter()
+        .filter_map(|v| v.reshape.as_ref().map(|x| (v.vm.as_str(), x)))
+        .chain(std::iter::once(("total", total)));
+    for (name, x) in rows {
+        t.row(vec![
+            name.to_string(),
+            mb(x.guest_write_bytes),
+            mb(x.image_write_bytes),
+            f(x.write_amplification, 3),
+            mb(x.clean_read_bytes),
+            mb(x.clean_write_bytes),
+            x.segments_cleaned.to_string(),
+            mb(x.log_bytes),
+            mb(x.checkpoint_bytes),
+            x.table_extents.to_string(),
+            f(x.table_bytes as f64 / 1024.0, 1),
+            f(x.table_bytes_per_gib_written / 1024.0, 1),
+        ]);
+    }
+    Some(t)
 }

@@ -106,6 +106,25 @@ impl<'de> Deserialize<'de> for Size {
     }
 }
 
+/// `[[vm]] reshape = { ... }`: [`hvio_reshape::ReshapeConfig`], whose
+/// `*_bytes` keys take size strings here as every size of the config does.
+pub(crate) fn reshape_keys<'de, D: Deserializer<'de>>(d: D) -> Result<Option<hvio_reshape::ReshapeConfig>, D::Error> {
+    let mut table = toml::Table::deserialize(d)?;
+    for (key, value) in table.iter_mut() {
+        if let (true, toml::Value::String(text)) = (key.ends_with("_bytes"), &*value) {
+            let bytes = parse_size(text).map_err(|e| de::Error::custom(format!("reshape.{key}: {e}")))?;
+            let bytes = i64::try_from(bytes).map_err(|_| {
+                de::Error::custom(format!("reshape.{key}: `{text}` is too large (at most 2^63 - 1 bytes)"))
+            })?;
+            *value = toml::Value::Integer(bytes);
+        }
+    }
+    toml::Value::Table(table)
+        .try_into::<hvio_reshape::ReshapeConfig>()
+        .map(Some)
+        .map_err(|e| de::Error::custom(format!("reshape: {e}")))
+}
+
 impl Serialize for Size {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(self.0)

@@ -779,4 +779,23 @@ impl Device for Ssd {
     fn head(&self) -> u64 {
         0
     }
+
+    /// The FTL's counters since the run began (after any preconditioning):
+    /// page writes from the host and moved by garbage collection, erases,
+    /// page reads, trimmed pages, and the write amplification they give.
+    fn counters(&self) -> Vec<(String, f64)> {
+        let s = self.stats();
+        let mut out: Vec<(String, f64)> = vec![
+            ("ssd_host_pages_written".into(), s.host_pages_written as f64),
+            ("ssd_gc_pages_moved".into(), s.gc_pages_moved as f64),
+            ("ssd_erases".into(), s.erases as f64),
+            ("ssd_pages_read".into(), s.pages_read as f64),
+            ("ssd_pages_trimmed".into(), s.pages_trimmed as f64),
+            ("ssd_write_amplification".into(), s.write_amplification()),
+        ];
+        if let Some(p) = self.preconditioned {
+            out.push(("ssd_precondition_write_amplification".into(), p.write_amplification));
+        }
+        out
+    }
 }

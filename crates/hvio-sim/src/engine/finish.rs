@@ -20,10 +20,10 @@ impl Engine {
                     path.stage.held()
                 ));
             }
-            if s.offered != s.bytes {
+            if s.offered != s.bytes + s.stage_completed {
                 return fail(format!(
-                    "VM {name}'s host path was handed {} bytes and the host served {}",
-                    s.offered, s.bytes
+                    "VM {name}'s host path was handed {} bytes and the host served {} (and its stage completed {} of guest requests itself)",
+                    s.offered, s.bytes, s.stage_completed
                 ));
             }
         }
@@ -76,10 +76,11 @@ impl Engine {
             first = first.min(vs);
             last = last.max(ve);
             total_bytes += counts.bytes();
-            vms.push(
-                self.host
-                    .vm_result(vms.len(), &vm.layout.name, vc_weight, vs, ve, &counts),
-            );
+            let mut row = self
+                .host
+                .vm_result(vms.len(), &vm.layout.name, vc_weight, vs, ve, &counts);
+            row.reshape = self.paths[vms.len()].stage.reshape();
+            vms.push(row);
         }
         let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
         let interval_s = ns_to_s(self.interval);
@@ -110,6 +111,7 @@ impl Engine {
         }
         let (phases, switches) = self.phase_results();
         let host = self.host.result(now, self.idle_pending, counters);
+        let reshape = ReshapeResult::total(vms.iter().filter_map(|v: &VmResult| v.reshape.as_ref()));
         Ok(SimResult {
             seed: self.seed,
             scheduler: host.scheduler.clone(),
@@ -124,6 +126,7 @@ impl Engine {
             series,
             phases,
             switches,
+            reshape,
         })
     }
 }

@@ -41,6 +41,7 @@ pub(crate) use guest::*;
 pub(crate) use requests::*;
 pub(crate) use stage::blktap::Blktap;
 pub(crate) use stage::direct::Direct;
+pub(crate) use stage::reshape::Reshape;
 pub(crate) use stage::*;
 
 /// One simulation run.
@@ -230,7 +231,7 @@ impl Engine {
                 series_bytes: Vec::new(),
             });
         }
-        let image_sectors = vms.iter().map(|v| v.layout.image_sectors).max().unwrap_or(0);
+        let image_sectors = vms.iter().map(|v| v.layout.file_sectors()).max().unwrap_or(0);
         let interval_s = cfg.output.interval_s.unwrap_or(1.0);
         // Checked by `Config::layout`.
         let records = match &cfg.output.records {
@@ -240,9 +241,10 @@ impl Engine {
         let paths = vms
             .iter()
             .map(|vm| VmPath {
-                stage: match &cfg.host.blktap {
-                    Some(b) => Box::new(Blktap::new(b.clone(), vm.ring_depth)) as Box<dyn HostPath>,
-                    None => Box::new(Direct),
+                stage: match (&vm.layout.reshape, &cfg.host.blktap) {
+                    (Some(l), _) => Box::new(Reshape::new(&vm.layout.name, l.clone())) as Box<dyn HostPath>,
+                    (None, Some(b)) => Box::new(Blktap::new(b.clone(), vm.ring_depth)),
+                    (None, None) => Box::new(Direct),
                 },
                 map: vm.layout.map.clone(),
             })

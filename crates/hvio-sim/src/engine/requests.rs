@@ -36,9 +36,6 @@ pub(crate) enum Owner {
     /// and the flusher), for `kind`.
     Guest { thread: u32, kind: Kind },
     /// The VM's host-path stage, with the stage's own tag.
-    // No stage of the simulator's configs originates I/O yet; the engine's
-    // tests do.
-    #[cfg_attr(not(test), allow(dead_code))]
     Stage { tag: u64 },
     /// A part of the request in slot `parent` (one extent of its split).
     Part { parent: u32 },

@@ -17,6 +17,7 @@
 
 pub(crate) mod blktap;
 pub(crate) mod direct;
+pub(crate) mod reshape;
 
 use super::*;
 
@@ -39,6 +40,10 @@ pub(crate) trait HostPath {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// What address reshaping cost, for the stage that reshapes.
+    fn reshape(&self) -> Option<ReshapeResult> {
+        None
+    }
 }
 
 /// A VM's stage and the map of its image.
@@ -52,6 +57,8 @@ pub(crate) struct VmPath {
 pub(crate) struct PathCx<'a> {
     pub(crate) now: Nanos,
     pub(crate) vm: usize,
+    /// The VM's one-way virtualization latency (`virt_latency_us`).
+    pub(crate) latency: Nanos,
     pub(crate) map: &'a ExtentMap,
     /// A buffer for the image map's extents.
     pub(crate) extents: &'a mut Vec<Extent>,
@@ -147,6 +154,16 @@ impl PathCx<'_> {
         kick_host(self.host, self.requests, self.queue, self.now);
     }
 
+    /// Complete guest request `slot` without a host request of its own:
+    /// the stage moved its data in I/O it originated (split across extents
+    /// of a remapped image, or placed in a merged write) or needs none.
+    /// The completion reaches the guest the VM's latency later; its bytes
+    /// count as served for end-of-run accounting.
+    pub(crate) fn complete(&mut self, slot: u32) {
+        self.host.streams[self.vm].stage_completed += self.requests[slot].guest.bytes();
+        self.queue.push(self.now + self.latency, Ev::GuestDone { slot });
+    }
+
     /// Wake the stage at `t` ([`HostPath::wake`]).
     pub(crate) fn wake_at(&mut self, t: Nanos) {
         self.queue.push(t, Ev::StageWake { vm: self.vm as u16 });
@@ -154,9 +171,6 @@ impl PathCx<'_> {
 
     /// I/O of the stage's own, `rq` in image sectors, tagged `tag`: sent to
     /// the host now; [`HostPath::done`] hears of its completion.
-    // No stage of the simulator's configs originates I/O yet; the engine's
-    // tests do.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn originate(&mut self, tag: u64, rq: Request) -> Result<u32> {
         let slot = self
             .requests
@@ -186,6 +200,7 @@ impl Engine {
         let mut cx = PathCx {
             now: self.now,
             vm: vi,
+            latency: self.vms[vi].latency,
             map: &p.map,
             extents: &mut self.extents,
             requests: &mut self.requests,

@@ -1,0 +1,124 @@
+//! Address reshaping as a host-path stage (paper 001 §III, Fig. 2–4): the
+//! sequentializer of `hvio-reshape` between a VM's virtio ring and the host
+//! scheduler, in QEMU's place.
+//!
+//! The guest requests that reach the host at one instant are one batch (the
+//! requests QEMU takes from the ring at one VM exit, §II.A) handed to
+//! [`Reshaper::submit`]: its writes are placed at their region's append
+//! point and leave as at most one metadata and one data write (Fig. 3).
+//! Every I/O the reshaper asks for — guest data at the append points, reads
+//! split across the extents they touch, cleaning reads and writes (the idle
+//! class), cache flushes, log transactions and checkpoints — goes to the
+//! host as the stage's own request ([`PathCx::originate`]), so the host
+//! scheduler and the device see and time it like any other. A guest request
+//! completes when the reshaper says so ([`PathCx::complete`]): a write once
+//! its data is on the image and the table updated, without waiting for the
+//! log (a FLUSH or FUA write once its transaction is durable), a read once
+//! its last piece is in.
+
+use super::*;
+use hvio_reshape::{Event, Layout, Reshaper};
+
+/// One VM's sequentializer.
+pub(crate) struct Reshape {
+    /// The VM's name, for errors.
+    vm: String,
+    reshaper: Reshaper,
+    /// Guest requests of this instant, not yet submitted.
+    batch: Vec<Request>,
+}
+
+impl Reshape {
+    /// A fresh reshaped image of `layout` (empty tables, every segment free).
+    pub(crate) fn new(vm: &str, layout: Layout) -> Reshape {
+        Reshape {
+            vm: vm.to_string(),
+            reshaper: Reshaper::new(layout),
+            batch: Vec::new(),
+        }
+    }
+
+    fn error(&self, e: impl std::fmt::Display) -> SimError {
+        SimError::Other(format!("VM {}: address reshaping: {e}", self.vm))
+    }
+
+    /// Carry out what the reshaper asks for: its I/O to the host, its
+    /// completed guest requests back up.
+    fn drain(&mut self, cx: &mut PathCx) -> Result<()> {
+        while let Some(ev) = self.reshaper.poll() {
+            match ev {
+                Event::Io(io) => {
+                    let rq = io.request(0, cx.vm as StreamId, cx.now);
+                    cx.originate(io.id, rq)?;
+                }
+                Event::Done(id) => cx.complete(slot_of(id)),
+                Event::Failed(id, e) => return Err(self.error(format_args!("request {id}: {e}"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HostPath for Reshape {
+    /// The request joins this instant's batch; the batch is submitted once
+    /// every arrival of the instant is in.
+    fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
+        if self.batch.is_empty() {
+            cx.wake_at(cx.now);
+        }
+        self.batch.push(cx.host_request(slot));
+        Ok(())
+    }
+
+    fn wake(&mut self, cx: &mut PathCx) -> Result<()> {
+        let batch = std::mem::take(&mut self.batch);
+        if let Err(e) = self.reshaper.submit(&batch) {
+            return Err(self.error(e));
+        }
+        self.drain(cx)
+    }
+
+    fn done(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
+        let Owner::Stage { tag } = cx.requests[slot].owner else {
+            return Err(self.error(format_args!(
+                "request {} reached the host without the sequentializer",
+                cx.requests[slot].guest.id
+            )));
+        };
+        if let Err(e) = self.reshaper.complete(tag) {
+            return Err(self.error(e));
+        }
+        self.drain(cx)
+    }
+
+    /// Guest requests not yet submitted or not yet completed by the reshaper.
+    fn held(&self) -> usize {
+        self.batch.len() + self.reshaper.guest_outstanding()
+    }
+
+    fn reshape(&self) -> Option<ReshapeResult> {
+        let s = self.reshaper.stats();
+        let bytes = |sectors: u64| sectors * SECTOR_BYTES;
+        let guest = bytes(s.guest_write_sectors[0] + s.guest_write_sectors[1]);
+        let mut r = ReshapeResult {
+            guest_write_bytes: guest,
+            guest_meta_write_bytes: bytes(s.guest_write_sectors[0]),
+            image_write_bytes: guest + bytes(s.clean_write_sectors) + s.log_bytes + s.checkpoint_bytes,
+            guest_read_bytes: bytes(s.guest_read_sectors),
+            guest_read_requests: s.guest_read_ios,
+            clean_read_bytes: bytes(s.clean_read_sectors),
+            clean_write_bytes: bytes(s.clean_write_sectors),
+            segments_cleaned: s.segments_cleaned,
+            log_bytes: s.log_bytes,
+            commits: s.commits,
+            checkpoint_bytes: s.checkpoint_bytes,
+            checkpoints: s.checkpoints,
+            flushes: s.flushes,
+            table_extents: self.reshaper.table_extents() as u64,
+            table_bytes: self.reshaper.table_bytes(),
+            ..ReshapeResult::default()
+        };
+        r.finish_ratios();
+        Some(r)
+    }
+}
