@@ -34,6 +34,10 @@ enum ImageCommand {
     Repair { path: PathBuf },
     /// Rewrite the image offline with its live data in guest-address order.
     Compact { path: PathBuf },
+    /// The crash campaign: `hvio serve` killed, power-cut and crashed inside
+    /// checkpoints and cleaning under NBD writers; every acknowledged-durable
+    /// write must read back and `image check` stay clean.
+    CrashTest(crate::crash_test::CrashTestArgs),
 }
 
 pub fn image(a: ImageArgs) -> anyhow::Result<()> {
@@ -54,6 +58,7 @@ pub fn image(a: ImageArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        ImageCommand::CrashTest(a) => crate::crash_test::crash_test(a),
         ImageCommand::Compact { path } => {
             let r = image::compact(&path)?;
             println!(

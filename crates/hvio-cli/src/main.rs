@@ -3,6 +3,7 @@
 
 mod bench;
 mod common;
+mod crash_test;
 mod image;
 mod replay;
 mod serve;
