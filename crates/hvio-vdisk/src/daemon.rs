@@ -205,7 +205,9 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
     let mut images = Vec::with_capacity(cfg.vms.len());
     for (i, vm) in cfg.vms.iter().enumerate() {
         images.push(if cfg.layout_of(vm) == crate::config::Layout::Reshaped {
-            Some(Arc::new(crate::reshaped::ReshapedDisk::open(store.clone(), i)?))
+            let disk = Arc::new(crate::reshaped::ReshapedDisk::open(store.clone(), i)?);
+            disk.load_layout();
+            Some(disk)
         } else {
             None
         });

@@ -24,6 +24,7 @@ pub mod control;
 pub mod daemon;
 pub mod emulator;
 pub mod engine;
+pub mod ext4meta;
 pub mod faults;
 pub mod fuse;
 pub mod image;

@@ -16,6 +16,7 @@
 
 use crate::buf::AlignedBuf;
 use crate::engine::EngineHandle;
+use crate::ext4meta::{Ext4Classifier, HEAD_BYTES};
 use crate::image::{self, ImageError, Superblock};
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::store::Store;
@@ -85,6 +86,12 @@ struct State {
     clean_writes_issued: u64,
     /// I/O a test fault completes without doing it.
     skipped: Vec<u64>,
+    /// Metadata or data, from the guest's ext4 layout.
+    classifier: Ext4Classifier,
+    /// Where the classifier's journal inode was last read from.
+    journal_read: Option<(u64, usize)>,
+    meta_writes: u64,
+    data_writes: u64,
 }
 
 /// One VM's reshaped image, served.
@@ -198,6 +205,10 @@ impl ReshapedDisk {
                 checkpoints_issued: 0,
                 clean_writes_issued: 0,
                 skipped: Vec::new(),
+                classifier: Ext4Classifier::new(),
+                journal_read: None,
+                meta_writes: 0,
+                data_writes: 0,
             }),
             engine: OnceLock::new(),
             fault,
@@ -278,13 +289,22 @@ impl ReshapedDisk {
             0,
         );
         first.fua = job.fua && op == Op::Write;
-        first.meta = false;
+        first.meta = op == Op::Write && st.classifier.is_meta(job.offset, job.len);
         let mut batch = vec![first];
         if fua_flush || (job.fua && op == Op::Flush) {
             batch.push(Request::new(key * 2 + 1, self.vm as u32, Op::Flush, 0, 0, 0));
         }
         match st.reshaper.submit(&batch) {
             Ok(()) => {
+                if op == Op::Write {
+                    if first.meta {
+                        st.meta_writes += 1;
+                    } else {
+                        st.data_writes += 1;
+                    }
+                    st.classifier.observe(job.offset, job.buf.as_slice());
+                    self.load_journal_inode(st);
+                }
                 st.guests.insert(
                     key,
                     Guest {
@@ -299,6 +319,70 @@ impl ReshapedDisk {
                 done.push((job, Err(libc::EINVAL)));
             }
         }
+    }
+
+    /// Give the classifier what the disk holds where it looks: the head of
+    /// the disk (at start) and the journal inode once the layout names it.
+    pub fn load_layout(&self) {
+        let mut st = self.lock();
+        let head = self.read_guest(&st, 0, HEAD_BYTES.min(self.store.disks[self.vm].size));
+        st.classifier.observe(0, &head);
+        self.load_journal_inode(&mut st);
+        tracing::info!(
+            vm = %self.name,
+            ext4 = st.classifier.found,
+            meta_bytes = st.classifier.meta_bytes(),
+            "metadata classifier: the guest's ext4 layout, or all data"
+        );
+    }
+
+    fn load_journal_inode(&self, st: &mut State) {
+        let at = st.classifier.journal_inode_at();
+        if let Some((off, len)) = at.filter(|_| at != st.journal_read) {
+            st.journal_read = at;
+            let bytes = self.read_guest(st, off, len as u64);
+            st.classifier.observe(off, &bytes);
+        }
+    }
+
+    /// The guest's bytes at `offset`, as the table maps them (what completed
+    /// writes put there; unmapped and trimmed sectors are zeroes).
+    fn read_guest(&self, st: &State, offset: u64, len: u64) -> Vec<u8> {
+        let mut out = vec![0u8; len as usize];
+        let (first, end) = (offset / SECTOR_BYTES, (offset + len).div_ceil(SECTOR_BYTES));
+        let f = &self.store.files[self.file];
+        let mut pieces = Vec::new();
+        for p in st.reshaper.table(Region::Meta).lookup(first, end - first) {
+            match p.target {
+                Some(t) => pieces.push((p.start, p.sectors, t)),
+                None => {
+                    for q in st.reshaper.table(Region::Data).lookup(p.start, p.sectors) {
+                        if let Some(t) = q.target {
+                            pieces.push((q.start, q.sectors, t));
+                        }
+                    }
+                }
+            }
+        }
+        for (start, sectors, t) in pieces {
+            let hvio_reshape::Target::At(at) = t else { continue };
+            let mut buf = vec![0u8; (sectors * SECTOR_BYTES) as usize];
+            let file_off = self.header + at * SECTOR_BYTES;
+            if std::os::unix::fs::FileExt::read_exact_at(&f.buffered, &mut buf, file_off).is_err() {
+                continue;
+            }
+            if let Some(v) = &self.store.volatile {
+                v.read(self.file, file_off, &mut buf);
+            }
+            // Copy the part inside [offset, offset + len).
+            let (s, e) = (start * SECTOR_BYTES, (start + sectors) * SECTOR_BYTES);
+            let (from, to) = (s.max(offset), e.min(offset + len));
+            if from < to {
+                out[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&buf[(from - s) as usize..(to - s) as usize]);
+            }
+        }
+        out
     }
 
     /// Take the reshaper's events: start its I/O, answer finished requests.
@@ -574,6 +658,9 @@ impl ReshapedDisk {
         line("recovery_seconds", self.recovered.took.as_secs_f64());
         line("recovered_transactions", self.recovered.transactions as f64);
         line("failed", f64::from(u8::from(st.failed.is_some())));
+        line("meta_writes_total", st.meta_writes as f64);
+        line("data_writes_total", st.data_writes as f64);
+        line("ext4_found", f64::from(u8::from(st.classifier.found)));
     }
 }
 

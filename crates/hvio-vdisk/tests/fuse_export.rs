@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const CONF: &str = r#"
@@ -34,23 +34,6 @@ fn can_fuse() -> bool {
         skipped("FUSE export tests need /dev/fuse (`modprobe fuse`)");
     }
     ok
-}
-
-/// Undo mounts and loop devices even when an assertion fails.
-struct Cleanup {
-    mount: Option<PathBuf>,
-    loopdev: Option<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(m) = self.mount.take() {
-            let _ = Command::new("umount").arg(&m).status();
-        }
-        if let Some(l) = self.loopdev.take() {
-            let _ = Command::new("losetup").arg("-d").arg(&l).status();
-        }
-    }
 }
 
 #[test]

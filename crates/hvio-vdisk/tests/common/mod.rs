@@ -478,3 +478,20 @@ pub fn http_response(s: &mut impl Read) -> (u16, String) {
     let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
     (code, body)
 }
+
+/// Undo mounts and loop devices even when an assertion fails.
+pub struct Cleanup {
+    pub mount: Option<PathBuf>,
+    pub loopdev: Option<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(m) = self.mount.take() {
+            let _ = Command::new("umount").arg(&m).status();
+        }
+        if let Some(l) = self.loopdev.take() {
+            let _ = Command::new("losetup").arg("-d").arg(&l).status();
+        }
+    }
+}
