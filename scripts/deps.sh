@@ -10,6 +10,7 @@ NEEDED=(
   "e2fsprogs:mkfs.ext4"     # hvio-vdisk FUSE test: mkfs.ext4, e2fsck
   "mount:losetup"           # hvio-vdisk FUSE test: losetup --direct-io=on (Debian ships it in `mount`, not `util-linux`)
   "mount:mount"             # hvio-vdisk FUSE test, read-only and ENOSPC tests: mount, umount (tmpfs, ext4)
+  "libnbd-bin:nbdcopy"      # hvio-vdisk reshaped image clients: nbdcopy both ways
 )
 
 # promtool (the Prometheus exposition checker the metrics test runs) from
