@@ -34,11 +34,21 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::ServeError> {
     }
     crate::daemon::init_logging(&level);
     if args.check {
+        let plan = cfg.plan().map_err(|e| crate::ServeError::Other(e.to_string()))?;
+        // A plan step at time 0 is the scheduler the daemon starts on.
+        let first = plan
+            .first()
+            .filter(|s| s.at == 0)
+            .map_or(&cfg.scheduler.name, |s| &s.host);
+        let switching = match (&cfg.online, plan.len()) {
+            (Some(o), _) => format!(", online mode with {} classes", o.classes.len()),
+            (None, 0) => String::new(),
+            (None, n) => format!(", a plan of {n} steps"),
+        };
         println!(
-            "{}: configuration is valid ({} VMs, scheduler {})",
+            "{}: configuration is valid ({} VMs, scheduler {first}{switching})",
             args.config.display(),
             cfg.vms.len(),
-            cfg.scheduler.name
         );
         return Ok(());
     }

@@ -928,7 +928,7 @@ size = 1048576
 
     #[test]
     fn the_example_configs_are_valid() {
-        for name in ["host.toml", "host-emulated-hdd.toml"] {
+        for name in ["host.toml", "host-emulated-hdd.toml", "host-online.toml"] {
             let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../examples")
                 .join(name);

@@ -110,6 +110,23 @@ fn plan_conf(steps: &[(&str, f64, &str, &str)]) -> String {
     conf
 }
 
+/// The metric families of switching: plans, the online mode, switches.
+const SWITCHING: &[&str] = &["hvio_scheduler_switch", "hvio_plan_", "hvio_online_"];
+
+/// The lines of `text` (Prometheus text) about the families named by `prefixes`.
+fn families(text: &str, prefixes: &[&str]) -> String {
+    text.lines()
+        .filter(|l| {
+            let name = l
+                .strip_prefix("# HELP ")
+                .or_else(|| l.strip_prefix("# TYPE "))
+                .unwrap_or(l);
+            prefixes.iter().any(|p| name.starts_with(p))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 fn status(d: &Daemon) -> Value {
     let (code, body) = http(d.control_addr(), "GET", "/status", "");
     assert_eq!(code, 200, "{body}");
@@ -182,6 +199,7 @@ fn a_plan_switches_at_the_times_asked_and_loses_nothing() {
         "{m}"
     );
     assert!(m.contains("hvio_plan_step{step=\"end\"} 1"), "{m}");
+    promtool_accepts(&families(&m, SWITCHING));
     check_all(&d.sock(), done.written);
     d.stop();
 }
@@ -460,6 +478,7 @@ fn the_online_mode_switches_when_the_mix_changes_and_not_otherwise() {
         "{m}"
     );
     assert!(m.contains("hvio_online_windows_total{class=\"writes\"}"), "{m}");
+    promtool_accepts(&families(&m, SWITCHING));
     // A plan would fight the online mode: refused, nothing changes.
     let (code, body) = http(
         d.control_addr(),

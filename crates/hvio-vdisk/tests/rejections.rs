@@ -8,7 +8,7 @@ use common::*;
 use hvio_vdisk::nbd::proto::*;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -91,38 +91,6 @@ fn provoke(sock: &Path) -> Vec<(&'static str, u64)> {
         ("bad_flags", 0),
         ("malformed", 0),
     ]
-}
-
-/// promtool from PATH or where scripts/deps.sh unpacks it.
-fn promtool() -> Option<PathBuf> {
-    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/usr/bin/promtool");
-    if local.is_file() {
-        return Some(local);
-    }
-    have("promtool").then(|| PathBuf::from("promtool"))
-}
-
-/// `promtool check metrics` on `text`: no errors and no lint warnings.
-fn promtool_accepts(text: &str) {
-    let Some(tool) = promtool() else { return };
-    let mut p = Command::new(&tool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = p.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics:\n{said}\n{text}"
-    );
 }
 
 fn counted_on(conf: &str) {

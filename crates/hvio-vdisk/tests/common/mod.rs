@@ -495,3 +495,35 @@ impl Drop for Cleanup {
         }
     }
 }
+
+/// promtool from PATH or where scripts/deps.sh unpacks it.
+pub fn promtool() -> Option<PathBuf> {
+    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/usr/bin/promtool");
+    if local.is_file() {
+        return Some(local);
+    }
+    have("promtool").then(|| PathBuf::from("promtool"))
+}
+
+/// `promtool check metrics` on `text`: no errors and no lint warnings.
+pub fn promtool_accepts(text: &str) {
+    let Some(tool) = promtool() else { return };
+    let mut p = Command::new(&tool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\n{text}"
+    );
+}
