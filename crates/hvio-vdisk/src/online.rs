@@ -1,7 +1,7 @@
 //! The online mode: the host scheduler chosen by the request mix, window
-//! by window — paper 002's future work (§VI: detect a job's phase at run
-//! time and switch to the scheduler found best for it, instead of a plan
-//! fixed in advance).
+//! by window — paper 002's future work (§VII: "a fine-grained control
+//! method to dynamically switch" the schedulers, "based on the status of
+//! the VMs' I/O", instead of phases found from the job's progress).
 //!
 //! Each window (`window_ms`) the engine counts the requests that arrive
 //! (reads and writes; flushes and discards are not part of the mix) and

@@ -1,7 +1,8 @@
 //! The daemon's switch plan: `[[phase]]` steps that switch the host
 //! scheduler at a time since start, or when the control API asks (paper 002
 //! §IV: no single scheduler is best for every phase of a job, so switch
-//! between phases; §VI's "future work" of doing it live is [`crate::online`]).
+//! between phases; its future work of doing it from the VMs' I/O status at
+//! run time, §VII, is [`crate::online`]).
 //!
 //! ```toml
 //! [[phase]]
