@@ -40,7 +40,7 @@ if [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp_want" ]; then
   exit 0
 fi
 
-for tool in apt-get apt-cache dpkg fio; do
+for tool in apt-get apt-cache dpkg fio blkdiscard; do
   command -v "$tool" >/dev/null || { echo "guest-image: \`$tool\` is not installed" >&2; exit 2; }
 done
 
@@ -78,7 +78,8 @@ kver=${kernel#linux-image-}
 cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
 bb=$root/bin/busybox
 
-# The initramfs: busybox, the virtio modules, fio with its libraries, /init.
+# The initramfs: busybox, the virtio modules, fio and blkdiscard with their
+# libraries, /init.
 ir=$out/initrd
 mkdir -p "$ir"/{bin,dev,proc,sys,tmp,lib/modules}
 cp "$bb" "$ir/bin/busybox"
@@ -94,6 +95,13 @@ done
 fio=$(command -v fio)
 cp "$fio" "$ir/bin/fio"
 ldd "$fio" | awk '/=> \// {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do
+  mkdir -p "$ir$(dirname "$lib")"
+  cp -L "$lib" "$ir$lib"
+done
+# util-linux's blkdiscard (busybox's cannot zero-fill: -z is WRITE_ZEROES).
+mkdir -p "$ir/usr/sbin"
+cp "$(command -v blkdiscard)" "$ir/usr/sbin/blkdiscard"
+ldd "$(command -v blkdiscard)" | awk '/=> \// {print $3}' | while read -r lib; do
   mkdir -p "$ir$(dirname "$lib")"
   cp -L "$lib" "$ir$lib"
 done

@@ -9,6 +9,8 @@
 #   hvio.fio_mib=N     fio over the next N MiB: random 4 KiB writes at
 #                      iodepth 16 with verify=crc32c (every block read back
 #                      and checked), then the same as random reads
+#                      then write-zeroes (blkdiscard -z) of the next MiB,
+#                      read back as zeros, and a discard of the MiB after
 #   hvio.bench_s=N     instead, N seconds of 4 KiB random reads at iodepth 16
 #                      over the whole disk (no check; for IOPS comparisons)
 # The last line is "HVIO-GUEST result ok" or "HVIO-GUEST result FAIL <why>".
@@ -72,6 +74,18 @@ fio --name=crc --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
 fio --name=read --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
   --offset="${check_mib}M" --size="${fio_mib}M" --bs=4k --rw=randread --minimal >/tmp/fio2.out 2>&1 ||
   { cat /tmp/fio2.out; fail "fio read"; }
+# 3. Write-zeroes over written data reads back zeros; a discard succeeds.
+z=$((check_mib + fio_mib))
+dd if=/tmp/pattern of=/dev/vda bs=1M seek="$z" count=2 oflag=direct conv=fsync,notrunc 2>/dev/null || fail "dd before zeroing"
+/usr/sbin/blkdiscard -z -o $((z * 1048576)) -l 1048576 /dev/vda || fail "blkdiscard -z (write-zeroes)"
+zeros=$(dd if=/dev/zero bs=1M count=1 2>/dev/null | sha256sum | cut -d' ' -f1)
+got=$(dd if=/dev/vda bs=1M skip="$z" count=1 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+[ "$got" = "$zeros" ] || fail "write-zeroes read back as something else"
+if [ "$(cat /sys/block/vda/queue/discard_max_bytes)" != 0 ]; then
+  /usr/sbin/blkdiscard -o $(((z + 1) * 1048576)) -l 1048576 /dev/vda || fail "blkdiscard (discard)"
+fi
+echo "HVIO-GUEST zeroes offset=$((z * 1048576)) bytes=1048576 discard_max=$(cat /sys/block/vda/queue/discard_max_bytes) serial=$(cat /sys/block/vda/serial 2>/dev/null)"
+
 echo "HVIO-GUEST fio write_iops=$(cut -d';' -f49 /tmp/fio.out) verify_read_iops=$(cut -d';' -f8 /tmp/fio.out) read_iops=$(cut -d';' -f8 /tmp/fio2.out)"
 echo "HVIO-GUEST result ok"
 poweroff -f

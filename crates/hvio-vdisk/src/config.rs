@@ -353,6 +353,31 @@ pub struct VmConfig {
     pub layout: Option<Layout>,
     /// The reshape keys for its image if this daemon creates it (default: `[store] reshape`).
     pub reshape: Option<hvio_reshape::ReshapeConfig>,
+    /// Export this disk as a vhost-user-blk device (`[vm.vhost_user]`).
+    pub vhost_user: Option<VhostUserConfig>,
+}
+
+/// `[vm.vhost_user]`: the VM's disk as a vhost-user-blk device on a unix
+/// socket (QEMU: `-chardev socket,path=SOCKET -device vhost-user-blk-pci`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VhostUserConfig {
+    /// The unix socket the hypervisor connects to.
+    pub socket: PathBuf,
+    /// Virtqueues offered (the guest uses up to one per vCPU).
+    #[serde(default = "default_vhost_queues")]
+    pub queues: u16,
+    /// Descriptors per virtqueue.
+    #[serde(default = "default_vhost_queue_size")]
+    pub queue_size: u16,
+}
+
+fn default_vhost_queues() -> u16 {
+    1
+}
+
+fn default_vhost_queue_size() -> u16 {
+    256
 }
 
 fn default_weight() -> u32 {
@@ -652,6 +677,24 @@ impl Config {
                     "must be a positive multiple of 512 bytes",
                 ));
             }
+            if let Some(v) = &vm.vhost_user {
+                if !(1..=64).contains(&v.queues) {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        "vhost_user.queues",
+                        v.queues,
+                        "must be between 1 and 64",
+                    ));
+                }
+                if !(4..=32768).contains(&v.queue_size) || !v.queue_size.is_power_of_two() {
+                    return Err(ConfigError::invalid(
+                        &ctx,
+                        "vhost_user.queue_size",
+                        v.queue_size,
+                        "must be a power of two between 4 and 32768",
+                    ));
+                }
+            }
             if !(1..=10_000).contains(&vm.weight) {
                 return Err(ConfigError::invalid(
                     &ctx,
@@ -812,6 +855,9 @@ impl Config {
         for (i, vm) in self.vms.iter().enumerate() {
             if let Some(p) = &vm.image {
                 v.push((format!("[[vm]] #{} `{}` image", i + 1, vm.name), p));
+            }
+            if let Some(u) = &vm.vhost_user {
+                v.push((format!("[[vm]] #{} `{}` vhost_user.socket", i + 1, vm.name), &u.socket));
             }
         }
         if let Some(p) = &self.nbd.unix {

@@ -316,6 +316,17 @@ impl Running {
             }
         }
 
+        // vhost-user-blk.
+        for (i, vm) in cfg.vms.iter().enumerate() {
+            let Some(vu) = &vm.vhost_user else { continue };
+            remove_stale_socket(&vu.socket, created)?;
+            let dev = crate::vhost_user::BlkDevice::new(i, &vm.name, vm.size.0, vm.read_only, vu, engine.clone());
+            let export = crate::vhost_user::Export::start(&vu.socket, dev)
+                .map_err(io_err("bind vhost-user socket", vu.socket.display()))?;
+            tracing::info!(vm = %vm.name, path = %vu.socket.display(), queues = vu.queues, "vhost-user-blk export listening");
+            running.extras.push(Box::new(move || export.stop()));
+        }
+
         // FUSE.
         if let Some(fc) = &cfg.fuse {
             let disks: Vec<usize> = (0..cfg.vms.len())

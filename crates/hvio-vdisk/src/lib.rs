@@ -11,7 +11,7 @@
 //!
 //! Layout: [`config`] (host.toml) → [`store`] (backing files) →
 //! [`backend`] / [`emulator`] (who does the I/O) ← [`engine`] (the scheduler
-//! thread) ← [`nbd`] / [`fuse`] (exports); [`control`], [`stats`] and
+//! thread) ← [`nbd`] / [`vhost_user`] / [`fuse`] (exports); [`control`], [`stats`] and
 //! [`faults`] (protocol rejections) for operations; [`plan`] switches the
 //! scheduler by time or on the control API's word, [`online`] by the
 //! request mix; [`daemon`] wires them and stops them in order.
@@ -37,6 +37,7 @@ pub mod poll;
 pub mod reshaped;
 pub mod stats;
 pub mod store;
+pub mod vhost_user;
 pub mod volatile;
 
 pub use config::Config;
