@@ -9,7 +9,7 @@ CARGO ?= cargo
 HVIO := target/release/hvio
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help run test lint fmt release venv python bench clean test-rust test-python deps bad-input
+.PHONY: help run test lint fmt release venv python bench clean test-rust test-python deps bad-input load
 
 .DEFAULT_GOAL := run
 
@@ -75,6 +75,11 @@ bench: release ## hvio bench: simulated requests per second (4 VMs × 16 threads
 # a sample of it (tests/test_bad_input_campaign.py).
 bad-input: release ## every case of the bad-input campaign (docs/bad-input.md); make test runs a sample
 	python3 scripts/bad-input-campaign.py --hvio $(HVIO)
+
+# hvio serve under load (bench/serve-load.py); `make test` runs a 3-second
+# sample of it (tests/test_serve_load.py).
+load: release ## hvio serve: 8 exports x 4 NBD connections of verified fio randrw for 60 s; p99 and RSS
+	python3 bench/serve-load.py --hvio $(HVIO) --seconds 60
 
 clean: ## remove target/, the venv and out/
 	$(CARGO) clean
