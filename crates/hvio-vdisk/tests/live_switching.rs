@@ -564,3 +564,27 @@ fn bad_online_tables_name_file_line_key_and_value() {
         .to_string();
     assert!(e.contains("[online]") && e.contains("[[phase]]"), "{e}");
 }
+
+/// An idle daemon still takes its steps and closes its windows on time:
+/// the plan's next step and the online window are deadlines of the
+/// engine's wait, on the thread pool and in the io_uring engine's ring wait.
+#[test]
+fn an_idle_daemon_takes_its_steps_on_time_on_both_engines() {
+    let file = "[store]\npath = \"@DIR@/disk.img\"\ndepth = 8\n[nbd]\nunix = \"@DIR@/nbd.sock\"\n[control]\nhttp = \"127.0.0.1:0\"\n[[vm]]\nname = \"vm1\"\nsize = \"16MiB\"\n[[phase]]\nname = \"a\"\nat_s = 0\nhost = \"noop\"\n[[phase]]\nname = \"b\"\nat_s = 0.5\nhost = \"deadline\"\n";
+    let mut confs = vec![("threads", file.to_string())];
+    if have_io_uring() {
+        confs.push(("io_uring", over_io_uring(file)));
+    }
+    for (engine, conf) in confs {
+        let d = Daemon::start(&conf);
+        std::thread::sleep(Duration::from_millis(1000));
+        let st = status(&d);
+        assert_eq!(st["scheduler"], "deadline", "{engine}: {st}");
+        let at = step(&st, "b")["switch"]["requested_s"].as_f64().unwrap();
+        assert!(
+            (0.5..0.9).contains(&at),
+            "{engine}: step b at 0.5 s was taken at {at} s"
+        );
+        d.stop();
+    }
+}
