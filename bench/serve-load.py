@@ -114,9 +114,9 @@ def main() -> int:
         for i in range(a.exports):
             out = d / f"vm{i}.json"
             cmd = fio_cmd(d / "nbd.sock", f"vm{i}", a.conns, a.seconds, out)
-            fios.append(
-                (f"vm{i}", out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-            )
+            # In the work directory: fio leaves its verify state files there.
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=d)
+            fios.append((f"vm{i}", out, p))
         # The first sample after the warm-up (every connection open, the
         # buffers grown): growth after it is what the load costs over time.
         time.sleep(max(2.0, a.seconds / 4))
