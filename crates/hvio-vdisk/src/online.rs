@@ -47,15 +47,21 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OnlineConfig {
+    /// Window length, ms (default 1000).
     #[serde(default = "default_window_ms")]
     pub window_ms: u64,
+    /// Windows in a row a class must win before the switch (default 3).
     #[serde(default = "default_hold")]
     pub hold_windows: u32,
+    /// Fewer requests in a window make it `idle` (default 20).
     #[serde(default = "default_min_requests")]
     pub min_requests: u64,
+    /// A request within this distance of its VM's previous one of the same direction is sequential, KiB (default 400, BFQ's 800 sectors).
     #[serde(default = "default_seq_kib")]
     pub seq_distance_kib: u64,
+    /// Switch policy (`drain` by default).
     pub policy: Option<String>,
+    /// The classes, tried in order.
     #[serde(default, rename = "class")]
     pub classes: Vec<ClassTable>,
 }
@@ -78,23 +84,35 @@ fn default_seq_kib() -> u64 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClassTable {
+    /// The class's name (`map`, `shuffle`, `reduce`, ...).
     pub name: String,
+    /// The host scheduler for it.
     pub host: String,
+    /// Its tunables.
     #[serde(default)]
     pub params: ParamValues,
+    /// `[min, max]` share of reads (default any).
     pub read_share: Option<[f64; 2]>,
+    /// `[min, max]` share of sequential requests (default any).
     pub sequential: Option<[f64; 2]>,
+    /// `[min, max]` mean requests outstanding (default any).
     pub queue_depth: Option<[f64; 2]>,
 }
 
 /// A checked class: where the mix must fall, and the scheduler for it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Class {
+    /// The class's name.
     pub name: String,
+    /// The host scheduler for it.
     pub host: String,
+    /// Its tunables.
     pub params: ParamValues,
+    /// `[min, max]` share of reads.
     pub read_share: [f64; 2],
+    /// `[min, max]` share of sequential requests.
     pub sequential: [f64; 2],
+    /// `[min, max]` mean requests outstanding.
     pub queue_depth: [f64; 2],
 }
 
@@ -110,12 +128,17 @@ impl Class {
 /// The checked `[online]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Online {
+    /// Window length.
     pub window: Nanos,
+    /// Windows in a row a class must win before the switch.
     pub hold_windows: u32,
+    /// Fewer requests in a window make it idle.
     pub min_requests: u64,
     /// In sectors.
     pub seq_distance: u64,
+    /// Switch policy.
     pub policy: SwitchPolicy,
+    /// The classes, tried in order.
     pub classes: Vec<Class>,
 }
 
@@ -233,8 +256,11 @@ impl OnlineConfig {
 pub struct Mix {
     /// Reads and writes that arrived.
     pub requests: u64,
+    /// Reads over reads and writes.
     pub read_share: f64,
+    /// Sequential requests over all.
     pub sequential: f64,
+    /// Mean requests outstanding, time-weighted.
     pub queue_depth: f64,
 }
 
@@ -264,24 +290,32 @@ pub struct Watcher {
 /// `GET /status`'s `online`.
 #[derive(Debug, Clone, Serialize)]
 pub struct OnlineStatus {
+    /// Window length, ms.
     pub window_ms: u64,
+    /// Windows in a row a class must win.
     pub hold_windows: u32,
+    /// Fewer requests make a window idle.
     pub min_requests: u64,
+    /// Sequential distance, KiB.
     pub seq_distance_kib: u64,
     /// The class whose scheduler runs.
     pub class: Option<String>,
     /// The class winning windows and how many in a row.
     pub candidate: Option<String>,
+    /// How many windows in a row it has won.
     pub streak: u32,
     /// The last whole window's mix and what it was counted as.
     pub last_window: Option<Mix>,
+    /// What the last window was counted as.
     pub last_window_class: Option<String>,
     /// Windows by class (and `idle`, `unclassified`).
     pub windows: BTreeMap<String, u64>,
+    /// The classes.
     pub classes: Vec<Class>,
 }
 
 impl Watcher {
+    /// A watcher starting its first window at `now`.
     pub fn new(cfg: Online, now: Nanos) -> Watcher {
         let mut windows: BTreeMap<String, u64> = cfg.classes.iter().map(|c| (c.name.clone(), 0)).collect();
         windows.insert(IDLE.into(), 0);
@@ -304,10 +338,12 @@ impl Watcher {
         }
     }
 
+    /// Its configuration.
     pub fn config(&self) -> &Online {
         &self.cfg
     }
 
+    /// Class `i`.
     pub fn class(&self, i: usize) -> &Class {
         &self.cfg.classes[i]
     }
@@ -414,6 +450,7 @@ impl Watcher {
         self.streak = 0;
     }
 
+    /// What `GET /status` shows.
     pub fn status(&self) -> OnlineStatus {
         let name = |i: Option<usize>| i.map(|i| self.cfg.classes[i].name.clone());
         OnlineStatus {

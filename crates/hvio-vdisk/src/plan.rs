@@ -33,27 +33,36 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseTable {
+    /// The step's name (default `phaseN`, N its place from 1).
     pub name: Option<String>,
+    /// Seconds from the plan's start.
     pub at_s: Option<f64>,
     /// Refused with a reason: the daemon does not see a job's phases.
     pub at: Option<String>,
+    /// The host scheduler to switch to.
     pub host: Option<String>,
     /// Refused with a reason: the daemon runs no guest schedulers.
     pub guest: Option<String>,
+    /// Its tunables.
     #[serde(default)]
     pub params: ParamValues,
+    /// Switch policy (`drain` by default).
     pub policy: Option<String>,
 }
 
 /// One checked step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
+    /// The step's name.
     pub name: String,
     /// Time from the plan's start (the daemon's start, or the `PUT /plan`).
     #[serde(skip)]
     pub at: Nanos,
+    /// The host scheduler.
     pub host: String,
+    /// Its tunables.
     pub params: ParamValues,
+    /// Switch policy.
     #[serde(serialize_with = "policy_name")]
     pub policy: SwitchPolicy,
 }
@@ -189,8 +198,10 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order metrics list them.
     pub const ALL: [Reason; 4] = [Reason::Api, Reason::PlanTime, Reason::PlanApi, Reason::Online];
 
+    /// The name in `/status` and `/metrics`.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Api => "api",
@@ -204,23 +215,32 @@ impl Reason {
 /// One finished switch and what it cost (`GET /status` lists the last ones).
 #[derive(Debug, Clone, Serialize)]
 pub struct SwitchRecord {
+    /// Why it happened.
     pub reason: Reason,
     /// The plan step or the online class it was for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// The online class it was for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// The scheduler switched from.
     pub from: String,
+    /// The scheduler switched to.
     pub to: String,
+    /// The policy applied.
     pub policy: String,
     /// Seconds since start when it was asked for, and when the new scheduler took over.
     pub requested_s: f64,
+    /// When the new scheduler took over.
     pub swapped_s: f64,
     /// The cost: time from the request to the swap, and what happened to
     /// the requests in the way (see `PUT /scheduler`).
     pub drain_us: u64,
+    /// Requests moved onto the dispatch list (`drain`) or into the new scheduler (`migrate`).
     pub handed_over: usize,
+    /// Arrivals that bypassed both schedulers (`drain`).
     pub bypassed: usize,
+    /// Arrivals held until the swap (`freeze`).
     pub held: usize,
 }
 
@@ -251,6 +271,7 @@ impl Plan {
         }
     }
 
+    /// Its steps in order.
     pub fn steps(&self) -> &[Step] {
         &self.steps
     }
@@ -315,6 +336,7 @@ impl Plan {
         }
     }
 
+    /// What `GET /status` and `GET /plan` show.
     pub fn status(&self) -> PlanStatus {
         let secs = |t: Nanos| t as f64 / NS_PER_S as f64;
         PlanStatus {
@@ -341,15 +363,20 @@ impl Plan {
 pub struct PlanStatus {
     /// Seconds since start when the plan was loaded (0: from the configuration).
     pub loaded_s: f64,
+    /// The step taken last.
     pub current: Option<String>,
+    /// The step the clock takes next.
     pub next: Option<String>,
     /// Seconds since start when the clock takes `next`.
     pub next_at_s: Option<f64>,
+    /// Every step.
     pub steps: Vec<StepStatus>,
 }
 
+/// One step in `GET /status`.
 #[derive(Debug, Clone, Serialize)]
 pub struct StepStatus {
+    /// The step.
     #[serde(flatten)]
     pub step: Step,
     /// Seconds from the plan's load.
