@@ -32,6 +32,7 @@ pub struct ThreadPool {
 }
 
 impl ThreadPool {
+    /// Starts `threads` workers serving `store`, telling `notify` of each completion.
     pub fn new(store: Arc<Store>, threads: usize, notify: Sender<Msg>) -> std::io::Result<ThreadPool> {
         let (tx, rx): (Sender<Dispatched>, Receiver<Dispatched>) = crossbeam_channel::unbounded();
         let mut workers = Vec::new();
@@ -129,6 +130,7 @@ struct Slot {
 }
 
 impl Uring {
+    /// A ring of `depth` entries serving `store`, telling `notify` of each completion.
     pub fn new(store: Arc<Store>, depth: usize, notify: Sender<Msg>) -> std::io::Result<Uring> {
         let entries = (depth + 2).next_power_of_two().max(64) as u32;
         // A plain ring: completions are posted by task work the kernel runs

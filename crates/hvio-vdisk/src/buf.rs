@@ -52,14 +52,17 @@ impl AlignedBuf {
         b
     }
 
+    /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         if self.cap == 0 {
             return &[];
@@ -68,6 +71,7 @@ impl AlignedBuf {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         if self.cap == 0 {
             return &mut [];
@@ -76,10 +80,12 @@ impl AlignedBuf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    /// A pointer to the bytes, for the kernel to write into.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
+    /// A pointer to the bytes, for the kernel to read.
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }

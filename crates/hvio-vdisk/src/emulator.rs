@@ -57,6 +57,7 @@ pub fn build(
     Ok((Box::new(e), info))
 }
 
+/// The HDD emulator: serves requests from the store at the times the disk model gives.
 pub struct Emulator {
     tx: Option<Sender<Dispatched>>,
     thread: Option<JoinHandle<()>>,

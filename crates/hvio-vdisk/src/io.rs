@@ -5,7 +5,9 @@ use crate::buf::AlignedBuf;
 /// What a request does to a VM's disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoKind {
+    /// Read into the job's buffer.
     Read,
+    /// Write the job's buffer.
     Write,
     /// Make every completed write of this disk durable.
     Flush,
@@ -13,14 +15,17 @@ pub enum IoKind {
     Trim,
     /// The range must read back as zeros; `punch` allows deallocating it.
     WriteZeroes {
+        /// Whether deallocating is allowed.
         punch: bool,
     },
 }
 
 impl IoKind {
+    /// Whether it changes the disk's content.
     pub fn writes(self) -> bool {
         matches!(self, IoKind::Write | IoKind::Trim | IoKind::WriteZeroes { .. })
     }
+    /// Its name in logs and metrics.
     pub fn name(self) -> &'static str {
         match self {
             IoKind::Read => "read",
@@ -42,14 +47,19 @@ pub type DoneFn = Box<dyn FnOnce(IoResult, AlignedBuf) + Send>;
 /// A request from an export: which VM, what, where (bytes within the VM's
 /// disk) and its own buffer.
 pub struct IoJob {
+    /// The VM (index in the configuration).
     pub vm: usize,
+    /// What to do.
     pub kind: IoKind,
+    /// Byte offset within the VM's disk.
     pub offset: u64,
+    /// Length in bytes.
     pub len: u64,
     /// Force unit access: answered only once durable.
     pub fua: bool,
     /// Write payload, or room for the read data (`len` bytes); empty otherwise.
     pub buf: AlignedBuf,
+    /// Called once with the result.
     pub done: DoneFn,
 }
 

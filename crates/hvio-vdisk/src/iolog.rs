@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
+/// Writes the request log, one fio iolog file per VM.
 pub struct IoLog {
     out: IologWriter<BufWriter<File>>,
     failed: bool,

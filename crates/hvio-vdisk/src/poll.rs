@@ -40,6 +40,7 @@ pub struct PollConfig {
 }
 
 impl PollConfig {
+    /// No polling.
     pub const OFF: PollConfig = PollConfig {
         max_ns: 0,
         grow: 2,
@@ -80,6 +81,7 @@ pub struct AdaptivePoll {
 }
 
 impl AdaptivePoll {
+    /// A poller with no history.
     pub fn new(cfg: PollConfig) -> AdaptivePoll {
         AdaptivePoll {
             cfg,
@@ -167,6 +169,7 @@ impl AdaptivePoll {
         }
     }
 
+    /// Its counters.
     pub fn stats(&self) -> PollStats {
         PollStats {
             max_us: self.cfg.max_ns as f64 / 1e3,

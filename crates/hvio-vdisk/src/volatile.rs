@@ -16,12 +16,14 @@ use crate::io::IoResult;
 use serde::Deserialize;
 use std::sync::Mutex;
 
+/// `[store] volatile_test`: a write cache that loses what was not flushed (tests of durability).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VolatileConfig {
     /// Chance, at each write, that one random held write reaches the file.
     #[serde(default = "default_p")]
     pub persist_probability: f64,
+    /// Seed of its random choices.
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// Negative control: FLUSH does not write the held data.
@@ -34,6 +36,7 @@ pub struct VolatileConfig {
     /// `crash_after`-th I/O of this kind, half of it written.
     #[serde(default)]
     pub crash_in: Option<CrashPoint>,
+    /// Which one (default 1).
     #[serde(default = "default_crash_after")]
     pub crash_after: u64,
 }
@@ -82,6 +85,7 @@ fn overlaps(a: &Held, file: usize, off: u64, len: u64) -> bool {
     a.file == file && a.off < off + len && off < a.off + a.data.len() as u64
 }
 
+/// Writes held back from the file, as a drive's volatile cache holds them.
 pub struct VolatileCache {
     held: Mutex<(Vec<Held>, u64)>,
     cfg: VolatileConfig,
@@ -91,6 +95,7 @@ pub struct VolatileCache {
 pub type Persist<'a> = &'a dyn Fn(usize, u64, &[u8]) -> IoResult;
 
 impl VolatileCache {
+    /// An empty cache.
     pub fn new(cfg: VolatileConfig) -> VolatileCache {
         VolatileCache {
             held: Mutex::new((Vec::new(), cfg.seed | 1)),
@@ -98,6 +103,7 @@ impl VolatileCache {
         }
     }
 
+    /// Its configuration.
     pub fn config(&self) -> &VolatileConfig {
         &self.cfg
     }

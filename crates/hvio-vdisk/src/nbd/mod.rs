@@ -23,20 +23,29 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 /// One VM's disk as an NBD export.
 #[derive(Debug, Clone)]
 pub struct NbdExport {
+    /// The export's name.
     pub name: String,
+    /// The VM it serves.
     pub vm: usize,
+    /// Size in bytes.
     pub size: u64,
+    /// Whether writes are refused.
     pub read_only: bool,
 }
 
 /// What every connection shares.
 pub struct NbdServer {
+    /// The exports, by name.
     pub exports: Vec<NbdExport>,
+    /// The engine that schedules and serves requests.
     pub engine: EngineHandle,
+    /// Requests in flight per connection.
     pub max_inflight: usize,
     /// A client must reach transmission within this (`[nbd] handshake_timeout_s`).
     pub handshake_timeout: std::time::Duration,
+    /// Advertise `NBD_FLAG_ROTATIONAL`.
     pub rotational: bool,
+    /// Becomes true when the daemon stops.
     pub shutdown: watch::Receiver<bool>,
     /// Set a grace period after `shutdown`: replies a client has not taken
     /// by then are dropped and the connection closed.

@@ -131,6 +131,7 @@ impl RingConn {
         }
     }
 
+    /// The io_uring's file descriptor.
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()
     }
