@@ -9,6 +9,7 @@ mod replay;
 mod serve;
 mod sim;
 mod trace;
+mod tune;
 mod validate_disk;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,8 @@ enum Command {
     Sim(sim::SimArgs),
     /// Run a config under several host schedulers and compare them.
     Compare(sim::CompareArgs),
+    /// Choose a (host, guest) scheduler pair per phase of a config (paper 002's Algorithm 1).
+    Tune(tune::TuneArgs),
     /// List every scheduler with its parameters, defaults and units.
     Schedulers(sim::SchedulersArgs),
     /// List the workload presets (paper 000 Table 1, paper 003 Table I).
@@ -103,6 +106,7 @@ fn main() {
     let result = match cli.command {
         Command::Sim(a) => sim::sim(a),
         Command::Compare(a) => sim::compare(a),
+        Command::Tune(a) => tune::tune(a),
         Command::Schedulers(a) => sim::schedulers(a),
         Command::Presets => sim::presets(),
         Command::Reproduce(a) => sim::reproduce(a),

@@ -648,9 +648,13 @@ pub struct SimResult {
 /// gave it.
 #[derive(Clone, Debug, Serialize)]
 pub struct PhaseResult {
+    /// The phase's name (its jobs' `phase`).
     pub name: String,
+    /// When its jobs could start: the run's start, or the end of the phase before.
     pub start_s: f64,
+    /// When its last job finished (the run's end if cut short).
     pub end_s: f64,
+    /// `end_s - start_s`.
     pub duration_s: f64,
     /// Every job of the phase finished (not cut short by `max_time_s`).
     pub finished: bool,
@@ -665,8 +669,11 @@ pub struct PhaseResult {
 pub struct SwitchResult {
     /// `host`, or the VM whose guest scheduler switched.
     pub at: String,
+    /// The scheduler switched from.
     pub from: String,
+    /// The scheduler switched to.
     pub to: String,
+    /// `drain`, `freeze` or `migrate` (as applied: see `hvio_sched::SwitchReport`).
     pub policy: String,
     /// When the plan asked for the switch.
     pub requested_s: f64,
@@ -684,6 +691,7 @@ pub struct SwitchResult {
 }
 
 impl SwitchResult {
+    /// The driver's report of a switch of `at` (`host` or a VM's name).
     pub fn from_report(at: &str, r: &hvio_sched::SwitchReport) -> SwitchResult {
         SwitchResult {
             at: at.to_string(),

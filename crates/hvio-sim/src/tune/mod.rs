@@ -7,11 +7,14 @@
 //! - [`switch_cost`]: the cost of each ordered switch, measured as §IV.B
 //!   does, generic over a runner of the benchmark;
 //! - [`plan`]: `[[phase]]` switch plans as a config gives them, checked
-//!   before a run.
+//!   before a run;
+//! - [`workload`]: `hvio tune`, the search over an `hvio sim` config's own
+//!   phases, and the plan it finds written back as a config.
 
 pub mod plan;
 pub mod search;
 pub mod switch_cost;
+pub mod workload;
 
 pub use plan::{PhaseConfig, PhasePlan, Step, When};
 pub use search::{algorithm1, brute_force, compare, profile, Comparison, Found, Outcome, Plan, Profile, Space};
