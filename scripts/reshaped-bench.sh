@@ -67,8 +67,10 @@ for layout in raw reshaped; do
   # Fill the disk first so reads read written data and the image is in steady state.
   fio --name=fill --ioengine=nbd --uri="nbd+unix:///vm1?socket=$dir/nbd.sock" \
     --rw=write --bs=1M --iodepth=8 --size=1G --output-format=terse > /dev/null
-  R[$layout,randwrite]=$(job randwrite randwrite 4k 32)
+  # Random writes last before the reads: the reads and the table then see
+  # the random layout (sequential writes would merge the table back).
   R[$layout,seqwrite]=$(job seqwrite write 1M 8)
+  R[$layout,randwrite]=$(job randwrite randwrite 4k 32)
   R[$layout,randread]=$(job randread randread 4k 32)
   if [ "$layout" = reshaped ]; then
     # The table after the random writes; a crash (kill -9) leaves the log to replay.
