@@ -24,8 +24,8 @@ run: release python ## the main job: paper 000's four VMs under every host sched
 # The whole suite: lint, Rust tests, Python tests.
 test: deps lint test-rust test-python ## the whole suite: lint, Rust tests, Python tests
 
-# Debian packages the tests drive as real peers (qemu-io, fio, mkfs.ext4, losetup).
-deps: ## install the Debian packages the tests drive (qemu-io, fio, mkfs.ext4, losetup)
+# Debian packages the tests drive as real peers (qemu-io, fio, mkfs.ext4, losetup, chromium).
+deps: ## install the Debian packages the tests drive (qemu-io, fio, mkfs.ext4, losetup, chromium)
 	bash scripts/deps.sh
 
 # The benchmarks run once each in test mode (no timing), so one that can no
@@ -54,11 +54,12 @@ fmt: venv ## format Rust and Python in place, fix what ruff can
 	$(VENV)/bin/ruff format python tests scripts bench
 	$(VENV)/bin/ruff check --fix python tests scripts bench
 
-venv: $(VENV)/.stamp ## the Python venv with maturin, pytest, ruff, pandas, matplotlib
+venv: $(VENV)/.stamp ## the Python venv with maturin, pytest, ruff, pandas, matplotlib, dask, pyarrow, plotly
 $(VENV)/.stamp: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.5,<2" "pytest>=7" "ruff>=0.5" "pandas>=2" "numpy>=1.24" "matplotlib>=3.7"
+	$(PIP) install -q "maturin>=1.5,<2" "pytest>=7" "ruff>=0.5" "pandas>=2" "numpy>=1.24" "matplotlib>=3.7" \
+		"dask[distributed]>=2024.1" "pyarrow>=14" "tqdm>=4.60" "plotly>=5"
 	touch $@
 
 release: ## the release hvio binary (target/release/hvio)

@@ -11,6 +11,7 @@ NEEDED=(
   "mount:losetup"           # hvio-vdisk FUSE test: losetup --direct-io=on (Debian ships it in `mount`, not `util-linux`)
   "mount:mount"             # hvio-vdisk FUSE test, read-only and ENOSPC tests: mount, umount (tmpfs, ext4)
   "libnbd-bin:nbdcopy"      # hvio-vdisk reshaped image clients: nbdcopy both ways
+  "chromium:chromium"       # hvio report's test: headless Chromium opens the page, screenshots it, checks every figure drew
 )
 
 # promtool (the Prometheus exposition checker the metrics test runs) from

@@ -27,20 +27,26 @@ from .api import (
     schedulers,
     simulate,
 )
+from .sweeps import Study, Sweep, load_study, plan, sweep
 
 __all__ = [
     "Comparison",
     "HvioError",
     "Report",
     "Result",
+    "Study",
+    "Sweep",
     "compare",
     "comparison",
     "default_scenario",
     "experiments",
     "load_comparison",
+    "load_study",
+    "plan",
     "replay",
     "reproduce",
     "scheduler_table",
     "schedulers",
     "simulate",
+    "sweep",
 ]

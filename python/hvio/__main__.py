@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from . import api, plots
+from . import api, htmlreport, plots, sweeps
 
 
 def _cell(mean: float, sd: float, digits: int, spread: bool) -> str:
@@ -128,7 +129,8 @@ def run(out: Path, config: str | None, schedulers: list[str] | None, seeds: int 
     tmp.rename(out / "compare.json")
     write_csv(c, out / "compare.csv")
     plots.comparison_figures(c, out)
-    print(f"\nresults: {out / 'compare.json'}, {out / 'compare.csv'}; figures: {out}/*.png")
+    page, _ = htmlreport.write(out)
+    print(f"\nresults: {out / 'compare.json'}, {out / 'compare.csv'}; figures: {out}/*.png; report: {page}")
     return 0
 
 
@@ -136,6 +138,18 @@ def figures(json_path: Path, out: Path, fmt: str) -> int:
     c = api.load_comparison(json_path)
     for p in plots.comparison_figures(c, out, fmt):
         print(p)
+    return 0
+
+
+def sweep(study: Path, out: Path, cluster: str | None, workers: int | None, cache: bool) -> int:
+    st = sweeps.load_study(study)
+    where = f"the Dask cluster at {cluster}" if cluster else f"{workers or os.cpu_count()} local worker(s)"
+    print(f"{st.name}: {len(sweeps.plan(st))} runs on {where}", flush=True)
+    s = sweeps.sweep(st, out=out, cluster=cluster, workers=workers, cache=cache)
+    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_rows", 500):
+        print(sweeps.summary(s).round(2).to_string())
+    print(f"\n{s.computed} run(s) computed in {s.seconds:.1f} s, {len(s.runs) - s.computed} from the cache")
+    print(f"results: {s.out / 'results.parquet'}; each run's JSON: {s.out / 'runs'}/")
     return 0
 
 
@@ -154,8 +168,27 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("reproduce", help="run a paper experiment by name")
     e.add_argument("name")
     e.add_argument("--quick", action="store_true")
+    w = sub.add_parser("sweep", help="run a study's matrix on every core or a Dask cluster")
+    w.add_argument("study", type=Path, help="a study file (experiments/*.study.toml)")
+    w.add_argument(
+        "--out", type=Path, default=Path("out"), help="cache under OUT/cache, results under OUT/sweep"
+    )
+    w.add_argument("--cluster", help="a Dask scheduler's address (tcp://HOST:8786) to run on")
+    w.add_argument("--workers", type=int, help="local threads (default: every core; 1: one by one)")
+    w.add_argument("--no-cache", action="store_true", help="compute every run again")
+    h = sub.add_parser("report", help="one HTML page of every result under --out")
+    h.add_argument("--out", type=Path, default=Path("out"), help="the results to report on")
+    h.add_argument("--html", type=Path, help="the page to write (default: OUT/report.html)")
     args = p.parse_args(argv)
     try:
+        if args.cmd == "report":
+            path, n = htmlreport.write(args.out, args.html)
+            print(f"report: {path} ({n} figures)")
+            return 0
+        if args.cmd == "sweep":
+            if args.workers is not None and args.workers < 1:
+                raise ValueError(f"--workers {args.workers}: must be ≥ 1")
+            return sweep(args.study, args.out, args.cluster, args.workers, not args.no_cache)
         if args.cmd == "run":
             names = args.schedulers.split(",") if args.schedulers else None
             return run(args.out, args.config, names, args.seeds)

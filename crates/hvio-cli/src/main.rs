@@ -1,6 +1,7 @@
 //! The `hvio` command line. Each subcommand lives in its own module; this
 //! file only lists them.
 
+mod analysis;
 mod bench;
 mod common;
 mod crash_test;
@@ -40,6 +41,12 @@ enum Command {
     Presets,
     /// Reproduce a paper's experiment by name (`--list` to see them).
     Reproduce(sim::ReproduceArgs),
+    /// Run a study's matrix (schedulers × guests × seeds × config keys) on
+    /// every core or a Dask cluster: Parquet and JSON results, cached.
+    Sweep(analysis::SweepArgs),
+    /// One self-contained HTML page of every result under out/: tables,
+    /// the papers' numbers beside hvio's, goals, interactive figures.
+    Report(analysis::ReportArgs),
     /// Benchmarks that print figures and ratios.
     Bench(bench::BenchArgs),
     /// Block traces: statistics and conversion (see docs/traces.md).
@@ -110,6 +117,8 @@ fn main() {
         Command::Schedulers(a) => sim::schedulers(a),
         Command::Presets => sim::presets(),
         Command::Reproduce(a) => sim::reproduce(a),
+        Command::Sweep(a) => analysis::sweep(a),
+        Command::Report(a) => analysis::report(a),
         Command::Bench(a) => bench::bench(a),
         Command::Trace(a) => trace::trace(a),
         Command::Serve(a) => serve::serve(a),

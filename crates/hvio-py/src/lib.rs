@@ -19,7 +19,12 @@ fn err(e: impl std::fmt::Display) -> PyErr {
 
 /// A config from TOML text, or JSON when `origin` ends in `.json`; errors start with `origin`.
 fn parse(text: &str, origin: &str) -> PyResult<hvio_sim::Config> {
-    if origin.ends_with(".json") {
+    parse_as(text, origin, origin.ends_with(".json"))
+}
+
+/// A config from JSON text when `json`, else TOML; errors start with `origin`.
+fn parse_as(text: &str, origin: &str, json: bool) -> PyResult<hvio_sim::Config> {
+    if json {
         hvio_sim::Config::from_json_str(text, origin).map_err(err)
     } else {
         hvio_sim::Config::from_toml_str(text, origin).map_err(err)
@@ -38,18 +43,21 @@ fn override_scheduler(cfg: &mut hvio_sim::Config, scheduler: Option<String>) -> 
     Ok(())
 }
 
-/// Simulate a config (TOML text, or JSON when `origin` ends in `.json`),
-/// with the host scheduler and seed overridden when given; JSON result.
+/// Simulate a config (TOML text, or JSON when `origin` ends in `.json` or
+/// `json` is set: a sweep's run keeps its base file as origin, for relative
+/// paths and errors), with the host scheduler and seed overridden when
+/// given; JSON result.
 #[pyfunction]
-#[pyo3(signature = (text, origin, scheduler=None, seed=None))]
+#[pyo3(signature = (text, origin, scheduler=None, seed=None, json=false))]
 fn simulate(
     py: Python<'_>,
     text: &str,
     origin: &str,
     scheduler: Option<String>,
     seed: Option<u64>,
+    json: bool,
 ) -> PyResult<String> {
-    let mut cfg = parse(text, origin)?;
+    let mut cfg = parse_as(text, origin, json || origin.ends_with(".json"))?;
     override_scheduler(&mut cfg, scheduler)?;
     if let Some(s) = seed {
         cfg.seed = s;
@@ -184,6 +192,12 @@ fn schedulers() -> PyResult<String> {
     serde_json::to_string(&list).map_err(err)
 }
 
+/// hvio's version: part of a sweep's cache key.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
 /// The embedded default scenario (paper 000's four VMs), as TOML text.
 #[pyfunction]
 fn default_scenario() -> &'static str {
@@ -201,5 +215,6 @@ fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(default_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

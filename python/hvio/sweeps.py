@@ -1,0 +1,516 @@
+"""Sweeps: a study's matrix of runs, on this machine's cores or a Dask cluster.
+
+A study (``experiments/*.study.toml``) names base configs and a matrix:
+host schedulers × guest schedulers × seeds × any config key over a list or
+a range. :func:`plan` expands it into runs (the cartesian product, in the
+order the matrix lists its keys), :func:`sweep` runs them and returns a
+long-form DataFrame: one row per run × VM × job, every matrix key a column.
+
+One simulation is one task: a thread here (the simulator releases the GIL,
+so the threads run on every core at once) or a task on a Dask distributed
+cluster (``cluster="tcp://HOST:8786"``), where a worker that dies has its
+runs given to another. Every run is deterministic, so where it ran changes
+nothing: the results are those of running the runs one by one.
+
+Each result is cached under ``<out>/cache`` by a hash of (config, seed,
+hvio version): a re-run computes only the runs whose config changed. The
+sweep writes ``<out>/sweep/<study>/results.parquet`` and each run's JSON
+(``runs/NNNN.json``) with an index of what each run was (``runs.json``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from itertools import product
+from os import PathLike
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from . import _hvio
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# Matrix keys with a meaning of their own; any other key is a dotted config path.
+SCHEDULER, GUEST, SEED, BASE = "scheduler", "guest", "seed", "base"
+# Most runs one study may expand to: a typo'd range must not fill the disk.
+MAX_RUNS = 1_000_000
+
+
+class StudyError(_hvio.HvioError):
+    """A study file that cannot be run: names the file and the key."""
+
+
+@dataclass
+class Study:
+    """A study file: base configs, the matrix, what to keep."""
+
+    path: Path
+    name: str
+    title: str
+    bases: list[Path]
+    matrix: dict[str, list[Any]]
+    keep: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    """One simulation of a sweep: its base, its matrix values, its config."""
+
+    index: int
+    base: Path
+    params: dict[str, Any]
+    config: dict[str, Any]
+    key: str
+
+    @property
+    def origin(self) -> str:
+        """The base config's path: errors name it, relative paths resolve against its folder."""
+        return str(self.base)
+
+    def config_json(self) -> str:
+        return json.dumps(self.config, sort_keys=True)
+
+
+def _values(path: Path, key: str, spec: Any) -> list[Any]:
+    """A matrix entry: a list, one value, or a range table
+    ``{from, to, step}`` (``to`` included) or ``{from, count, step}``."""
+    where = f"{path}: matrix key `{key}`"
+    if isinstance(spec, list):
+        if not spec:
+            raise StudyError(f"{where}: an empty list runs nothing; give at least one value")
+        return spec
+    if not isinstance(spec, dict):
+        return [spec]
+    unknown = set(spec) - {"from", "to", "step", "count"}
+    if unknown:
+        raise StudyError(
+            f"{where}: unknown range key(s) {sorted(unknown)}; a range has from, to or count, step"
+        )
+    if "from" not in spec or ("to" in spec) == ("count" in spec):
+        raise StudyError(f"{where}: a range is {{from, to, step}} or {{from, count, step}}")
+    start, step = spec["from"], spec.get("step", 1)
+    for k, v in (("from", start), ("step", step), ("to", spec.get("to", 0)), ("count", spec.get("count", 0))):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise StudyError(f"{where}: range `{k}` must be a number, got {v!r}")
+    if step <= 0:
+        raise StudyError(f"{where}: range step must be > 0, got {step}")
+    if "count" in spec:
+        count = spec["count"]
+        if not isinstance(count, int) or count < 1:
+            raise StudyError(f"{where}: range count must be an integer ≥ 1, got {count!r}")
+    else:
+        if spec["to"] < start:
+            raise StudyError(f"{where}: range to ({spec['to']}) is below from ({start})")
+        # Inclusive of `to`, with a tolerance so 0.1 steps reach it.
+        count = int((spec["to"] - start) / step + 1e-9) + 1
+    if count > MAX_RUNS:
+        raise StudyError(f"{where}: range of {count} values; at most {MAX_RUNS}")
+    ints = all(isinstance(x, int) for x in (start, step))
+    return [start + i * step if ints else round(start + i * step, 12) for i in range(count)]
+
+
+def load_study(path: str | PathLike) -> Study:
+    """Read a study file; errors name the file and the key."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise StudyError(f"{path}: cannot read the study: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(f"{path}: not a TOML file: {e}") from None
+    unknown = set(doc) - {"study", "matrix", "keep"}
+    if unknown:
+        raise StudyError(f"{path}: unknown table(s) {sorted(unknown)}; a study has [study], [matrix], [keep]")
+    head = doc.get("study", {})
+    unknown = set(head) - {"name", "title", "base"}
+    if unknown:
+        raise StudyError(f"{path}: unknown key(s) in [study]: {sorted(unknown)}")
+    bases = head.get("base")
+    if isinstance(bases, str):
+        bases = [bases]
+    if not bases or not all(isinstance(b, str) for b in bases):
+        raise StudyError(f"{path}: [study] base must name one config file or a list of them")
+    base_paths = []
+    for b in bases:
+        p = path.parent / b
+        if not p.is_file():
+            raise StudyError(f"{path}: [study] base {b!r}: no such config file ({p})")
+        base_paths.append(p)
+    matrix = {k: _values(path, k, v) for k, v in doc.get("matrix", {}).items()}
+    if BASE in matrix:
+        raise StudyError(f"{path}: matrix key `base`: list the base configs in [study] base")
+    keep = doc.get("keep", {})
+    for k, v in keep.items():
+        if k not in ("job", "vm", "host") or not isinstance(v, list):
+            raise StudyError(f"{path}: [keep] {k}: give job, vm or host = [column names]")
+    return Study(
+        path=path,
+        name=head.get("name", path.name.removesuffix(".toml").removesuffix(".study")),
+        title=head.get("title", ""),
+        bases=base_paths,
+        matrix=matrix,
+        keep=keep,
+    )
+
+
+def _read_base(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(f"{path}: not a TOML file: {e}") from None
+
+
+def _set(config: dict[str, Any], key: str, value: Any, where: str) -> None:
+    """Set dotted config key ``key`` (``host.params.quantum``,
+    ``vm.0.weight``, ``vm.vm2.weight``, ``vm.*.virtio_depth``,
+    ``vm.*.job.*.iodepth``) in ``config``; ``*`` is every element."""
+
+    def walk(node: Any, parts: list[str]) -> None:
+        head, rest = parts[0], parts[1:]
+        if isinstance(node, list):
+            if head == "*":
+                targets = node
+            elif head.isdigit() and int(head) < len(node):
+                targets = [node[int(head)]]
+            else:
+                named = [x for x in node if isinstance(x, dict) and x.get("name") == head]
+                if not named:
+                    raise StudyError(
+                        f"{where}: `{key}`: no element {head!r} (an index below {len(node)}, a name, or *)"
+                    )
+                targets = named
+            for t in targets:
+                if rest:
+                    walk(t, rest)
+                else:
+                    raise StudyError(f"{where}: `{key}`: names a whole list element, not a key")
+            return
+        if not isinstance(node, dict):
+            raise StudyError(f"{where}: `{key}`: {head!r} is inside a value, not a table")
+        if not rest:
+            node[head] = value
+            return
+        # Arrays of tables take their TOML name: `vm` is the `[[vm]]` list.
+        walk(node.setdefault(head, {}), rest)
+
+    walk(config, key.split("."))
+
+
+def _apply(config: dict[str, Any], params: dict[str, Any], where: str) -> dict[str, Any]:
+    c = copy.deepcopy(config)
+    if SCHEDULER in params:
+        host = c.setdefault("host", {})
+        # As `hvio compare`: the config's [host] params are its own scheduler's.
+        if host.get("scheduler", "noop") != params[SCHEDULER]:
+            host.pop("params", None)
+        host["scheduler"] = params[SCHEDULER]
+    if GUEST in params:
+        for vm in c.get("vm", []):
+            vm["guest_scheduler"] = params[GUEST]
+    if SEED in params:
+        c["seed"] = params[SEED]
+    for k, v in params.items():
+        if k not in (SCHEDULER, GUEST, SEED):
+            _set(c, k, v, where)
+    return c
+
+
+def run_key(config: dict[str, Any], base: Path) -> str:
+    """The cache key of one run: a hash of its config (seed included), the
+    folder its relative paths resolve in, and hvio's version."""
+    ident = {"config": config, "dir": str(base.resolve().parent), "hvio": _hvio.version()}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def plan(study: Study) -> list[Run]:
+    """Every run of the study's matrix, base by base, in the matrix's order."""
+    keys = list(study.matrix)
+    combos = 1
+    for v in study.matrix.values():
+        combos *= len(v)
+    if combos * len(study.bases) > MAX_RUNS:
+        raise StudyError(
+            f"{study.path}: the matrix expands to {combos * len(study.bases)} runs; at most {MAX_RUNS}"
+        )
+    if SCHEDULER in study.matrix:
+        known = set(_schedulers())
+        for s in study.matrix[SCHEDULER]:
+            if s not in known:
+                names = ", ".join(sorted(known))
+                raise StudyError(
+                    f"{study.path}: matrix key `scheduler`: unknown scheduler {s!r} (known: {names})"
+                )
+    runs = []
+    for base in study.bases:
+        config = _read_base(base)
+        for values in product(*(study.matrix[k] for k in keys)):
+            params = dict(zip(keys, values))
+            c = _apply(config, params, f"{study.path}")
+            runs.append(Run(index=len(runs), base=base, params=params, config=c, key=run_key(c, base)))
+    return runs
+
+
+def _schedulers() -> list[str]:
+    return [s["name"] for s in json.loads(_hvio.schedulers())]
+
+
+def run_one(config_json: str, origin: str) -> str:
+    """Simulate one run's config; its result as JSON text. A plain function of
+    strings, so a Dask worker can run it."""
+    return _hvio.simulate(config_json, origin, json=True)
+
+
+def _write_whole(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+class _Cache:
+    """Results by run key, one JSON file each, written whole or not at all."""
+
+    def __init__(self, root: Path | None):
+        self.root = root
+
+    def path(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> str | None:
+        if self.root is None:
+            return None
+        try:
+            return self.path(key).read_text()
+        except OSError:
+            return None
+
+    def put(self, key: str, text: str) -> None:
+        if self.root is None:
+            return
+        p = self.path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        _write_whole(p, text)
+
+
+def _progress(total: int, desc: str, show: bool | None):
+    """A tqdm bar (count, rate, ETA) on stderr when it is a terminal."""
+    from tqdm import tqdm
+
+    disable = not sys.stderr.isatty() if show is None else not show
+    return tqdm(total=total, desc=desc, unit="run", disable=disable, file=sys.stderr)
+
+
+def _failed(r: Run, e: Exception) -> _hvio.HvioError:
+    what = ", ".join(f"{k} = {v!r}" for k, v in r.params.items())
+    return _hvio.HvioError(f"run {r.index} ({what}): {e}")
+
+
+def _result(r: Run, get: Callable[[], str]) -> str:
+    try:
+        return get()
+    except _hvio.HvioError as e:
+        raise _failed(r, e) from None
+
+
+def _run_local(todo: list[Run], workers: int, done: Callable[[Run, str], None]) -> None:
+    if workers <= 1:
+        for r in todo:
+            done(r, _result(r, lambda r=r: run_one(r.config_json(), r.origin)))
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_one, r.config_json(), r.origin): r for r in todo}
+        try:
+            for f in as_completed(futures):
+                done(futures[f], _result(futures[f], f.result))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _run_cluster(todo: list[Run], address: str, done: Callable[[Run, str], None]) -> None:
+    try:
+        from dask.distributed import Client
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise _hvio.HvioError(
+            f"--cluster {address}: needs dask.distributed (pip install 'dask[distributed]')"
+        ) from None
+    try:
+        client = Client(address, timeout="20s")
+    except (OSError, TimeoutError) as e:
+        raise _hvio.HvioError(f"--cluster {address}: cannot reach the Dask scheduler: {e}") from None
+    with client:
+        futures = client.map(
+            run_one,
+            [r.config_json() for r in todo],
+            [r.origin for r in todo],
+            key=[f"hvio-run-{r.key}" for r in todo],
+            pure=False,
+        )
+        by_key = {f.key: r for f, r in zip(futures, todo)}
+        for f in dask_completed(futures):
+            done(by_key[f.key], _result(by_key[f.key], f.result))
+
+
+@dataclass
+class Sweep:
+    """A finished sweep: its runs, their results, the long-form table."""
+
+    study: Study
+    runs: list[Run]
+    results: list[dict[str, Any]]
+    computed: int
+    seconds: float
+    out: Path | None = None
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return long_form(self.study, self.runs, self.results)
+
+
+def _flat(d: dict[str, Any], prefix: str, keep: list[str] | None) -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            for k2, v2 in v.items():
+                if isinstance(v2, (int, float, str, bool)):
+                    out[f"{prefix}{k}_{k2}"] = v2
+        elif isinstance(v, (int, float, str, bool)):
+            out[f"{prefix}{k}"] = v
+    if keep is not None:
+        want = {f"{prefix}{k}" for k in keep}
+        out = {k: v for k, v in out.items() if k in want}
+    return out
+
+
+def long_form(study: Study, runs: list[Run], results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run × VM × job: the run's matrix values, the job's figures,
+    its VM's (``vm_*``) and the host's (``host_*``)."""
+    rows = []
+    keep = study.keep
+    for run, res in zip(runs, results):
+        head = {"run": run.index, "key": run.key[:16]}
+        if len(study.bases) > 1:
+            head["base"] = run.base.name
+        head.update({k: v for k, v in run.params.items()})
+        head.setdefault(SCHEDULER, res["scheduler"])
+        head.setdefault(SEED, res["seed"])
+        head.update(
+            total_mb_per_s=res["total_mb_per_s"], sim_time_s=res["sim_time_s"], truncated=res["truncated"]
+        )
+        host = _flat({k: v for k, v in res["host"].items() if k != "scheduler"}, "host_", keep.get("host"))
+        vms = {
+            v["vm"]: _flat({k: x for k, x in v.items() if k != "vm"}, "vm_", keep.get("vm"))
+            for v in res["vms"]
+        }
+        for j in res["jobs"]:
+            job = _flat({k: x for k, x in j.items() if k not in ("vm", "job")}, "", keep.get("job"))
+            rows.append({**head, "vm": j["vm"], "job": j["job"], **job, **vms.get(j["vm"], {}), **host})
+    return pd.DataFrame(rows)
+
+
+def sweep(
+    study: str | PathLike | Study,
+    *,
+    out: str | PathLike | None = "out",
+    cluster: str | None = None,
+    workers: int | None = None,
+    cache: bool = True,
+    progress: bool | None = None,
+) -> Sweep:
+    """Run a study's matrix and return a :class:`Sweep` (``.frame`` is the long-form table).
+
+    ``workers`` threads run locally (default: every core; 1 runs the runs one
+    by one); ``cluster`` sends the runs to that Dask scheduler instead.
+    With ``out``, results are cached under ``out/cache`` and written under
+    ``out/sweep/<study>/``; ``cache=False`` computes every run again.
+    ``progress`` shows a bar (default: when stderr is a terminal).
+    """
+    st = study if isinstance(study, Study) else load_study(study)
+    runs = plan(st)
+    out_dir = Path(out) if out is not None else None
+    store = _Cache(out_dir / "cache" if out_dir is not None else None)
+    texts: dict[int, str] = {}
+    if cache:
+        for r in runs:
+            t = store.get(r.key)
+            if t is not None:
+                texts[r.index] = t
+    # Runs with the same config (the same key) are computed once.
+    todo, seen = [], set()
+    for r in runs:
+        if r.index not in texts and r.key not in seen:
+            seen.add(r.key)
+            todo.append(r)
+    started = time.perf_counter()
+    bar = _progress(len(todo), st.name, progress)
+    by_key: dict[str, str] = {}
+
+    def done(r: Run, text: str) -> None:
+        by_key[r.key] = text
+        store.put(r.key, text)
+        bar.update(1)
+
+    try:
+        if cluster:
+            _run_cluster(todo, cluster, done)
+        else:
+            _run_local(todo, workers if workers is not None else (os.cpu_count() or 1), done)
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - started
+    for r in runs:
+        if r.index not in texts:
+            texts[r.index] = by_key[r.key]
+    results = [json.loads(texts[r.index]) for r in runs]
+    s = Sweep(study=st, runs=runs, results=results, computed=len(todo), seconds=seconds)
+    if out_dir is not None:
+        s.out = write(s, out_dir / "sweep" / st.name, texts)
+    return s
+
+
+def write(s: Sweep, where: Path, texts: dict[int, str]) -> Path:
+    """``results.parquet``, ``runs/NNNN.json`` and ``runs.json`` under ``where``."""
+    (where / "runs").mkdir(parents=True, exist_ok=True)
+    index = []
+    for r in s.runs:
+        name = f"runs/{r.index:04d}.json"
+        _write_whole(where / name, texts[r.index])
+        index.append({"run": r.index, "key": r.key, "base": str(r.base), "params": r.params, "result": name})
+    meta = {"study": str(s.study.path), "name": s.study.name, "hvio": _hvio.version(), "runs": index}
+    _write_whole(where / "runs.json", json.dumps(meta, indent=1))
+    tmp = where / ".results.parquet.tmp"
+    s.frame.to_parquet(tmp, index=False)
+    tmp.replace(where / "results.parquet")
+    return where
+
+
+def summary(s: Sweep) -> pd.DataFrame:
+    """Total MB/s by the matrix's keys other than the seed: mean, sd and the
+    number of runs (seeds) behind each."""
+    runs = pd.DataFrame(
+        [{**({"base": r.base.name} if len(s.study.bases) > 1 else {}), **r.params} for r in s.runs]
+    )
+    runs["total_mb_per_s"] = [res["total_mb_per_s"] for res in s.results]
+    keys = [k for k in runs.columns if k not in (SEED, "total_mb_per_s")]
+    if not keys:
+        return runs["total_mb_per_s"].agg(["mean", "std", "count"]).to_frame().T
+    g = runs.groupby(keys, sort=False)["total_mb_per_s"]
+    return g.agg(["mean", "std", "count"]).rename(
+        columns={"mean": "total MB/s", "std": "sd", "count": "runs"}
+    )
