@@ -141,7 +141,10 @@ pub fn compare(a: CompareArgs) -> Result<()> {
         outputs.push(("--csv", c));
     }
     cfg.check_outputs(&outputs, &[])?;
-    let c = cmp::comparison(&cfg, &names, a.seeds)?;
+    let bar = crate::common::progress_bar(cmp::comparison_runs(&cfg, &names, a.seeds) as u64);
+    let c = cmp::comparison_with_progress(&cfg, &names, a.seeds, &|done, _| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let c = c?;
     write_atomic(&a.json, &serde_json::to_string_pretty(&c)?)?;
     if let Some(p) = &a.csv {
         write_atomic(p, &c.csv())?;
@@ -283,6 +286,7 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
         PathBuf::from("out").join(format!("{name}{quick}{seed}.json"))
     });
     check_not_dir(&json)?;
+    let counter = crate::common::run_counter();
     let r = experiments::run(
         &name,
         &experiments::ExpOptions {
@@ -290,7 +294,9 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
             quick: a.quick,
         },
     )
-    .with_context(|| format!("experiment {name}"))?;
+    .with_context(|| format!("experiment {name}"));
+    drop(counter);
+    let r = r?;
     write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
     out!("{}", r.render());
     outln!("report: {}", json.display());

@@ -17,9 +17,27 @@ use crate::report::{f, Table};
 use serde::Serialize;
 
 /// Run `cfg` once per scheduler (the config's own `[host] params` apply only
-/// to its own scheduler; the others run with their defaults).
+/// to its own scheduler; the others run with their defaults), the runs in
+/// parallel on rayon's pool.
 pub fn compare(cfg: &Config, schedulers: &[&str]) -> Result<Vec<SimResult>> {
-    schedulers.iter().map(|s| crate::run(&under(cfg, s))).collect()
+    let configs: Vec<Config> = schedulers.iter().map(|s| under(cfg, s)).collect();
+    run_all(&configs, &|| ()).into_iter().collect()
+}
+
+/// Every config's run, in the configs' order, run in parallel on rayon's
+/// pool (one run per task), `done` called as each ends. Each run is
+/// deterministic and shares nothing with the others, so the results are
+/// those of running them one by one.
+fn run_all(configs: &[Config], done: &(dyn Fn() + Sync)) -> Vec<Result<SimResult>> {
+    use rayon::prelude::*;
+    configs
+        .par_iter()
+        .map(|c| {
+            let r = crate::run(c);
+            done();
+            r
+        })
+        .collect()
 }
 
 /// `cfg` under scheduler `s`: the config's `[host] params` are its own
@@ -191,27 +209,70 @@ pub fn jain(xs: &[f64]) -> f64 {
 /// Run `cfg` under each scheduler with `seeds` seeds (the config's seed and
 /// the ones after it), and each VM alone under each, and compare.
 pub fn comparison(cfg: &Config, schedulers: &[&str], seeds: u64) -> Result<Comparison> {
+    comparison_with_progress(cfg, schedulers, seeds, &|_, _| ())
+}
+
+/// Runs a comparison of `schedulers` × `seeds` makes: per scheduler and
+/// seed, the shared run and one per VM with jobs (alone on the disk).
+pub fn comparison_runs(cfg: &Config, schedulers: &[&str], seeds: u64) -> usize {
+    let active = cfg.vms.iter().filter(|v| !v.jobs.is_empty()).count();
+    schedulers.len() * seeds.max(1) as usize * (1 + active)
+}
+
+/// [`comparison`], calling `progress(done, total)` as each of its runs ends
+/// (from rayon's threads: a progress bar's count and ETA).
+pub fn comparison_with_progress(
+    cfg: &Config,
+    schedulers: &[&str],
+    seeds: u64,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Comparison> {
+    let total = comparison_runs(cfg, schedulers, seeds);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let done = || progress(finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total);
     let seeds: Vec<u64> = (0..seeds.max(1)).map(|k| cfg.seed.wrapping_add(k)).collect();
     let active: Vec<usize> = (0..cfg.vms.len()).filter(|&i| !cfg.vms[i].jobs.is_empty()).collect();
     let weight_sum: f64 = active.iter().map(|&i| cfg.vms[i].weight as f64).sum();
+    // Every run of the comparison (per scheduler, per seed: each active VM
+    // alone, then the shared run), computed in parallel and taken in this
+    // same order below.
+    let mut configs = Vec::new();
+    for &s in schedulers {
+        let base = under(cfg, s);
+        for &seed in &seeds {
+            let mut c = base.clone();
+            c.seed = seed;
+            configs.extend(active.iter().map(|&i| alone(&c, i)));
+            configs.push(c);
+        }
+    }
+    // In chunks, so a comparison of many seeds holds a chunk's alone runs,
+    // not all of them.
+    const CHUNK: usize = 256;
+    let mut chunks = configs.chunks(CHUNK);
+    let mut results = Vec::new().into_iter();
+    let mut next = move || loop {
+        if let Some(r) = results.next() {
+            return r;
+        }
+        results = run_all(chunks.next().expect("one result per config"), &done).into_iter();
+    };
     let mut runs = Vec::new();
     let mut out = Vec::new();
     for &s in schedulers {
-        let base = under(cfg, s);
         // Per VM, per seed: (shared run's VM figures, alone MB/s); per seed: total, jain, worst p99.
         let mut per_vm: Vec<Vec<(crate::metrics::VmResult, f64, f64)>> = vec![Vec::new(); active.len()];
         let (mut totals, mut jains, mut worst) = (Vec::new(), Vec::new(), Vec::new());
         let mut truncated = false;
-        for &seed in &seeds {
-            let mut c = base.clone();
-            c.seed = seed;
-            let r = crate::run(&c)?;
+        for _ in &seeds {
+            let alones: Vec<Result<SimResult>> = active.iter().map(|_| next()).collect();
+            let r = next()?;
             truncated |= r.truncated;
             let disk_sum: f64 = r.vms.iter().map(|v| v.disk_time_s).sum();
             let mut xs = Vec::new();
             let mut worst_p99 = 0.0f64;
-            for (k, &i) in active.iter().enumerate() {
-                let a = crate::run(&alone(&c, i))?;
+            for ((k, &i), a) in active.iter().enumerate().zip(alones) {
+                let a = a?;
                 truncated |= a.truncated;
                 let alone_mb = a.vms[i].mb_per_s;
                 let v = r.vms[i].clone();

@@ -101,3 +101,27 @@ fn seeds_give_a_spread() {
     assert!(t.sd > 0.0, "the random mix differs between seeds: {totals:?}");
     assert!(c.scheduler_table().render().contains('±'));
 }
+
+/// The comparison's runs go to rayon's pool in parallel: on one thread and
+/// on four the comparison is the same, byte for byte, and its runs are in
+/// the order of the schedulers and seeds.
+#[test]
+fn parallel_runs_give_the_serial_comparison() {
+    let cfg = Config::from_toml_str(THREE_VMS, "three.toml").unwrap();
+    let names = ["deadline", "bfq"];
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| comparison(&cfg, &names, 2)).unwrap()
+    };
+    let (one, four) = (on(1), on(4));
+    assert_eq!(
+        serde_json::to_string(&one).unwrap(),
+        serde_json::to_string(&four).unwrap()
+    );
+    let order: Vec<String> = four
+        .runs
+        .iter()
+        .map(|r| format!("{} {}", r.scheduler, r.seed))
+        .collect();
+    assert_eq!(order, ["deadline 1", "deadline 2", "bfq 1", "bfq 2"]);
+}
