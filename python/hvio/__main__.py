@@ -4,7 +4,9 @@ Compares the host schedulers on a config (default: paper 000's four-VM
 scenario, embedded): prints the per-scheduler and per-VM tables of
 ``hvio compare`` and its verdict, and writes the comparison (JSON, CSV) and
 its figures under ``--out``. ``python -m hvio figures JSON`` draws the
-figures of a comparison written by ``hvio compare --json``.
+figures of a comparison written by ``hvio compare --json``;
+``python -m hvio hdd-cdfs OUT --data DIR`` the service-time CDFs of every
+disk written by ``hvio validate-disk --all DIR --out OUT``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import api, htmlreport, plots, sweeps
+from . import api, hdd_validation, htmlreport, plots, sweeps
 
 
 def _cell(mean: float, sd: float, digits: int, spread: bool) -> str:
@@ -165,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("json", type=Path)
     f.add_argument("--out", type=Path, default=Path("out"))
     f.add_argument("--format", default="png", help="png, svg, svgz, pdf or eps")
+    d = sub.add_parser("hdd-cdfs", help="CDF figures of `hvio validate-disk --all DIR --out OUT`, per disk")
+    d.add_argument("out", type=Path, help="the --out folder of validate-disk --all (holds NAME/cdf.csv)")
+    d.add_argument("--data", type=Path, help="the disks' folder: DiskSim's CDF is drawn where NAME.outv is")
+    d.add_argument("--figure", type=Path, help="the combined figure (default OUT/cdfs.png)")
     e = sub.add_parser("reproduce", help="run a paper experiment by name")
     e.add_argument("name")
     e.add_argument("--quick", action="store_true")
@@ -194,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             return run(args.out, args.config, names, args.seeds)
         if args.cmd == "figures":
             return figures(args.json, args.out, args.format)
+        if args.cmd == "hdd-cdfs":
+            figure = args.figure or args.out / "cdfs.png"
+            for path in hdd_validation.plot_disks(args.out, figure, data_dir=args.data):
+                print(path)
+            return 0
         rep = api.reproduce(args.name, quick=args.quick)
         print(f"{rep.name}: seed {rep.seed}{', quick run' if rep.quick else ''}\n")
         for title, df in rep.tables.items():
