@@ -159,7 +159,7 @@ impl ReshapedDisk {
                 vm = %disk.name,
                 image = %path.display(),
                 transactions = recovered.transactions,
-                took_ms = recovered.took.as_secs_f64() * 1e3,
+                took_ms = %format!("{:.1}", recovered.took.as_secs_f64() * 1e3),
                 "reshaped image opened (stopped cleanly)"
             );
         } else {
@@ -171,7 +171,7 @@ impl ReshapedDisk {
                 entries_replayed = recovered.entries,
                 log_end = recovered.discarded.as_deref().unwrap_or("end of log"),
                 table_extents = opened.report.table_extents,
-                took_ms = recovered.took.as_secs_f64() * 1e3,
+                took_ms = %format!("{:.1}", recovered.took.as_secs_f64() * 1e3),
                 "reshaped image recovered after an unclean stop: committed transactions replayed, the uncommitted one discarded, free space rebuilt"
             );
         }
