@@ -172,6 +172,9 @@ struct SortedIndex {
     hint: (usize, usize),
 }
 
+/// Where a key of a [`SortedIndex`] is: (chunk, position).
+type Place = (usize, usize);
+
 impl SortedIndex {
     /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
     #[inline]
@@ -309,6 +312,27 @@ impl SortedIndex {
         Some(c.slots[self.pos(c, key)])
     }
 
+    /// Where the last key before `key` and the first at or after it are,
+    /// from one search.
+    #[inline]
+    fn around(&self, key: Packed) -> (Option<Place>, Option<Place>) {
+        let ci = self.chunk_at_or_after(key);
+        let last_of = |ci: usize| self.chunks.get(ci).map(|c| (ci, c.len - 1));
+        match self.chunks.get(ci) {
+            Some(c) => {
+                // `maxes[ci] >= key`, so `pos` is inside the chunk.
+                let pos = self.pos(c, key);
+                let before = if pos > 0 {
+                    Some((ci, pos - 1))
+                } else {
+                    ci.checked_sub(1).and_then(last_of)
+                };
+                (before, Some((ci, pos)))
+            }
+            None => (ci.checked_sub(1).and_then(last_of), None),
+        }
+    }
+
     fn after(&self, key: Packed) -> Option<u32> {
         // Keys are distinct integers: strictly after `key` is at or after `key + 1`.
         self.at_or_after(key.checked_add(1)?)
@@ -337,6 +361,50 @@ impl SortedIndex {
     }
 }
 
+/// A set of sort keys in order, on the same chunked index as
+/// [`SortedFifo`] (for a subset of a queue's requests, such as its sync ones).
+#[derive(Debug, Default, Clone)]
+pub struct SortedKeys(SortedIndex);
+
+impl SortedKeys {
+    /// Adds `key` (nothing changes if it is present).
+    pub fn insert(&mut self, key: SortKey) {
+        self.0.insert(pack(key), 0);
+    }
+
+    /// Removes `key` if present.
+    pub fn remove(&mut self, key: SortKey) {
+        self.0.remove(pack(key));
+    }
+
+    /// Whether the set holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.0.chunks.is_empty()
+    }
+
+    /// Removes every key.
+    pub fn clear(&mut self) {
+        *self = SortedKeys::default();
+    }
+
+    /// The last key before `key` and the first at or after it.
+    pub fn around(&self, key: SortKey) -> (Option<SortKey>, Option<SortKey>) {
+        let (b, a) = self.0.around(pack(key));
+        let k = |(ci, pos): Place| unpack(self.0.chunks[ci].keys[pos]);
+        (b.map(k), a.map(k))
+    }
+
+    /// The last key strictly before `key`.
+    pub fn before(&self, key: SortKey) -> Option<SortKey> {
+        self.around(key).0
+    }
+
+    /// The smallest key.
+    pub fn first(&self) -> Option<SortKey> {
+        self.0.chunks.first().map(|c| unpack(c.keys[0]))
+    }
+}
+
 /// A queued request: its deadline and its deque sequence number (`LATE`
 /// if it is in `late`). One cache line each.
 #[derive(Debug, Clone, Copy)]
@@ -353,13 +421,14 @@ struct Slot {
 /// request once warm) and the sector order is a `SortedIndex` of their
 /// keys, at every size (a B-tree of 100,000 requests costs several cache
 /// misses per level; the index's top level stays in cache and a lookup
-/// touches one chunk). The FIFO is a deque sorted by deadline:
-/// deadlines are mostly inserted in order (arrival time plus a fixed
-/// expiry), so insertion is an O(1) push, and each request remembers its
-/// place in it, so removal blanks it in O(1); blank places are dropped when
-/// they reach the front. A deadline earlier than the last one pushed (a
-/// queue mixing sync and async expiries) goes to a small B-tree beside the
-/// deque; the FIFO head is the earlier of the two fronts.
+/// touches one chunk). The FIFO is a few deques ("lanes"), each sorted by
+/// deadline: deadlines are arrival time plus a fixed expiry per kind, so a
+/// queue mixing sync and async expiries keeps each kind in order in a lane
+/// of its own, insertion is an O(1) push, and each request remembers its
+/// lane and place, so removal blanks it in O(1); blank places are dropped
+/// when they reach a lane's front. A deadline earlier than the last one of
+/// every lane goes to a small B-tree beside them; the FIFO head is the
+/// earliest of the fronts.
 #[derive(Debug, Default, Clone)]
 pub struct SortedFifo {
     slots: Vec<Slot>,
@@ -367,17 +436,46 @@ pub struct SortedFifo {
     free: Vec<u32>,
     by_sector: SortedIndex,
     len: usize,
-    /// Deque entry `seq − base`: the slot, or `BLANK` once removed (4
-    /// bytes an entry: the deque of a big queue stays in cache).
-    fifo: VecDeque<u32>,
-    base: u64,
-    /// The largest (deadline, id) pushed on the deque.
-    last: Option<(Nanos, RequestId)>,
+    /// Deadline-ordered deques (one per expiry in use, for the usual two).
+    lanes: [Lane; LANES],
     /// Out-of-order entries: (deadline, id) → slot.
     late: BTreeMap<(Nanos, RequestId), u32>,
 }
 
+/// Deadline-ordered deques a [`SortedFifo`] keeps: sync and async expiries.
+const LANES: usize = 2;
+
+/// One deadline-ordered deque of a [`SortedFifo`].
+#[derive(Debug, Default, Clone)]
+struct Lane {
+    /// Deque entry `seq − base`: the slot, or `BLANK` once removed (4
+    /// bytes an entry: the deque of a big queue stays in cache).
+    fifo: VecDeque<u32>,
+    base: u64,
+    /// The largest (deadline, id) pushed since the lane was last empty.
+    last: Option<(Nanos, RequestId)>,
+}
+
+impl Lane {
+    /// Blanks the entry `seq` and drops the blanks at the front.
+    fn blank(&mut self, seq: u64) {
+        if let Some(e) = self.fifo.get_mut((seq - self.base) as usize) {
+            *e = BLANK;
+        }
+        while self.fifo.front() == Some(&BLANK) {
+            self.fifo.pop_front();
+            self.base += 1;
+        }
+        if self.fifo.is_empty() {
+            self.last = None;
+        }
+    }
+}
+
+/// `Slot::seq` of an entry in `late`.
 const LATE: u64 = u64::MAX;
+/// `Slot::seq`'s lane bit: the lane is `seq >> LANE_SHIFT`.
+const LANE_SHIFT: u32 = 63;
 const BLANK: u32 = u32::MAX;
 
 impl SortedFifo {
@@ -406,8 +504,16 @@ impl SortedFifo {
     pub fn insert(&mut self, rq: Request, deadline: Nanos) {
         let key = (rq.sector, rq.id);
         let order = (deadline, rq.id);
-        let late = self.last.is_some_and(|l| order < l);
-        let seq = if late { LATE } else { self.base + self.fifo.len() as u64 };
+        // The lane whose last entry is the latest not after `order`, else an empty one.
+        let fits = (0..LANES).filter_map(|i| self.lanes[i].last.filter(|&l| l <= order).map(|l| (l, i)));
+        let lane = fits
+            .max()
+            .map(|(_, i)| i)
+            .or_else(|| self.lanes.iter().position(|l| l.last.is_none()));
+        let seq = match lane {
+            Some(i) => ((i as u64) << LANE_SHIFT) | (self.lanes[i].base + self.lanes[i].fifo.len() as u64),
+            None => LATE,
+        };
         let entry = Slot { rq, deadline, seq };
         let slot = self.free.last().copied().unwrap_or(self.slots.len() as u32);
         if !self.by_sector.insert(pack(key), slot) {
@@ -419,11 +525,14 @@ impl SortedFifo {
         } else {
             self.slots.push(entry);
         }
-        if late {
-            self.late.insert(order, slot);
-        } else {
-            self.fifo.push_back(slot);
-            self.last = Some(order);
+        match lane {
+            Some(i) => {
+                self.lanes[i].fifo.push_back(slot);
+                self.lanes[i].last = Some(order);
+            }
+            None => {
+                self.late.insert(order, slot);
+            }
         }
         self.len += 1;
     }
@@ -447,33 +556,42 @@ impl SortedFifo {
         if seq == LATE {
             self.late.remove(&(deadline, rq.id));
         } else {
-            if let Some(e) = self.fifo.get_mut((seq - self.base) as usize) {
-                *e = BLANK;
-            }
-            while self.fifo.front() == Some(&BLANK) {
-                self.fifo.pop_front();
-                self.base += 1;
-            }
-        }
-        if self.len == 0 {
-            self.last = None;
+            self.lanes[(seq >> LANE_SHIFT) as usize].blank(seq & !(1 << LANE_SHIFT));
         }
         Some((rq, next.map(|(k, _)| unpack(k))))
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
     pub fn fifo_head(&self) -> Option<(Nanos, &Request)> {
-        // The front is never blank (blanks are dropped as they reach it).
-        let front = self.fifo.front().map(|&s| {
-            let e = &self.slots[s as usize];
-            ((e.deadline, e.rq.id), s)
+        // A lane's front is never blank (blanks are dropped as they reach it).
+        let fronts = self.lanes.iter().filter_map(|l| {
+            l.fifo.front().map(|&s| {
+                let e = &self.slots[s as usize];
+                ((e.deadline, e.rq.id), s)
+            })
         });
         let late = self.late.iter().next().map(|(&o, &s)| (o, s));
-        let (o, s) = match (front, late) {
-            (Some(f), Some(l)) => f.min(l),
-            (f, l) => f.or(l)?,
-        };
+        let (o, s) = fronts.chain(late).min()?;
         Some((o.0, self.rq(s)))
+    }
+
+    /// The FIFO deadline of the queued request with sort key `key`.
+    pub fn deadline(&self, key: SortKey) -> Option<Nanos> {
+        self.by_sector.get(pack(key)).map(|s| self.slots[s as usize].deadline)
+    }
+
+    /// The sort keys of the last request before `key` and of the first at
+    /// or after it, from one search of the index alone (no request slot is
+    /// touched: in a big queue each would be a cache miss).
+    pub fn around_keys(&self, key: SortKey) -> (Option<SortKey>, Option<SortKey>) {
+        let (b, a) = self.by_sector.around(pack(key));
+        let k = |(ci, pos): Place| unpack(self.by_sector.chunks[ci].keys[pos]);
+        (b.map(k), a.map(k))
+    }
+
+    /// The sort key of the first request in sector order.
+    pub fn first_key(&self) -> Option<SortKey> {
+        self.by_sector.chunks.first().map(|c| unpack(c.keys[0]))
     }
 
     /// The first request at or after `key` in sector order.
@@ -741,6 +859,9 @@ mod sorted_fifo_tests {
             assert_eq!(q.at_or_after(probe).map(key), model.range(probe..).next().map(|e| *e.0));
             assert_eq!(q.before(probe).map(key), model.range(..probe).next_back().map(|e| *e.0));
             assert_eq!(q.first().map(key), model.keys().next().copied());
+            let around = (q.before(probe).map(key), q.at_or_after(probe).map(key));
+            assert_eq!(q.around_keys(probe), around);
+            assert_eq!(q.first_key(), q.first().map(key));
         };
         let mut id = 0;
         for round in 0..2 {
@@ -765,6 +886,39 @@ mod sorted_fifo_tests {
                 check(&q, &model, probe);
             }
             assert!(q.by_sector.chunks.len() <= 500 / (CHUNK / 8) + 1, "round {round}");
+        }
+    }
+
+    /// Sync and async requests (two fixed expiries, arriving interleaved)
+    /// each keep to a lane of their own: nothing goes to the out-of-order
+    /// tree, and the FIFO head is the earliest deadline throughout.
+    #[test]
+    fn two_expiries_keep_to_their_lanes() {
+        let mut q = SortedFifo::new();
+        let mut model: BTreeMap<(Nanos, RequestId), SortKey> = BTreeMap::new();
+        for id in 0..3000u64 {
+            let now = id * 10;
+            let dl = now + if id % 3 == 0 { 250 } else { 125 };
+            let sector = id.wrapping_mul(0x9E37_79B9) % 100_000;
+            q.insert(Request::new(id, 0, Op::Read, sector, 8, now), dl);
+            model.insert((dl, id), (sector, id));
+            if id % 2 == 1 {
+                // Dispatch the FIFO head every other time, a sector-order pick otherwise.
+                let (&o, &k) = if id % 4 == 1 {
+                    model.iter().next().unwrap()
+                } else {
+                    model
+                        .iter()
+                        .find(|(_, k)| k.0 >= sector)
+                        .or(model.iter().next())
+                        .unwrap()
+                };
+                q.remove(k).unwrap();
+                model.remove(&o);
+            }
+            assert!(q.late.is_empty(), "request {id} went out of order");
+            assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), model.keys().next().copied());
+            assert_eq!(q.deadline((sector, id)), model.get(&(dl, id)).map(|_| dl));
         }
     }
 
