@@ -180,7 +180,7 @@ pub mod spla;
 pub mod timeslice;
 pub mod vnavigator;
 
-use super::util::{back_mergeable, SortKey};
+use super::util::{back_mergeable, key, SortKey, SortedFifo, SortedKeys};
 use super::SchedulerSpec;
 use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, SliceGrant,
@@ -388,28 +388,29 @@ fn build(p: Params, ctx: &SchedContext) -> Box<dyn Scheduler> {
     Box::new(Pregather::new(&p, ctx))
 }
 
-/// A VM's sorted queue and EDF queue (§4.3).
+/// A VM's sorted queue and EDF queue (§4.3): one [`SortedFifo`] (the
+/// requests in sector order and in deadline order, O(log n) without a
+/// node per request), and the keys of its sync requests beside it.
 #[derive(Debug, Default, Clone)]
 struct VmQueue {
-    sorted: BTreeMap<SortKey, (Request, Nanos)>,
-    edf: BTreeSet<(Nanos, RequestId, Sector)>,
+    sorted: SortedFifo,
     /// The keys of the sync requests among `sorted` (choice 15).
-    sync: BTreeSet<SortKey>,
+    sync: SortedKeys,
 }
 
 impl VmQueue {
     fn insert(&mut self, rq: Request, deadline: Nanos) {
-        self.sorted.insert((rq.sector, rq.id), (rq, deadline));
-        self.edf.insert((deadline, rq.id, rq.sector));
+        self.sorted.insert(rq, deadline);
         if rq.sync {
-            self.sync.insert((rq.sector, rq.id));
+            self.sync.insert(key(&rq));
         }
     }
 
-    fn remove(&mut self, key: SortKey) -> Request {
-        let (rq, dl) = self.sorted.remove(&key).expect("dispatching a queued request");
-        self.edf.remove(&(dl, rq.id, rq.sector));
-        self.sync.remove(&key);
+    fn remove(&mut self, k: SortKey) -> Request {
+        let rq = self.sorted.remove(k).expect("dispatching a queued request");
+        if rq.sync {
+            self.sync.remove(k);
+        }
         rq
     }
 
@@ -419,41 +420,31 @@ impl VmQueue {
 
     /// Remove every request, in sector order.
     fn take_all(&mut self) -> Vec<Request> {
-        self.edf.clear();
         self.sync.clear();
-        std::mem::take(&mut self.sorted)
-            .into_values()
-            .map(|(rq, _)| rq)
-            .collect()
+        self.sorted.take_all()
     }
 
     /// Grow the queued request nearest below `rq` by `rq.sectors` when
     /// [`back_mergeable`] allows it; it keeps its key and deadline.
     fn back_merge(&mut self, rq: &Request, max_sectors: u32) -> Option<RequestId> {
-        let (_, (prev, _)) = self.sorted.range(..(rq.sector, 0)).next_back()?;
-        if !back_mergeable(prev, rq, max_sectors) {
-            return None;
-        }
-        let key = (prev.sector, prev.id);
-        let (q, _) = self.sorted.get_mut(&key)?;
-        q.sectors += rq.sectors;
-        Some(q.id)
+        self.sorted.back_merge(rq, max_sectors)
     }
 
     fn edf_head(&self) -> Option<(Nanos, SortKey)> {
-        self.edf.first().map(|&(dl, id, sector)| (dl, (sector, id)))
+        self.sorted.fifo_head().map(|(dl, rq)| (dl, key(rq)))
     }
 
-    fn deadline(&self, key: SortKey) -> Nanos {
-        self.sorted[&key].1
+    fn deadline(&self, k: SortKey) -> Nanos {
+        self.sorted.deadline(k).expect("a queued request")
     }
 
     /// The pending request nearest to `head` with its first sector in
     /// `[lo, hi)`, and its distance (ties go forward).
     fn nearest_in(&self, lo: Sector, hi: Sector, head: Sector) -> Option<(SortKey, Sector)> {
         let split = head.clamp(lo, hi);
-        let fwd = self.sorted.range((split, 0)..(hi, 0)).next().map(|(k, _)| *k);
-        let back = self.sorted.range((lo, 0)..(split, 0)).next_back().map(|(k, _)| *k);
+        let (back, fwd) = self.sorted.around_keys((split, 0));
+        let fwd = fwd.filter(|k| k.0 < hi);
+        let back = back.filter(|k| k.0 >= lo);
         match (fwd, back) {
             (Some(f), Some(b)) => {
                 let (df, db) = (f.0.abs_diff(head), b.0.abs_diff(head));
@@ -467,17 +458,19 @@ impl VmQueue {
     /// The first request of the run of pending requests that continue one
     /// another ([`back_mergeable`], size aside) and end with `key`, going no
     /// lower than `lo`; with `sync_only`, among the sync requests (choice 16).
-    fn run_start(&self, key: SortKey, lo: Sector, sync_only: bool) -> SortKey {
-        let mut cur = key;
+    fn run_start(&self, k: SortKey, lo: Sector, sync_only: bool) -> SortKey {
+        let mut cur = k;
         loop {
-            let rq = &self.sorted[&cur].0;
+            let rq = self.sorted.get(cur).expect("a queued request");
             let prev = if sync_only {
-                self.sync.range(..(cur.0, 0)).next_back().copied()
+                self.sync.before((cur.0, 0))
             } else {
-                self.sorted.range(..(cur.0, 0)).next_back().map(|(k, _)| *k)
+                self.sorted.before((cur.0, 0)).map(key)
             };
             match prev {
-                Some(k) if k.0 >= lo && back_mergeable(&self.sorted[&k].0, rq, u32::MAX) => cur = k,
+                Some(p) if p.0 >= lo && back_mergeable(self.sorted.get(p).expect("a queued request"), rq, u32::MAX) => {
+                    cur = p
+                }
                 _ => return cur,
             }
         }
@@ -497,24 +490,12 @@ impl VmQueue {
     fn elevator(&self, head: Sector, back_max: Sector, penalty: u64, sync_first: bool) -> Option<SortKey> {
         if sync_first && !self.sync.is_empty() {
             let keys = &self.sync;
-            return elevator_pick(
-                keys.range((head, 0)..).next().copied(),
-                keys.range(..(head, 0)).next_back().copied(),
-                || keys.first().copied(),
-                head,
-                back_max,
-                penalty,
-            );
+            let (back, fwd) = keys.around((head, 0));
+            return elevator_pick(fwd, back, || keys.first(), head, back_max, penalty);
         }
-        let keys = &self.sorted;
-        elevator_pick(
-            keys.range((head, 0)..).next().map(|(k, _)| *k),
-            keys.range(..(head, 0)).next_back().map(|(k, _)| *k),
-            || keys.keys().next().copied(),
-            head,
-            back_max,
-            penalty,
-        )
+        let q = &self.sorted;
+        let (back, fwd) = q.around_keys((head, 0));
+        elevator_pick(fwd, back, || q.first_key(), head, back_max, penalty)
     }
 }
 
@@ -766,19 +747,27 @@ impl Pregather {
     /// The next VM of the round: the unserved backlogged VM nearest to the head (§4.3).
     fn select_next(&mut self) -> Option<StreamId> {
         let head = self.head;
-        let pending: Vec<(Sector, StreamId)> = self
-            .vms
-            .iter()
-            .filter_map(|(&id, v)| v.queue.nearest(head).map(|(_, d)| (d, id)))
-            .collect();
-        let pick =
-            |skip: &dyn Fn(StreamId) -> bool| pending.iter().filter(|(_, id)| !skip(*id)).min().map(|&(_, id)| id);
-        if let Some(id) = pick(&|id| self.round.contains(&id)) {
+        // The nearest (distance, VM) that is unserved this round, that is
+        // not the last served, and of all, in one pass.
+        let (mut unserved, mut not_last, mut any) = (None, None, None);
+        for (&id, v) in &self.vms {
+            let Some((_, d)) = v.queue.nearest(head) else { continue };
+            let c = Some((d, id));
+            if !self.round.contains(&id) && (unserved.is_none() || c < unserved) {
+                unserved = c;
+            }
+            if Some(id) != self.last_served && (not_last.is_none() || c < not_last) {
+                not_last = c;
+            }
+            if any.is_none() || c < any {
+                any = c;
+            }
+        }
+        if let Some((_, id)) = unserved {
             return Some(id);
         }
         self.round.clear();
-        let last = self.last_served;
-        pick(&|id| Some(id) == last).or_else(|| pick(&|_| false))
+        not_last.or(any).map(|(_, id)| id)
     }
 
     /// The pending request of another VM than `x` nearest to the head.
