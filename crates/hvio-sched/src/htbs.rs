@@ -96,6 +96,7 @@
 //! defaults and are counted in `invalid_stream_attrs` (the scheduler
 //! interface cannot return an error from `set_stream`).
 
+use super::util::{key, SortedFifo};
 use super::{SchedulerSpec, StreamAttr};
 use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, StreamId,
@@ -320,10 +321,9 @@ struct Stream {
     max_s: Option<Nanos>,
     /// Start tags of queued requests (stored form), smallest first.
     tags: BinaryHeap<Reverse<Nanos>>,
-    /// Queued requests by position, with their arrival sequence number.
-    by_sector: BTreeMap<(Sector, RequestId), (Request, u64)>,
-    /// Arrival order: sequence → position key.
-    fifo: BTreeMap<u64, (Sector, RequestId)>,
+    /// Queued requests by position, and in arrival order (their "deadline"
+    /// is their arrival sequence number).
+    queue: SortedFifo,
     in_flight: usize,
     last_completion: Option<Nanos>,
     /// Mean think time in ns (decayed 7/8 per sample).
@@ -389,13 +389,12 @@ impl Stream {
     }
 
     fn oldest(&self) -> Option<(Sector, RequestId)> {
-        self.fifo.values().next().copied()
+        self.queue.fifo_head().map(|(_, rq)| key(rq))
     }
 
     /// The queued request nearest to `head` by `est`, with its estimated cost.
     fn nearest(&self, head: Sector, est: &SeekEstimate) -> Option<((Sector, RequestId), f64)> {
-        let after = self.by_sector.range((head, 0)..).next().map(|(k, _)| *k);
-        let before = self.by_sector.range(..(head, 0)).next_back().map(|(k, _)| *k);
+        let (before, after) = self.queue.around_keys((head, 0));
         [after, before]
             .into_iter()
             .flatten()
@@ -405,10 +404,9 @@ impl Stream {
 
     fn has_near(&self, head: Sector, near: Sector) -> bool {
         let lo = head.saturating_sub(near);
-        self.by_sector
-            .range((lo, 0)..)
-            .next()
-            .is_some_and(|(k, _)| k.0 <= head.saturating_add(near))
+        self.queue
+            .at_or_after((lo, 0))
+            .is_some_and(|rq| rq.sector <= head.saturating_add(near))
     }
 }
 
@@ -549,8 +547,7 @@ impl Htbs {
                     offset: 0,
                     max_s: None,
                     tags: BinaryHeap::new(),
-                    by_sector: BTreeMap::new(),
-                    fifo: BTreeMap::new(),
+                    queue: SortedFifo::new(),
                     in_flight: 0,
                     last_completion: None,
                     think_mean: None,
@@ -648,8 +645,7 @@ impl Htbs {
     fn take(&mut self, id: StreamId, key: (Sector, RequestId)) -> Request {
         let cost = self.cost(key.0);
         let st = self.streams.get_mut(&id).expect("dispatching from a known stream");
-        let (rq, seq) = st.by_sector.remove(&key).expect("dispatching a queued request");
-        st.fifo.remove(&seq);
+        let rq = st.queue.remove(key).expect("dispatching a queued request");
         st.tags.pop();
         st.in_flight += 1;
         self.pending -= 1;
@@ -727,8 +723,7 @@ impl Scheduler for Htbs {
         let stored = start + st.offset;
         st.max_s = Some(st.max_s.map_or(stored, |m| m.max(stored)));
         st.tags.push(Reverse(stored));
-        st.by_sector.insert((rq.sector, rq.id), (rq, seq));
-        st.fifo.insert(seq, (rq.sector, rq.id));
+        st.queue.insert(rq, seq);
         self.pending += 1;
         if twait_hit {
             self.c.successful_waits += 1;
@@ -791,9 +786,8 @@ impl Scheduler for Htbs {
     fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
         let mut all = Vec::with_capacity(self.pending);
         for st in self.streams.values_mut() {
-            all.extend(std::mem::take(&mut st.by_sector).into_values().map(|(rq, _)| rq));
+            all.extend(st.queue.take_all());
             st.tags.clear();
-            st.fifo.clear();
         }
         self.pending = 0;
         self.current = None;
