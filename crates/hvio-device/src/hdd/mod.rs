@@ -7,6 +7,7 @@ pub mod geometry;
 mod model;
 mod params;
 pub mod seek;
+pub mod speed;
 
 pub use device::{Hdd, HddStats};
 pub use geometry::{Geometry, GeometryError, Hole, Loc, SurfaceOrder, Zone};
