@@ -151,6 +151,26 @@ fn every_bad_value_is_named() {
         ),
         ("weight = 500", "weight = 500\noffset = 1000", &["offset", "1000"]),
         (
+            "attrs = { rate_iops = 100 }",
+            "attrs = { rate_iops = 100 }\nvhost_user = { socket = \"@DIR@/vu.sock\", queues = 0 }",
+            &["vm1", "vhost_user.queues", "0"],
+        ),
+        (
+            "attrs = { rate_iops = 100 }",
+            "attrs = { rate_iops = 100 }\nvhost_user = { socket = \"@DIR@/vu.sock\", queue_size = 100 }",
+            &["vm1", "vhost_user.queue_size", "100"],
+        ),
+        (
+            "attrs = { rate_iops = 100 }",
+            "attrs = { rate_iops = 100 }\nvhost_user = { socket = \"@DIR@/nbd.sock\" }",
+            &["vhost_user.socket", "nbd.sock"],
+        ),
+        (
+            "attrs = { rate_iops = 100 }",
+            "attrs = { rate_iops = 100 }\nvhost_user = { path = \"x\" }",
+            &["path"],
+        ),
+        (
             "weight = 500",
             "weight = 500\nread_only = \"yes\"",
             &["read_only", "yes"],
