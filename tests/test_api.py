@@ -111,3 +111,44 @@ def test_pregather_reports_its_slices_over_time():
     assert (busy["slice_used_ms"] > 0).all()
     # A slice-less scheduler leaves the columns out.
     assert "slices" not in hvio.simulate(cfg.replace("pregather", "deadline")).series.columns
+
+
+PHASED = """
+seed = 4
+[disk]
+model = "simple"
+[[vm]]
+name = "a"
+image_size = "1GiB"
+[[vm.job]]
+phase = "scan"
+rw = "read"
+bs = "128k"
+size = "16MiB"
+numjobs = 2
+[[vm.job]]
+phase = "update"
+rw = "randrw"
+bs = "16k"
+size = "64MiB"
+iodepth = 4
+requests = 200
+"""
+
+
+def test_tune_finds_a_plan_that_runs_in_the_predicted_time():
+    t = hvio.tune(PHASED, hosts=["noop", "deadline"], guests=["noop", "cfq"], brute_force=True)
+    assert [p for p, _, _ in t.plan] == ["scan", "update"]
+    assert list(t.profile.columns) == ["host", "guest", "scan", "update", "total"]
+    assert len(t.profile) == 4
+    # The optimum is the fastest of the 16 plans; Algorithm 1 is not faster.
+    assert t.optimum is not None
+    assert t.raw["comparison"]["brute_force"]["outcome"]["phase_s"]
+    assert t.predicted_s >= sum(t.raw["comparison"]["brute_force"]["outcome"]["phase_s"]) - 1e-9
+    r = hvio.simulate(t.config)
+    assert sum(p["duration_s"] for p in r.raw["phases"]) == pytest.approx(t.predicted_s, rel=1e-12)
+
+
+def test_tune_names_a_bad_scheduler():
+    with pytest.raises(hvio.HvioError, match="fifo"):
+        hvio.tune(PHASED, hosts=["fifo"])

@@ -16,6 +16,7 @@ from .api import (
     Comparison,
     Report,
     Result,
+    Tuned,
     compare,
     comparison,
     default_scenario,
@@ -26,6 +27,7 @@ from .api import (
     scheduler_table,
     schedulers,
     simulate,
+    tune,
 )
 from .sweeps import Study, Sweep, load_study, plan, sweep
 
@@ -36,6 +38,7 @@ __all__ = [
     "Result",
     "Study",
     "Sweep",
+    "Tuned",
     "compare",
     "comparison",
     "default_scenario",
@@ -49,4 +52,5 @@ __all__ = [
     "schedulers",
     "simulate",
     "sweep",
+    "tune",
 ]

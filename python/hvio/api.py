@@ -264,6 +264,91 @@ def default_scenario() -> str:
     return _hvio.default_scenario()
 
 
+_PAPER_SCHEDULERS = ["cfq", "deadline", "anticipatory", "noop"]
+
+
+@dataclass
+class Tuned:
+    """What :func:`tune` found: Algorithm 1's plan over a config's phases
+    (``hvio tune``), its predicted time and gains, the profile and the runs."""
+
+    raw: dict[str, Any]
+    profile: pd.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = self.raw["comparison"]
+        rows = []
+        for i, pair in enumerate(self.raw["pairs"]):
+            row = {"host": pair["host"], "guest": pair["guest"]}
+            for p, name in enumerate(self.raw["phases"]):
+                row[name] = c["profile"]["phase_s"][p][i]
+            row["total"] = c["profile"]["total_s"][i]
+            rows.append(row)
+        self.profile = pd.DataFrame(rows)
+
+    def _pairs(self, plan: list[int]) -> list[tuple[str, str, str]]:
+        return [
+            (name, self.raw["pairs"][i]["host"], self.raw["pairs"][i]["guest"])
+            for name, i in zip(self.raw["phases"], plan)
+        ]
+
+    @property
+    def plan(self) -> list[tuple[str, str, str]]:
+        """Algorithm 1's choice: (phase, host, guest) per phase."""
+        return self._pairs(self.raw["comparison"]["heuristic"]["plan"])
+
+    @property
+    def optimum(self) -> list[tuple[str, str, str]] | None:
+        """The brute force's choice (``brute_force=True``), else None."""
+        b = self.raw["comparison"]["brute_force"]
+        return self._pairs(b["plan"]) if b else None
+
+    @property
+    def predicted_s(self) -> float:
+        return self.raw["predicted_s"]
+
+    @property
+    def default_s(self) -> float:
+        """The config as written (its own schedulers, no plan)."""
+        return self.raw["default_s"]
+
+    @property
+    def gain_over_default_pct(self) -> float:
+        return self.raw["gain_over_default_pct"]
+
+    @property
+    def gain_over_best_single_pct(self) -> float:
+        return self.raw["gain_over_best_single_pct"]
+
+    @property
+    def runs(self) -> int:
+        return self.raw["runs"]
+
+    @property
+    def config(self) -> str | None:
+        """The config with the plan as ``[[phase]]`` tables (TOML input only):
+        ``simulate(t.config)`` runs it in :attr:`predicted_s`."""
+        return self.raw["plan_config"]
+
+
+def tune(
+    config: ConfigLike,
+    *,
+    hosts: list[str] | None = None,
+    guests: list[str] | None = None,
+    brute_force: bool = False,
+    policy: str = "drain",
+) -> Tuned:
+    """Paper 002's Algorithm 1 over a config's phases (its jobs' ``phase``
+    names; none: the whole run), for every pair of ``hosts`` x ``guests``
+    (default: cfq, deadline, anticipatory, noop on both sides), in parallel
+    on the machine's cores; ``brute_force`` also runs every plan."""
+    text, origin = _config_text(config)
+    hosts = hosts if hosts is not None else _PAPER_SCHEDULERS
+    guests = guests if guests is not None else _PAPER_SCHEDULERS
+    return Tuned(json.loads(_hvio.tune(text, origin, hosts, guests, brute_force, policy)))
+
+
 @dataclass
 class Report:
     """A reproduced experiment: its tables as DataFrames, notes and raw data."""

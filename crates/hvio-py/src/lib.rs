@@ -107,6 +107,44 @@ fn comparison(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>,
     serde_json::to_string(&c).map_err(err)
 }
 
+/// Paper 002's Algorithm 1 over a config's phases for every pair of
+/// `hosts` x `guests` (`hvio tune`); JSON of what it found, with the config
+/// carrying the plan under `plan_config` (null for a JSON config).
+#[pyfunction]
+#[pyo3(signature = (text, origin, hosts, guests, brute_force=false, policy="drain"))]
+fn tune(
+    py: Python<'_>,
+    text: &str,
+    origin: &str,
+    hosts: Vec<String>,
+    guests: Vec<String>,
+    brute_force: bool,
+    policy: &str,
+) -> PyResult<String> {
+    let cfg = parse(text, origin)?;
+    let policy = policy
+        .parse()
+        .map_err(|_| err(format!("policy={policy:?}: one of drain, freeze, migrate")))?;
+    let opts = hvio_sim::tune::workload::TuneOptions {
+        hosts,
+        guests,
+        brute_force,
+        policy,
+    };
+    let tuned = py
+        .allow_threads(|| hvio_sim::tune::workload::tune(&cfg, &opts, &|| {}))
+        .map_err(err)?;
+    let plan_config = cfg
+        .source_text
+        .is_some()
+        .then(|| hvio_sim::tune::workload::plan_config(&cfg, &tuned.plan))
+        .transpose()
+        .map_err(err)?;
+    let mut json = serde_json::to_value(&tuned).map_err(err)?;
+    json["plan_config"] = serde_json::json!(plan_config);
+    serde_json::to_string(&json).map_err(err)
+}
+
 /// Replay a block trace (any format hvio-trace reads) under a config's disk,
 /// host scheduler and VMs (`text` empty: defaults); JSON result. `map` is
 /// `DEVICE=VM,...`; `closed` a per-VM depth (else open loop at `time_scale`).
@@ -210,6 +248,7 @@ fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(comparison, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
