@@ -28,39 +28,75 @@ use crate::error::Result;
 use crate::experiments::{ExpOptions, Experiment, Report};
 use crate::metrics::SimResult;
 use crate::report::{f, Table};
+use serde::Deserialize;
 use serde_json::json;
 
 /// Table 1's file sizes, in KiB (the paper gives no unit; KiB is the only one
 /// that fits its execution times and Table 2's rates).
 const FILE_KIB: [u64; 12] = [577, 2389, 2481, 2929, 4033, 4961, 5441, 5457, 8593, 9185, 9201, 9777];
 
-/// Table 1: execution time per file in the guest (s): NOOP, CFQ, HTBS; and HTBS in the host.
-const PAPER_T1: [[f64; 4]; 12] = [
-    [0.6567, 0.6412, 1.3901, 1.3416],
-    [2.7192, 2.6551, 2.5773, 2.4648],
-    [2.8239, 2.7573, 2.7959, 2.6208],
-    [3.3338, 3.2552, 3.2489, 3.1117],
-    [4.5904, 4.4822, 4.4517, 3.1264],
-    [5.6467, 5.5135, 5.5763, 5.1792],
-    [6.1932, 6.0470, 5.2876, 5.2310],
-    [6.2113, 6.0648, 6.0761, 5.7408],
-    [9.7801, 9.5501, 5.5619, 4.1652],
-    [10.4549, 10.2080, 10.0000, 9.5160],
-    [10.4728, 10.2258, 9.5125, 8.9076],
-    [11.1284, 10.8660, 10.8715, 10.2180],
-];
+/// The paper's numbers, each with its table and row: a data file beside
+/// the configs, printed beside hvio's and never an input to a run.
+const PAPER_FILE: &str = include_str!("../../../../experiments/htbs-paper004.paper.toml");
 
-/// Table 2 (MB/s) and Table 3 (ms) by number of files: NOOP, CFQ, HTBS.
-const PAPER_T2: [(usize, [f64; 3]); 3] = [
-    (5, [1.555, 1.5601, 1.5601]),
-    (7, [2.8146, 2.8167, 2.8276]),
-    (10, [3.1889, 3.2013, 3.1988]),
-];
-const PAPER_T3: [(usize, [f64; 3]); 3] = [
-    (5, [390.0, 734.0, 437.0]),
-    (7, [421.0, 620.0, 375.0]),
-    (10, [984.0, 625.0, 515.0]),
-];
+/// A row of Table 1 (s): execution time per file in the guest under NOOP,
+/// CFQ, HTBS; and HTBS in the host.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PaperT1 {
+    /// Where the row comes from (for readers of the file).
+    #[allow(dead_code)]
+    source: String,
+    #[serde(default)]
+    file: usize,
+    noop_s: f64,
+    cfq_s: f64,
+    htbs_s: f64,
+    htbs_host_s: f64,
+}
+
+impl PaperT1 {
+    fn values(&self) -> [f64; 4] {
+        [self.noop_s, self.cfq_s, self.htbs_s, self.htbs_host_s]
+    }
+}
+
+/// A row of Table 2 (MB/s) or Table 3 (ms): NOOP, CFQ, HTBS for a number of files.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PaperByCount {
+    #[allow(dead_code)]
+    source: String,
+    files: usize,
+    noop: f64,
+    cfq: f64,
+    htbs: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Paper {
+    table1: Vec<PaperT1>,
+    table1_printed_average: PaperT1,
+    table2: Vec<PaperByCount>,
+    table3: Vec<PaperByCount>,
+}
+
+impl Paper {
+    /// The data file, checked: Table 1 has a row per file of [`FILE_KIB`], in order.
+    fn load() -> Result<Paper> {
+        let bad = |e: String| crate::SimError::Other(format!("experiments/htbs-paper004.paper.toml: {e}"));
+        let p: Paper = toml::from_str(PAPER_FILE).map_err(|e| bad(e.to_string()))?;
+        if p.table1.len() != FILE_KIB.len() || p.table1.iter().enumerate().any(|(i, r)| r.file != i + 1) {
+            return Err(bad(format!("table1 must have files 1..={} in order", FILE_KIB.len())));
+        }
+        Ok(p)
+    }
+
+    fn by_count(rows: &[PaperByCount]) -> Vec<(usize, [f64; 3])> {
+        rows.iter().map(|r| (r.files, [r.noop, r.cfq, r.htbs])).collect()
+    }
+}
 
 /// One way of running the guest.
 struct Setup {
@@ -204,6 +240,9 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         |si: usize, n: usize, write: bool| runs.iter().find(|r| r.setup == si && r.files == n && r.write == write);
     let labels: Vec<&str> = have.iter().map(|&i| SETUPS[i].label).collect();
     let mut report = Report::default();
+    let paper = Paper::load()?;
+    let paper_t1: Vec<[f64; 4]> = paper.table1.iter().map(PaperT1::values).collect();
+    let (paper_t2, paper_t3) = (Paper::by_count(&paper.table2), Paper::by_count(&paper.table3));
 
     // Table 1: per-file execution time, 12 files read.
     let mut cols: Vec<String> = vec!["file".into(), "KiB".into()];
@@ -221,7 +260,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
             have.iter()
                 .map(|&si| find(si, n_all, false).map_or("-".into(), |r| f(r.exec[i], 3))),
         );
-        row.extend(PAPER_T1[i].iter().map(|&x| f(x, 3)));
+        row.extend(paper_t1[i].iter().map(|&x| f(x, 3)));
         t1.row(row);
     }
     let mut avg = vec!["average".into(), String::new()];
@@ -229,7 +268,7 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         have.iter()
             .map(|&si| find(si, n_all, false).map_or("-".into(), |r| f(r.avg_exec, 3))),
     );
-    avg.extend((0..4).map(|c| f(PAPER_T1.iter().map(|r| r[c]).sum::<f64>() / 12.0, 3)));
+    avg.extend((0..4).map(|c| f(paper_t1.iter().map(|r| r[c]).sum::<f64>() / 12.0, 3)));
     t1.row(avg);
     report.tables.push(t1);
 
@@ -265,13 +304,13 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
     };
     report.tables.push(by_count(
         "Table 2: read/write rate (MB/s; the paper's one read/write figure beside both)",
-        Some(&PAPER_T2),
+        Some(&paper_t2),
         &|r| r.rate,
         2,
     ));
     report.tables.push(by_count(
         "Table 3: seek time (ms, summed over the run)",
-        Some(&PAPER_T3),
+        Some(&paper_t3),
         &|r| r.seek_total_ms,
         0,
     ));
@@ -328,8 +367,11 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         .collect();
     if !t3.is_empty() {
         report.notes.push(format!(
-            "Table 3's average (reads of 5, 7, 10 files): {} — paper: NOOP 598.3, CFQ 659.7, HTBS 442.3 ms",
-            t3.join(", ")
+            "Table 3's average (reads of 5, 7, 10 files): {} — paper: NOOP {:.1}, CFQ {:.1}, HTBS {:.1} ms",
+            t3.join(", "),
+            mean3(&paper_t3, 0),
+            mean3(&paper_t3, 1),
+            mean3(&paper_t3, 2)
         ));
     }
     if !have.iter().any(|&i| SETUPS[i].label == "cfq") {
@@ -337,7 +379,16 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
             .notes
             .push("cfq is not registered in this build: its column is missing".into());
     }
-    report.notes.push("paper Table 1's printed average row (8.2568, 8.0621, 7.3122, 5.1352) does not match its own columns; the averages above are the columns' means".into());
+    let printed: Vec<String> = paper
+        .table1_printed_average
+        .values()
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    report.notes.push(format!(
+        "paper Table 1's printed average row ({}) does not match its own columns; the averages above are the columns' means",
+        printed.join(", ")
+    ));
     report.data = json!(runs
         .iter()
         .map(|r| json!({
@@ -347,6 +398,11 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         }))
         .collect::<Vec<_>>());
     Ok(report)
+}
+
+/// The mean of column `c` over the rows of a by-count table.
+fn mean3(rows: &[(usize, [f64; 3])], c: usize) -> f64 {
+    rows.iter().map(|r| r.1[c]).sum::<f64>() / rows.len().max(1) as f64
 }
 
 #[cfg(test)]
@@ -376,5 +432,21 @@ mod tests {
             r.render()
         );
         assert_eq!(r.tables[0].rows.len(), 13, "12 files and the average");
+    }
+
+    #[test]
+    fn the_paper_file_has_every_table_row_with_its_source() {
+        let p = Paper::load().unwrap();
+        assert_eq!(p.table1.len(), 12);
+        assert!(p
+            .table1
+            .iter()
+            .all(|r| r.source == format!("paper 004, Table 1, row {}", r.file)));
+        assert_eq!(p.table3.iter().map(|r| r.files).collect::<Vec<_>>(), [5, 7, 10]);
+        assert!(p
+            .table2
+            .iter()
+            .chain(&p.table3)
+            .all(|r| r.source.ends_with(&format!("row {} files", r.files))));
     }
 }
