@@ -2,10 +2,13 @@
 
 mod gitref;
 
-use crate::common::{out, outln};
+use crate::common::outln;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use hvio_device::hdd::speed as hdd_speed;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Which {
@@ -25,17 +28,23 @@ pub struct BenchArgs {
     /// Disk model.
     #[arg(long, default_value = "hdd")]
     disk: String,
-    /// `sim`: also run the hvio built from this git ref (built once into
+    /// Also run the hvio built from this git ref (built once into
     /// target/bench-ref/ of the repository the current directory is in),
-    /// alternating with this build, and print the ratio of their speeds.
+    /// alternating with this build, and print the ratio of their figures.
     #[arg(long, value_name = "REF", conflicts_with = "against_bin")]
     against: Option<String>,
-    /// `sim`: as --against, with an hvio binary already built.
+    /// As --against, with an hvio binary already built.
     #[arg(long, value_name = "PATH")]
     against_bin: Option<PathBuf>,
     /// `sim` with --against: how many alternating pairs of runs.
     #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = crate::common::positive::<u32>)]
     pairs: u32,
+    /// `schedulers`: rounds (this build and the other alternating); each figure is the median.
+    #[arg(long, default_value_t = 3, value_parser = crate::common::positive::<usize>)]
+    rounds: usize,
+    /// `schedulers`: decisions timed per scheduler and queue length.
+    #[arg(long, default_value_t = 200_000, value_parser = crate::common::positive::<usize>)]
+    decisions: usize,
 }
 
 /// The simulator's speed goal, shown beside its figures.
@@ -55,12 +64,12 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             }
         }
         Which::Schedulers => {
-            if a.against.is_some() || a.against_bin.is_some() {
-                bail!("--against and --against-bin are for `hvio bench sim`");
-            }
-            outln!("hvio bench schedulers: thread CPU ns per insert + dispatch + complete, 200,000 decisions");
-            out!("{}", hvio_sched::bench::table(200_000));
-            outln!("goal: <= 200 ns deadline, <= 600 ns cfq/bfq/anticipatory; Linux: 700 ns mq-deadline, 1900 ns bfq");
+            let other = match (&a.against, &a.against_bin) {
+                (Some(git_ref), _) => Some((git_ref.clone(), gitref::hvio_binary(git_ref)?)),
+                (None, Some(bin)) => Some((bin.display().to_string(), bin.clone())),
+                (None, None) => None,
+            };
+            schedulers(&a, other.as_ref())?;
         }
     }
     Ok(())
@@ -197,4 +206,192 @@ goal: >= 3,000,000 requests/s; DiskSim 4.0 does 57,000-84,000 on this machine
         assert_eq!(long_run_requests_per_s(table), Some(863070.0));
         assert_eq!(long_run_requests_per_s("hvio: error: no such disk model\n"), None);
     }
+}
+
+/// HDD requests timed per scheduler decision timed (the `hdd_speed`
+/// example's 2,000,000 at the default 200,000 decisions).
+const HDD_REQUESTS_PER_DECISION: u64 = 10;
+
+/// The median of `v` (0 for none).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// What another build's `hvio bench schedulers` printed: scheduler → ns at
+/// 1k and 100k queued (the first two numbers of its row, in every version
+/// of the table), and its HDD figure where it prints one.
+#[derive(Default)]
+struct OtherRun {
+    rows: BTreeMap<String, [f64; 2]>,
+    hdd: Option<f64>,
+}
+
+fn parse_other(text: &str) -> OtherRun {
+    let mut run = OtherRun::default();
+    for line in text.lines() {
+        if line.starts_with("HDD model alone") {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            run.hdd = f
+                .iter()
+                .position(|w| *w == "ns/request")
+                .and_then(|i| f.get(i.checked_sub(1)?)?.parse().ok());
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let Some(name) = words.next() else { continue };
+        let nums: Vec<f64> = words.filter_map(|w| w.parse().ok()).take(2).collect();
+        if let [a, b] = nums[..] {
+            if hvio_sched::SCHEDULERS.iter().any(|s| s.name == name) {
+                run.rows.insert(name.to_string(), [a, b]);
+            }
+        }
+    }
+    run
+}
+
+/// One run of `other`'s `hvio bench schedulers`: one round of `decisions`
+/// where it has those options, its defaults where it has not.
+fn run_other(other: &Path, decisions: usize) -> Result<OtherRun> {
+    let with_options = [
+        "bench".to_string(),
+        "schedulers".into(),
+        "--rounds".into(),
+        "1".into(),
+        "--decisions".into(),
+        decisions.to_string(),
+    ];
+    let mut out = Command::new(other)
+        .args(&with_options)
+        .output()
+        .with_context(|| format!("running {}", other.display()))?;
+    if out.status.code() == Some(2) {
+        // A build before these options: clap refused them.
+        out = Command::new(other)
+            .args(["bench", "schedulers"])
+            .output()
+            .with_context(|| format!("running {}", other.display()))?;
+    }
+    if !out.status.success() {
+        bail!(
+            "{} bench schedulers failed: {}",
+            other.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let run = parse_other(&String::from_utf8_lossy(&out.stdout));
+    if run.rows.is_empty() {
+        bail!("{} bench schedulers printed no scheduler rows", other.display());
+    }
+    Ok(run)
+}
+
+/// "≤goal ✓" or "≤goal ✗" for `value`, or blank without a goal.
+fn verdict(value: f64, goal: Option<f64>) -> String {
+    match goal {
+        Some(g) => format!("≤{g} {}", if value <= g { "✓" } else { "✗" }),
+        None => String::new(),
+    }
+}
+
+/// `hvio bench schedulers`: every scheduler's decision cost at 1k and 100k
+/// queued and the HDD model's cost per request, each beside its goal; with
+/// another build, its figures from runs alternating with this build's and
+/// the new/old ratios.
+fn schedulers(a: &BenchArgs, other: Option<&(String, PathBuf)>) -> Result<()> {
+    use hvio_sched::bench::{bench_decisions, goal, QUEUED};
+    let hdd_requests = a.decisions as u64 * HDD_REQUESTS_PER_DECISION;
+    outln!(
+        "hvio bench schedulers: thread CPU ns per decision (insert + dispatch + complete), {} decisions, median of {} round{}",
+        a.decisions,
+        a.rounds,
+        if a.rounds == 1 { "" } else { "s" }
+    );
+    if let Some((name, _)) = other {
+        outln!("old: {name}, run alternately with this build");
+    }
+    let load_before = load_average();
+    let names: Vec<&str> = hvio_sched::SCHEDULERS.iter().map(|s| s.name).collect();
+    let mut new: BTreeMap<&str, [Vec<f64>; 2]> = BTreeMap::new();
+    let mut old: BTreeMap<String, [Vec<f64>; 2]> = BTreeMap::new();
+    let (mut hdd_new, mut hdd_old) = (Vec::new(), Vec::new());
+    for round in 0..a.rounds {
+        // Which build goes first alternates, so neither always meets a warmer or busier machine.
+        for other_turn in [round % 2 == 0, round % 2 == 1] {
+            match other {
+                Some((_, bin)) if other_turn => {
+                    let run = run_other(bin, a.decisions)?;
+                    for (name, ns) in run.rows {
+                        let e = old.entry(name).or_default();
+                        e[0].push(ns[0]);
+                        e[1].push(ns[1]);
+                    }
+                    hdd_old.extend(run.hdd);
+                }
+                _ if !other_turn => {
+                    for &name in &names {
+                        let e = new.entry(name).or_default();
+                        for (i, &q) in QUEUED.iter().enumerate() {
+                            e[i].push(bench_decisions(name, q, a.decisions));
+                        }
+                    }
+                    hdd_new.push(hdd_speed::run(&hdd_speed::SPEED_CASES[0], hdd_requests).cpu_ns);
+                }
+                _ => {}
+            }
+        }
+    }
+    outln!("load average: {load_before} before, {} after", load_average());
+    let with_old = other.is_some();
+    let mut header = format!("{:<13}", "scheduler");
+    for q in ["1k", "100k"] {
+        header += &format!(" {:>9}", format!("{q} ns"));
+        if with_old {
+            header += &format!(" {:>9} {:>7}", format!("old {q}"), "new/old");
+        }
+        header += &format!(" {:<8}", "goal");
+    }
+    header += &format!(" {:>6} {:<8}", "growth", "goal");
+    outln!("{}", header.trim_end());
+    for &name in &names {
+        let g = goal(name);
+        let ns = new[name].clone().map(median);
+        let mut row = format!("{name:<13}");
+        for (i, &v) in ns.iter().enumerate() {
+            row += &format!(" {v:>9.0}");
+            if with_old {
+                match old.get(name) {
+                    Some(o) => {
+                        let o = median(o[i].clone());
+                        row += &format!(" {o:>9.0} {:>7.2}", v / o);
+                    }
+                    None => row += &format!(" {:>9} {:>7}", "—", "—"),
+                }
+            }
+            row += &format!(" {:<8}", verdict(v, g.ns[i]));
+        }
+        let growth = ns[1] / ns[0];
+        row += &format!(" {growth:>6.2} {:<8}", verdict(growth, g.growth));
+        outln!("{}", row.trim_end());
+    }
+    let hdd = median(hdd_new);
+    let mut row = format!(
+        "HDD model alone ({}): {hdd:.0} ns/request CPU",
+        hdd_speed::SPEED_CASES[0].name
+    );
+    if with_old {
+        if hdd_old.is_empty() {
+            row += ", old — (that build does not time it)";
+        } else {
+            let o = median(hdd_old);
+            row += &format!(", old {o:.0}, new/old {:.2}", hdd / o);
+        }
+    }
+    outln!("{row}; goal {}", verdict(hdd, Some(100.0)));
+    outln!("Linux, for comparison: mq-deadline about 700 ns per request, bfq about 1900 ns");
+    Ok(())
 }

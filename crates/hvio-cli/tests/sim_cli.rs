@@ -193,3 +193,50 @@ fn bench_sim_measures_both_runs() {
         .collect();
     assert_eq!(counts, ["40", "160"], "{out}");
 }
+
+#[test]
+fn bench_schedulers_prints_goals_and_refuses_an_unknown_revision() {
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .args(["bench", "schedulers", "--decisions", "200", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row: {out}"))
+            .to_string()
+    };
+    for spec in hvio_sched::SCHEDULERS {
+        row(spec.name);
+    }
+    // deadline: ≤ 200 ns at both lengths; mq-deadline: a growth goal only.
+    assert_eq!(row("deadline").matches("≤200").count(), 2, "{out}");
+    assert_eq!(row("mq-deadline").matches("≤1.5").count(), 1, "{out}");
+    assert!(
+        row("pregather").contains("≤600") && row("pregather").contains("≤900"),
+        "{out}"
+    );
+    assert!(out.contains("HDD model alone") && out.contains("goal ≤100"), "{out}");
+    assert!(out.contains("load average: "), "{out}");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_hvio"))
+        .args([
+            "bench",
+            "schedulers",
+            "--against",
+            "no-such-revision",
+            "--decisions",
+            "200",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    // Outside a git checkout (a source tarball) there is no revision to look up.
+    assert!(
+        err.contains("no-such-revision") || err.contains("git repository"),
+        "{err}"
+    );
+}

@@ -123,6 +123,49 @@ pub fn bench_decisions(name: &str, queued: usize, n: usize) -> f64 {
     ns / n.max(1) as f64
 }
 
+/// The queue lengths every scheduler is measured at.
+pub const QUEUED: [usize; 2] = [1_000, 100_000];
+
+/// The decision-cost goals of a scheduler (ns per decision at each of
+/// [`QUEUED`], and the most the 100k figure may grow over the 1k one).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Goal {
+    /// The most ns per decision at each of [`QUEUED`] (None: no goal).
+    pub ns: [Option<f64>; 2],
+    /// The most the 100k figure may be over the 1k one (None: no goal).
+    pub growth: Option<f64>,
+}
+
+/// The goals hvio holds its schedulers to (docs/benchmarks.md): an SSD or
+/// NVMe device asks for 100k+ decisions a second; the elevators' queues
+/// are O(log n), so they grow at most 1.5× from 1k to 100k queued.
+pub fn goal(name: &str) -> Goal {
+    let both = |ns: f64| [Some(ns), Some(ns)];
+    match name {
+        "deadline" => Goal {
+            ns: both(200.0),
+            growth: None,
+        },
+        "pregather" | "htbs" => Goal {
+            ns: [Some(600.0), Some(900.0)],
+            growth: None,
+        },
+        "cfq" | "bfq" => Goal {
+            ns: both(600.0),
+            growth: None,
+        },
+        "anticipatory" => Goal {
+            ns: both(600.0),
+            growth: Some(1.5),
+        },
+        "mq-deadline" | "ishare" => Goal {
+            ns: [None, None],
+            growth: Some(1.5),
+        },
+        _ => Goal::default(),
+    }
+}
+
 /// The table `hvio bench schedulers` prints: ns per decision for every
 /// registered scheduler at 1,000 and 100,000 queued requests.
 pub fn table(n: usize) -> String {
