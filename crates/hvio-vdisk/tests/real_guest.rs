@@ -347,6 +347,7 @@ fn guest_on_emulated_hdd_cfq_switched_to_noop() {
 /// with `disk`: the guest's IOPS.
 fn bench_guest(kit: &HashMap<String, String>, name: &str, disk: &[String], secs: u32) -> f64 {
     let mut g = Guest::boot(kit, name, disk, &format!("hvio.bench_s={secs}"));
+    g.expect("fio start");
     let line = g.expect("fio");
     g.finish();
     field(&line, "read_iops").parse().unwrap()
