@@ -74,8 +74,9 @@ struct State {
     guests: HashMap<u64, Guest>,
     /// I/O in flight, kept for its payload.
     ios: HashMap<u64, Io>,
-    /// Data of cleaning reads, until the cleaning writes naming them are issued.
-    clean_data: HashMap<u64, AlignedBuf>,
+    /// Data of cleaning reads, per region, until the cleaning writes naming
+    /// them are issued (each region's cleaner runs on its own).
+    clean_data: [HashMap<u64, AlignedBuf>; 2],
     /// Per region: whether the cleaner's last I/O was a write (a read after
     /// one starts a new victim, so older read data is no longer named).
     clean_writing: [bool; 2],
@@ -199,7 +200,7 @@ impl ReshapedDisk {
                 next_key: 1,
                 guests: HashMap::new(),
                 ios: HashMap::new(),
-                clean_data: HashMap::new(),
+                clean_data: Default::default(),
                 clean_writing: [false; 2],
                 failed: None,
                 checkpoints_issued: 0,
@@ -440,7 +441,7 @@ impl ReshapedDisk {
             let i = region_index(r);
             if !writing && st.clean_writing[i] {
                 // A new victim: the previous one's reads are no longer named.
-                st.clean_data.clear();
+                st.clean_data[i].clear();
             }
             st.clean_writing[i] = writing;
         }
@@ -560,8 +561,8 @@ impl ReshapedDisk {
                             at += n;
                         }
                     }
-                    (RIoKind::CleanRead(_), _) => {
-                        st.clean_data.insert(id, buf);
+                    (RIoKind::CleanRead(r), _) => {
+                        st.clean_data[region_index(*r)].insert(id, buf);
                     }
                     _ => {}
                 }
@@ -690,7 +691,7 @@ fn fill(st: &State, payload: &Payload, out: &mut [u8]) {
         Payload::Copy(slices) => {
             for s in slices {
                 let n = (s.sectors * SECTOR_BYTES) as usize;
-                if let Some(src) = st.clean_data.get(&s.read) {
+                if let Some(src) = st.clean_data.iter().find_map(|m| m.get(&s.read)) {
                     let from = (s.offset * SECTOR_BYTES) as usize;
                     out[at..at + n].copy_from_slice(&src.as_slice()[from..from + n]);
                 } else {
