@@ -72,6 +72,22 @@ impl ExtentMap {
         (start, last.0 + last.1 - start)
     }
 
+    /// Where image sectors `[sector, sector + sectors)` lie: `Some` first
+    /// physical sector when one extent holds them all (an empty range
+    /// too), else `None` with each extent's piece in `out` (cleared
+    /// first), in image order: the parts a request is split into.
+    #[inline]
+    pub fn place(&self, sector: Sector, sectors: u64, out: &mut Vec<Extent>) -> Option<Sector> {
+        if self.extents.len() > 1 {
+            out.clear();
+            self.map_range(sector, sectors, out);
+            if out.len() > 1 {
+                return None;
+            }
+        }
+        Some(self.map_sector(sector))
+    }
+
     /// The extent holding image sector `sector` (the last for any past its end).
     #[inline]
     fn extent_of(&self, sector: Sector) -> usize {
@@ -149,6 +165,24 @@ mod tests {
             vec![(5050, 50), (6100, 100), (7200, 100), (8300, 50)]
         );
         assert_eq!(range(&m, 0, 0), vec![]);
+        let mut parts = Vec::new();
+        assert_eq!(m.place(96, 4, &mut parts), Some(5096));
+        assert_eq!(m.place(100, 0, &mut parts), Some(6100));
+        assert_eq!(m.place(96, 8, &mut parts), None);
+        assert_eq!(
+            parts,
+            vec![
+                Extent {
+                    sector: 5096,
+                    sectors: 4
+                },
+                Extent {
+                    sector: 6100,
+                    sectors: 4
+                }
+            ]
+        );
+        assert_eq!(ExtentMap::contiguous(1000, 64).place(60, 8, &mut parts), Some(1060));
         assert_eq!(m.span(), (5000, 3400));
         // Each part as long as the image sectors it holds.
         for s in [0u64, 37, 99, 100, 250] {

@@ -194,6 +194,7 @@ impl HostSide {
 
     /// What the device finished by `now`, appended to `done`: each is
     /// reported to the scheduler and counted.
+    #[inline]
     pub fn complete(&mut self, now: Nanos, done: &mut Vec<Completion>) {
         let first = done.len();
         self.device.advance(now, done);
@@ -237,40 +238,10 @@ impl HostSide {
         }
     }
 
-    /// A VM's row, its application counts `counts` over `[start, end)` and
-    /// the host's counts of its stream `vm`.
-    pub fn vm_result(
-        &self,
-        vm: usize,
-        name: &str,
-        weight: u32,
-        start: Nanos,
-        end: Nanos,
-        counts: &IoCount,
-    ) -> VmResult {
-        let dur = ns_to_s(end.saturating_sub(start)).max(1e-9);
-        let s = &self.streams[vm];
-        VmResult {
-            vm: name.to_string(),
-            weight,
-            active_s: ns_to_s(end.saturating_sub(start)),
-            reads: counts.reads,
-            writes: counts.writes,
-            mb: counts.bytes() as f64 / 1e6,
-            iops: counts.ops() as f64 / dur,
-            mb_per_s: counts.bytes() as f64 / 1e6 / dur,
-            latency: counts.latency.summary(),
-            host_requests: s.requests,
-            host_mb: s.bytes as f64 / 1e6,
-            disk_time_s: ns_to_s(s.disk_time),
-            reshape: None,
-        }
-    }
-
     /// The run's time series: each VM's operations and bytes per bucket
     /// (`ops`, `bytes`), as rates (`mb_per_s` turns a bucket's bytes into
     /// MB/s), with the scheduler's slices.
-    pub fn series(
+    fn series(
         &mut self,
         interval: Nanos,
         names: Vec<String>,
@@ -296,4 +267,106 @@ impl HostSide {
         self.slices.fill(&mut series, buckets);
         series
     }
+
+    /// The run's result at `now`, as the engine and the replayer both
+    /// report it: a row per VM (`vms`, in stream order) with the host's
+    /// counts of its stream, `jobs` as given, the total MB/s over the span
+    /// from the first VM's start to the last one's end, the time series
+    /// (`mb_per_s` turns a bucket's bytes into MB/s, each caller's formula
+    /// kept), and the host's table with the scheduler's counters followed
+    /// by `extra_counters` (no phases, switches or reshaping: the engine adds its own).
+    pub fn run_result(
+        &mut self,
+        run: RunTotals,
+        vms: &[VmTotals],
+        jobs: Vec<JobResult>,
+        mb_per_s: impl Fn(u64) -> f64,
+        extra_counters: Vec<(String, f64)>,
+    ) -> SimResult {
+        let (mut first, mut last) = (Nanos::MAX, 0);
+        let mut total_bytes = 0u64;
+        let mut rows = Vec::with_capacity(vms.len());
+        for (vm, v) in vms.iter().enumerate() {
+            first = first.min(v.start);
+            last = last.max(v.end);
+            total_bytes += v.counts.bytes();
+            rows.push(self.vm_result(vm, v));
+        }
+        let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
+        let names = vms.iter().map(|v| v.name.to_string()).collect();
+        let ops: Vec<&[u64]> = vms.iter().map(|v| v.series_ops).collect();
+        let bytes: Vec<&[u64]> = vms.iter().map(|v| v.series_bytes).collect();
+        let series = self.series(run.interval, names, &ops, &bytes, mb_per_s);
+        let mut counters = self.driver.counters();
+        counters.extend(extra_counters);
+        let host = self.result(run.now, run.idle_pending, counters);
+        SimResult {
+            seed: run.seed,
+            scheduler: host.scheduler.clone(),
+            sim_time_s: ns_to_s(run.now),
+            truncated: run.truncated,
+            events: run.events,
+            max_outstanding: run.max_outstanding,
+            total_mb_per_s: total_bytes as f64 / 1e6 / span,
+            vms: rows,
+            jobs,
+            host,
+            series,
+            phases: Vec::new(),
+            switches: Vec::new(),
+            reshape: None,
+        }
+    }
+
+    /// A VM's row: its application's counts over `[start, end)` and the
+    /// host's counts of its stream `vm`.
+    fn vm_result(&self, vm: usize, v: &VmTotals) -> VmResult {
+        let dur = ns_to_s(v.end.saturating_sub(v.start)).max(1e-9);
+        let s = &self.streams[vm];
+        let counts = v.counts;
+        VmResult {
+            vm: v.name.to_string(),
+            weight: v.weight,
+            active_s: ns_to_s(v.end.saturating_sub(v.start)),
+            reads: counts.reads,
+            writes: counts.writes,
+            mb: counts.bytes() as f64 / 1e6,
+            iops: counts.ops() as f64 / dur,
+            mb_per_s: counts.bytes() as f64 / 1e6 / dur,
+            latency: counts.latency.summary(),
+            host_requests: s.requests,
+            host_mb: s.bytes as f64 / 1e6,
+            disk_time_s: ns_to_s(s.disk_time),
+            reshape: None,
+        }
+    }
+}
+
+/// A run's figures besides the host's and the VMs' (see
+/// [`HostSide::run_result`]).
+pub(crate) struct RunTotals {
+    pub seed: u64,
+    /// The simulated time the run ended at.
+    pub now: Nanos,
+    pub truncated: bool,
+    pub events: u64,
+    /// Requests in flight at most (the request table's size).
+    pub max_outstanding: u64,
+    /// The time series' bucket.
+    pub interval: Nanos,
+    /// The time the device sat idle while the scheduler held requests.
+    pub idle_pending: Nanos,
+}
+
+/// A VM's application I/O over a run (see [`HostSide::run_result`]).
+pub(crate) struct VmTotals<'a> {
+    pub name: &'a str,
+    pub weight: u32,
+    /// When the VM's I/O started and ended.
+    pub start: Nanos,
+    pub end: Nanos,
+    pub counts: &'a IoCount,
+    /// Operations and bytes per time-series bucket.
+    pub series_ops: &'a [u64],
+    pub series_bytes: &'a [u64],
 }

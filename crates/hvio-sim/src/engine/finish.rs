@@ -43,12 +43,11 @@ impl Engine {
             self.idle_pending += now - s;
         }
         let mut jobs = Vec::new();
-        let mut vms = Vec::new();
-        let (mut first, mut last) = (Nanos::MAX, 0);
-        let mut total_bytes = 0u64;
-        for (vm, &vc_weight) in self.vms.iter().zip(&self.host_weights) {
+        // A VM's application I/O is the sum of its jobs' (one histogram
+        // record per request), from its first job's start to its last one's end.
+        let mut vm_counts = Vec::with_capacity(self.vms.len());
+        for vm in &self.vms {
             let (mut vs, mut ve) = (Nanos::MAX, 0);
-            // A VM's application I/O is the sum of its jobs' (one histogram record per request).
             let mut counts = IoCount::default();
             for j in &vm.jobs {
                 counts.reads += j.counts.reads;
@@ -70,27 +69,26 @@ impl Engine {
                 ));
             }
             if vm.jobs.is_empty() {
-                vs = 0;
-                ve = 0;
+                (vs, ve) = (0, 0);
             }
-            first = first.min(vs);
-            last = last.max(ve);
-            total_bytes += counts.bytes();
-            let mut row = self
-                .host
-                .vm_result(vms.len(), &vm.layout.name, vc_weight, vs, ve, &counts);
-            row.reshape = self.paths[vms.len()].stage.reshape();
-            vms.push(row);
+            vm_counts.push((vs, ve, counts));
         }
-        let span = ns_to_s(last.saturating_sub(first.min(last))).max(1e-9);
-        let interval_s = ns_to_s(self.interval);
-        let names = self.vms.iter().map(|v| v.layout.name.clone()).collect();
-        let ops: Vec<&[u64]> = self.vms.iter().map(|v| &v.series_ops[..]).collect();
-        let bytes: Vec<&[u64]> = self.vms.iter().map(|v| &v.series_bytes[..]).collect();
-        let series = self
-            .host
-            .series(self.interval, names, &ops, &bytes, |b| b as f64 / 1e6 / interval_s);
-        let mut counters = self.host.driver.counters();
+        let vms: Vec<VmTotals> = self
+            .vms
+            .iter()
+            .zip(&self.host_weights)
+            .zip(&vm_counts)
+            .map(|((vm, &weight), (start, end, counts))| VmTotals {
+                name: &vm.layout.name,
+                weight,
+                start: *start,
+                end: *end,
+                counts,
+                series_ops: &vm.series_ops,
+                series_bytes: &vm.series_bytes,
+            })
+            .collect();
+        let mut counters = Vec::new();
         if self.blktap {
             // The stages' counters, summed over the VMs, in the first VM's order.
             let mut sums: Vec<(&'static str, f64)> = Vec::new();
@@ -109,24 +107,29 @@ impl Engine {
             counters.push(("blktap_queued_zero_frac".into(), q.zero_frac));
             counters.push(("blktap_queued_within_image_frac".into(), q.within_image_frac));
         }
-        let (phases, switches) = self.phase_results();
-        let host = self.host.result(now, self.idle_pending, counters);
-        let reshape = ReshapeResult::total(vms.iter().filter_map(|v: &VmResult| v.reshape.as_ref()));
-        Ok(SimResult {
+        let run = RunTotals {
             seed: self.seed,
-            scheduler: host.scheduler.clone(),
-            sim_time_s: ns_to_s(now),
+            now,
             truncated,
             events: self.events,
             max_outstanding: self.requests.high_water(),
-            total_mb_per_s: total_bytes as f64 / 1e6 / span,
-            vms,
-            jobs,
-            host,
-            series,
+            interval: self.interval,
+            idle_pending: self.idle_pending,
+        };
+        let interval_s = ns_to_s(self.interval);
+        let mut result = self
+            .host
+            .run_result(run, &vms, jobs, |b| b as f64 / 1e6 / interval_s, counters);
+        for (row, path) in result.vms.iter_mut().zip(&self.paths) {
+            row.reshape = path.stage.reshape();
+        }
+        let reshape = ReshapeResult::total(result.vms.iter().filter_map(|v| v.reshape.as_ref()));
+        let (phases, switches) = self.phase_results();
+        Ok(SimResult {
             phases,
             switches,
             reshape,
+            ..result
         })
     }
 }

@@ -35,7 +35,7 @@ mod stage;
 #[cfg(test)]
 mod tests;
 
-use crate::host::{build_host_scheduler, HostEvent, HostSide};
+use crate::host::{build_host_scheduler, HostEvent, HostSide, RunTotals, VmTotals};
 pub(crate) use events::*;
 pub(crate) use guest::*;
 pub(crate) use requests::*;

@@ -78,34 +78,35 @@ impl PathCx<'_> {
         }
     }
 
-    /// Map host request `rq` through the image map: `Ok` with it in
-    /// physical sectors when one extent holds it, else `Err` with the
-    /// number of extents it was split into, each already a part sent to
-    /// the host scheduler (the request completes when they all have).
-    fn map(&mut self, mut rq: Request) -> Result<std::result::Result<Request, u32>> {
+    /// Map host request `rq` through the image map: `true` with it in
+    /// physical sectors when one extent holds it, else `false`: it was
+    /// split into a part per extent, each already sent to the host
+    /// scheduler (the request completes when they all have).
+    #[inline]
+    fn map(&mut self, rq: &mut Request) -> Result<bool> {
         if rq.op == Op::Flush {
             rq.sector = 0;
-            return Ok(Ok(rq));
+            return Ok(true);
         }
-        if self.map.extents().len() == 1 {
-            rq.sector = self.map.map_sector(rq.sector);
-            return Ok(Ok(rq));
+        if let Some(sector) = self.map.place(rq.sector, rq.sectors as u64, self.extents) {
+            rq.sector = sector;
+            return Ok(true);
         }
-        self.extents.clear();
-        self.map.map_range(rq.sector, rq.sectors as u64, self.extents);
-        if self.extents.len() <= 1 {
-            rq.sector = self.map.map_sector(rq.sector);
-            return Ok(Ok(rq));
-        }
+        self.split(rq)?;
+        Ok(false)
+    }
+
+    /// Send `rq` to the host scheduler as a part per extent of
+    /// `self.extents`.
+    fn split(&mut self, rq: &Request) -> Result<()> {
         let parent = slot_of(rq.id);
-        let n = self.extents.len() as u32;
-        self.requests[parent].parts = n;
+        self.requests[parent].parts = self.extents.len() as u32;
         for i in 0..self.extents.len() {
             let e = self.extents[i];
             let part = Request {
                 sector: e.sector,
                 sectors: e.sectors as u32,
-                ..rq
+                ..*rq
             };
             let slot = self
                 .requests
@@ -116,13 +117,13 @@ impl PathCx<'_> {
             self.host.queued(&part);
             self.host.insert(part, self.now);
         }
-        Ok(Err(n))
+        Ok(())
     }
 
     /// Send host request `rq` (image sectors) through the image map to the
     /// host scheduler, and run it.
-    pub(crate) fn send(&mut self, rq: Request) -> Result<()> {
-        if let Ok(rq) = self.map(rq)? {
+    pub(crate) fn send(&mut self, mut rq: Request) -> Result<()> {
+        if self.map(&mut rq)? {
             self.host.queued(&rq);
             self.host.insert(rq, self.now);
         }
@@ -133,11 +134,11 @@ impl PathCx<'_> {
     /// As [`Self::send`], but first offer `rq`, when the map keeps it
     /// whole, to the host scheduler as a back merge (up to `max_sectors`)
     /// into a request it holds; merged, it completes with that request.
-    pub(crate) fn send_merging(&mut self, rq: Request, max_sectors: u32) -> Result<bool> {
-        let Ok(rq) = self.map(rq)? else {
+    pub(crate) fn send_merging(&mut self, mut rq: Request, max_sectors: u32) -> Result<bool> {
+        if !self.map(&mut rq)? {
             self.kick();
             return Ok(false);
-        };
+        }
         self.host.queued(&rq);
         if let Some(id) = self.host.driver.back_merge(&rq, max_sectors, self.now) {
             let tail = self.requests.chain_tail(slot_of(id));
