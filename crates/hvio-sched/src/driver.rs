@@ -613,6 +613,21 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         out
     }
 
+    /// As [`Driver::take_slices`], each slice handed to `f` in the same
+    /// order, without building a list: a caller taking slices at every
+    /// dispatch (the simulator's host) pays little when there are none.
+    #[inline]
+    pub fn take_slices_with(&mut self, mut f: impl FnMut(&SliceGrant)) {
+        if !self.retired_slices.is_empty() {
+            for g in self.retired_slices.drain(..) {
+                f(&g);
+            }
+        }
+        for g in self.sched.take_slices() {
+            f(&g);
+        }
+    }
+
     /// The scheduler failed (it panicked): put `sched` in charge with
     /// `requeue` — every request inserted and not yet dispatched, which the
     /// caller knows — inserted at `now`. A switch in progress is abandoned

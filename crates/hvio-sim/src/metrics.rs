@@ -554,10 +554,9 @@ impl SliceSeries {
     }
 
     /// Take the slices `sched` has ended since the last call.
+    #[inline]
     pub fn take_from(&mut self, driver: &mut hvio_sched::Driver) {
-        for g in driver.take_slices() {
-            self.record(&g);
-        }
+        driver.take_slices_with(|g| self.record(g));
     }
 
     /// Records one granted slice.
