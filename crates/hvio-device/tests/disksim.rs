@@ -99,8 +99,10 @@ fn hp_layout_matches_its_block_count() {
     let after = l.model.geom.locate(t467 + 96);
     assert_eq!(before.cyl * 13 + before.head, 467);
     assert_eq!(after.cyl * 13 + after.head, 469);
-    // Unmodelled keys are reported, not dropped.
-    assert!(l.warnings.iter().any(|w| w.contains("Minimum seek delay")));
+    // Unmodelled keys are reported, not dropped; modelled ones are read.
+    assert!(l.warnings.iter().any(|w| w.contains("Read directly to buffer")));
+    assert!(!l.warnings.iter().any(|w| w.contains("Minimum seek delay")));
+    assert_eq!(l.model.min_write_seek, 0.6e6);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! hand-built layouts, checked against positions computed by hand from
 //! DiskSim 4.0's layout rules (diskmodel `layout_g1`): where each block
 //! lands, how many blocks a zone holds, the skew of a reversed cylinder, and
-//! a negative write settling delay.
+//! a negative write settling delay; and the minimum seek delay of writes.
 
 use hvio_device::disksim::load_disk;
 use hvio_device::hdd::HddModel;
@@ -183,4 +183,37 @@ fn negative_write_settle_shortens_writes() {
     let huge = disk("settle-huge", 2, 100, "Sparing scheme used = 0", &zone, -1000.0).unwrap();
     assert_eq!(huge.reposition(a, b, true), 0.0);
     assert_eq!(huge.reposition(a, b, false), read);
+}
+
+/// `Minimum seek delay` (0.6 ms in the HP C2247's description): a write's
+/// positioning lasts at least that long, even on the same track, unless the
+/// head is at the first sector as it passes (a write stream going on
+/// without a gap); reads and longer seeks are unchanged (DiskSim 4.0's
+/// `disk_check_hda_pending` / `disk_initiate_seek`).
+#[test]
+fn minimum_seek_delay_holds_back_writes_only() {
+    let zone = ["First cylinder number = 0, Last cylinder number = 99, Number of spares = 0, slips = []"];
+    let Some(m) = disk("minseek", 2, 100, "Sparing scheme used = 0", &zone, 0.0) else {
+        return;
+    };
+    assert_eq!(m.min_write_seek, 0.6e6);
+    let to = m.geom.locate(5);
+    let passes = m.geom.angle(to) * m.rev + 3.0 * m.rev;
+    // The sector comes round 0.2 ms after the command: a read waits 0.2 ms,
+    // a write first holds 0.6 ms and then waits for the next turn.
+    let t = passes - 0.2e6;
+    let read = m.access(to, t, 5, 1, false);
+    assert_eq!(read.seek, 0.0);
+    assert!((read.rotation - 0.2e6).abs() < 1.0, "{read:?}");
+    let write = m.access(to, t, 5, 1, true);
+    assert_eq!(write.seek, 0.6e6);
+    assert!((write.rotation - (m.rev - 0.4e6)).abs() < 1.0, "{write:?}");
+    // Arriving as the sector passes: a stream going on, no minimum.
+    let stream = m.access(to, passes, 5, 1, true);
+    assert_eq!((stream.seek, stream.rotation), (0.0, 0.0));
+    // A seek longer than the minimum is the seek.
+    let far = m.geom.locate(20 * 50);
+    let long = m.access(far, t, 5, 1, true);
+    assert!(long.seek > 0.6e6);
+    assert_eq!(long.seek, m.reposition(far, to, true));
 }

@@ -472,13 +472,6 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         0.0,
         "ignored (hvio knows the geometry)",
     )?;
-    if min_seek > 0.0 {
-        ctx.warnings.push(format!(
-            "{}: `Minimum seek delay` = {} ms: not modelled",
-            disk.place.file,
-            min_seek / MS
-        ));
-    }
     k.finish(ctx);
     let xr = bus[0].max(bulk) * MS;
     let xw = bus[1].max(bulk) * MS;
@@ -489,6 +482,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         rev: mech.rev,
         head_switch: mech.head_switch,
         write_settle: mech.write_settle,
+        min_write_seek: min_seek,
         overheads: Overheads([rh, rm, wh, wm]),
         bus_per_sector: xr,
         bus_write_per_sector: xw,

@@ -150,6 +150,11 @@ pub struct HddModel {
     /// was measured on writes, reads settle longer); a write's positioning
     /// never goes below zero.
     pub write_settle: f64,
+    /// A write's positioning lasts at least this long, even on the same
+    /// track, unless it continues a write stream without a gap (DiskSim's
+    /// `Minimum seek delay`, applied in `disk_initiate_seek` and its service
+    /// time estimates to writes only), ns. 0 on the default disk.
+    pub min_write_seek: f64,
     /// Controller overheads by command kind and previous op, ns.
     pub overheads: Overheads,
     /// Host interface time per sector for data moved from/to the buffer, ns.
@@ -240,14 +245,28 @@ impl HddModel {
     /// `to`: an estimate for queue ordering (no state changes).
     #[inline]
     pub fn positioning(&self, from: Loc, t: f64, to: Loc, write: bool) -> f64 {
-        let s = self.reposition(from, to, write);
+        let s = self.access_seek(from, t, to, write);
         s + self.rot_wait(t + s, to)
+    }
+
+    /// The positioning that starts a media access: [`Self::reposition`],
+    /// and for a write at least `min_write_seek` unless the head is already
+    /// at the first sector as it passes (a write stream going on without a
+    /// gap, which DiskSim's `disk_check_hda` exempts).
+    #[inline]
+    fn access_seek(&self, from: Loc, t: f64, to: Loc, write: bool) -> f64 {
+        let s = self.reposition(from, to, write);
+        if write && s < self.min_write_seek && (s > 0.0 || self.rot_wait(t, to) > 0.0) {
+            self.min_write_seek
+        } else {
+            s
+        }
     }
 
     /// A media access of `n` sectors from `lbn`, the arm at `from` at time `t`.
     pub fn access(&self, from: Loc, t: f64, lbn: u64, n: u64, write: bool) -> Access {
         let to = self.geom.locate(lbn);
-        let seek = self.reposition(from, to, write);
+        let seek = self.access_seek(from, t, to, write);
         let rotation = self.rot_wait(t + seek, to);
         let start = t + seek + rotation;
         let (end_t, end) = self.stream(start, to, lbn, lbn + n.max(1), write, f64::INFINITY);

@@ -361,6 +361,7 @@ impl HddParams {
             rev: 60e9 / rpm,
             head_switch: ms("head_switch_ms", self.head_switch_ms, 0.8)?,
             write_settle: ms("write_settle_ms", self.write_settle_ms, 0.25)?,
+            min_write_seek: 0.0,
             overheads: Overheads([[rh, rh], [rm, rm], [wh, wh], [wm, wm]]),
             bus_per_sector: 512.0 / (bus_mb * 1e6) * 1e9,
             bus_write_per_sector: 512.0 / (bus_mb * 1e6) * 1e9,
