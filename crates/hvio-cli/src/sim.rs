@@ -287,6 +287,7 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
     });
     check_not_dir(&json)?;
     let counter = crate::common::run_counter();
+    let started = std::time::Instant::now();
     let r = experiments::run(
         &name,
         &experiments::ExpOptions {
@@ -299,6 +300,8 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
     let r = r?;
     write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
     out!("{}", r.render());
+    // Wall time on stderr: the report itself stays the same on every run.
+    errln!("run time: {:.1} s", started.elapsed().as_secs_f64());
     outln!("report: {}", json.display());
     Ok(())
 }

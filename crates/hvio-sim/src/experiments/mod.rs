@@ -10,6 +10,7 @@ mod ishare_fig4;
 mod ishare_tables;
 mod meta_paper002;
 pub mod pregather;
+mod reshape_paper001;
 
 use crate::error::{Result, SimError};
 use crate::report::Table;
@@ -94,6 +95,12 @@ pub static EXPERIMENTS: &[Experiment] = &[
     meta_paper002::FIG2,
     meta_paper002::TABLE2,
     meta_paper002::FIG7,
+    reshape_paper001::FIG5,
+    reshape_paper001::FIG6,
+    reshape_paper001::FIG7,
+    reshape_paper001::FIG8,
+    reshape_paper001::FIG9,
+    reshape_paper001::FILL,
 ];
 
 pub fn find(name: &str) -> Result<&'static Experiment> {

@@ -17,7 +17,7 @@
 //! its last piece is in.
 
 use super::*;
-use hvio_reshape::{Event, Layout, Reshaper};
+use hvio_reshape::{Event, IoKind, Layout, Reshaper};
 
 /// One VM's sequentializer.
 pub(crate) struct Reshape {
@@ -48,7 +48,14 @@ impl Reshape {
         while let Some(ev) = self.reshaper.poll() {
             match ev {
                 Event::Io(io) => {
-                    let rq = io.request(0, cx.vm as StreamId, cx.now);
+                    let mut rq = io.request(0, cx.vm as StreamId, cx.now);
+                    if matches!(io.kind, IoKind::GuestWrite(_)) {
+                        // QEMU writes the image with O_DIRECT (cache=none,
+                        // aio=native): WRITE_ODIRECT is WRITE | REQ_SYNC, so
+                        // the host scheduler sees the guest's data writes as
+                        // synchronous, as on the direct path.
+                        rq.sync = true;
+                    }
                     cx.originate(io.id, rq)?;
                 }
                 Event::Done(id) => cx.complete(slot_of(id)),
