@@ -269,8 +269,8 @@ fn run_other(other: &Path, decisions: usize) -> Result<OtherRun> {
         .args(&with_options)
         .output()
         .with_context(|| format!("running {}", other.display()))?;
-    if out.status.code() == Some(2) {
-        // A build before these options: clap refused them.
+    if !out.status.success() {
+        // A build before these options refuses them: run it with its defaults.
         out = Command::new(other)
             .args(["bench", "schedulers"])
             .output()
