@@ -37,7 +37,7 @@ pub const PAGE_BYTES: u64 = 4096;
 
 /// `[vm] page_cache = { ... }`: the guest's memory and Linux's tunables
 /// (defaults: the paper's 1 GB guests with CentOS 5 / 2.6.18's values).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PageCacheConfig {
     /// Guest memory the cache may fill.

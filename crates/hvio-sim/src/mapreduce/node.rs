@@ -4,22 +4,36 @@
 //! [`hvio_sched::Driver`], so a plan can switch either at run time
 //! ([`HostNode::switch`]), the paper's (host, guest) pairs.
 //!
-//! What this node does not model yet, and the simulator's guest layer
-//! ([`crate::run`]) does: the guest page cache (a file operation becomes
-//! block requests at once — reads synchronous, writes asynchronous — and the
-//! task waits for all of them, as if every write were flushed), the guest
-//! file system's layout and journal (a file is placed at the next free
-//! sectors of its VM's image when first touched, at its whole size), and the
-//! virtio latency. The job's requests are split at `max_request` bytes, as
-//! Linux splits at `max_sectors_kb` (512 KiB by default).
+//! With [`NodeSpec::page_cache`] each guest has the simulator's page cache
+//! ([`crate::pagecache`], the model behind buffered `hvio sim` jobs): a
+//! write dirties pages and returns (the writer blocks above `dirty_ratio`
+//! until write-back brings the guest under it), the flusher writes back
+//! pages older than `dirty_expire_centisecs` every
+//! `dirty_writeback_centisecs` and everything above
+//! `dirty_background_ratio`, and a read is served from the cache or by
+//! read-ahead. Hadoop 0.19 neither syncs nor deletes-before-write-back its
+//! spills, map outputs or HDFS blocks, so nothing forces a write through;
+//! a deleted spill's dirty pages are still written back here (hvio does not
+//! model deletion). Without a page cache a file operation becomes block
+//! requests at once (reads synchronous, writes asynchronous) and the task
+//! waits for all of them, as if every write were flushed.
+//!
+//! Not modelled: the guest file system's layout and journal (a file is
+//! placed at the next free sectors of its VM's image when first touched,
+//! at its whole size; page-aligned with a cache), and the virtio latency.
+//! Without a cache the job's requests are split at `max_request` bytes, as
+//! Linux splits at `max_sectors_kb`; with one, at the cache's
+//! `max_sectors_kb`.
 
 use super::cluster::NodeIo;
 use super::job::{FileKey, FileOp, OpId};
 use crate::error::{Result, SimError};
+use crate::pagecache::{self, FileSpan, PageCache, PageCacheConfig, Run, PAGE_BYTES, PAGE_SECTORS};
 use hvio_core::time::Nanos;
 use hvio_core::*;
 use hvio_sched::{Driver, Next, SwitchPolicy};
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// How a node is set up.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +47,9 @@ pub struct NodeSpec {
     pub image_bytes: u64,
     /// The largest request (bytes).
     pub max_request: u64,
+    /// Each guest's page cache; `None`: every operation goes to the disk
+    /// at once and is waited for.
+    pub page_cache: Option<PageCacheConfig>,
 }
 
 impl NodeSpec {
@@ -44,8 +61,63 @@ impl NodeSpec {
             virtio_depth: 32,
             image_bytes: 32 << 30,
             max_request: 512 << 10,
+            page_cache: None,
         }
     }
+
+    /// The node with a page cache in every guest.
+    pub fn with_page_cache(self, cache: PageCacheConfig) -> NodeSpec {
+        NodeSpec {
+            page_cache: Some(cache),
+            ..self
+        }
+    }
+}
+
+/// The page cache of a paper-002 Hadoop VM (1 GiB of RAM, Linux 2.6's
+/// default ratios): the memory the four task JVMs' heaps leave
+/// (`mapred.child.java.opts` -Xmx200m × 2 map + 2 reduce slots = 800 MiB),
+/// 224 MiB. `dd` alone in such a VM has all of it: [`dd_page_cache`].
+pub fn hadoop_page_cache() -> PageCacheConfig {
+    PageCacheConfig {
+        memory: crate::size::Size(224 << 20),
+        ..PageCacheConfig::default()
+    }
+}
+
+/// The page cache of a paper-002 VM running only `dd`: its whole 1 GiB.
+pub fn dd_page_cache() -> PageCacheConfig {
+    PageCacheConfig::default()
+}
+
+/// The guest stream of the flusher's write-back (the tasks' threads are
+/// numbered from 0).
+const FLUSHER_STREAM: StreamId = StreamId::MAX;
+
+/// Who a request in flight is for.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    /// A part of an operation sent straight to the disk (no cache).
+    Op(OpId),
+    /// A read of pages into the cache.
+    CacheRead(Run),
+    /// The flusher's write-back of pages.
+    Writeback(Run),
+}
+
+/// A guest's page cache and what waits on it.
+struct Cache {
+    pages: PageCache,
+    /// The flusher's next pass.
+    flusher_at: Option<Nanos>,
+    /// Write-back runs queued for submission, and how many are in flight.
+    wb_queue: VecDeque<Run>,
+    wb_inflight: u32,
+    /// Writers blocked above `dirty_ratio`: their operations.
+    throttled: Vec<OpId>,
+    /// Readers waiting for pages: (operation, pages left, pages read).
+    readers: BTreeMap<u32, (OpId, u32, u64)>,
+    next_reader: u32,
 }
 
 struct Guest {
@@ -56,6 +128,7 @@ struct Guest {
     sectors: Sector,
     next_free: Sector,
     files: BTreeMap<FileKey, Sector>,
+    cache: Option<Cache>,
 }
 
 /// One physical node; see the module doc.
@@ -67,13 +140,16 @@ pub struct HostNode {
     ring_depth: u32,
     max_sectors: u64,
     next_rq: RequestId,
-    /// Each request in flight: its operation, its VM and the request as
+    /// Each request in flight: who it is for, its VM and the request as
     /// the guest scheduler holds it.
-    parts: BTreeMap<RequestId, (OpId, usize, Request)>,
+    parts: BTreeMap<RequestId, (Owner, usize, Request)>,
     /// Requests an operation still waits for.
     left: BTreeMap<OpId, usize>,
     completions: Vec<Completion>,
     done: Vec<(OpId, Nanos)>,
+    /// Operations served by the page cache, done at a time to come (the
+    /// copy between the cache and the task), earliest first.
+    ready: BinaryHeap<Reverse<(Nanos, OpId)>>,
     now: Nanos,
 }
 
@@ -137,6 +213,15 @@ impl HostNode {
                     sectors: image,
                     next_free: 0,
                     files: BTreeMap::new(),
+                    cache: spec.page_cache.as_ref().map(|c| Cache {
+                        pages: PageCache::new(c),
+                        flusher_at: None,
+                        wb_queue: VecDeque::new(),
+                        wb_inflight: 0,
+                        throttled: Vec::new(),
+                        readers: BTreeMap::new(),
+                        next_reader: 0,
+                    }),
                 })
             })
             .collect::<Result<_>>()?;
@@ -152,6 +237,7 @@ impl HostNode {
             left: BTreeMap::new(),
             completions: Vec::new(),
             done: Vec::new(),
+            ready: BinaryHeap::new(),
             now: 0,
         })
     }
@@ -192,7 +278,12 @@ impl HostNode {
         if let Some(&start) = guest.files.get(&op.file) {
             return Ok(start);
         }
-        let size = sectors(op.file_size.max(op.offset + op.len));
+        let mut size = sectors(op.file_size.max(op.offset + op.len));
+        if guest.cache.is_some() {
+            // Files start on a page.
+            guest.next_free = guest.next_free.next_multiple_of(PAGE_SECTORS);
+            size = size.next_multiple_of(PAGE_SECTORS);
+        }
         if guest.next_free + size > guest.sectors {
             return Err(SimError::invalid(
                 "mapreduce node",
@@ -247,7 +338,162 @@ impl HostNode {
             .into_iter()
             .chain(self.host_timer)
             .chain(self.guests.iter().filter_map(|g| g.timer))
+            .chain(self.guests.iter().filter_map(|g| g.cache.as_ref()?.flusher_at))
+            .chain(self.ready.peek().map(|Reverse((t, _))| *t))
             .min()
+    }
+
+    /// Hand `rq` of VM `v` for `owner` to its guest scheduler, under a new id.
+    fn send(&mut self, v: usize, owner: Owner, mut rq: Request) {
+        rq.id = self.next_rq;
+        self.next_rq += 1;
+        self.parts.insert(rq.id, (owner, v, rq));
+        self.guests[v].driver.insert(rq, self.now);
+    }
+
+    /// A request of pages `r` at `now`.
+    fn page_request(stream: StreamId, op: Op, r: Run, now: Nanos) -> Request {
+        Request::new(
+            0,
+            stream,
+            op,
+            r.first * PAGE_SECTORS,
+            (r.pages * PAGE_SECTORS) as u32,
+            now,
+        )
+    }
+
+    /// An operation of VM `v` through its page cache: a write dirties its
+    /// pages, a read finds them or reads them in.
+    fn submit_cached(&mut self, v: usize, op: &FileOp, start: Sector) {
+        let now = self.now;
+        let g = &mut self.guests[v];
+        let cache = g.cache.as_mut().expect("called with a cache");
+        let file_first = start / PAGE_SECTORS;
+        let first = file_first + op.offset / PAGE_BYTES;
+        let end = file_first + (op.offset + op.len).div_ceil(PAGE_BYTES);
+        let pages = (end - first).max(1);
+        let copy = cache.pages.config().copy_ns_per_page * pages;
+        if op.write {
+            cache.pages.write(first, pages, now);
+            if cache.flusher_at.is_none() {
+                cache.flusher_at = Some(now + cache.pages.config().writeback_period());
+            }
+            if cache.pages.over_dirty_limit() {
+                cache.throttled.push(op.id);
+            } else {
+                self.ready.push(Reverse((now + copy, op.id)));
+            }
+            self.flusher_pump(v);
+            return;
+        }
+        let span = FileSpan {
+            key: file_first,
+            first: file_first,
+            pages: sectors(op.file_size).div_ceil(PAGE_SECTORS).max(end - file_first),
+        };
+        let reader = cache.next_reader;
+        cache.next_reader = cache.next_reader.wrapping_add(1);
+        let outcome = cache.pages.read(span, first, pages, reader);
+        if outcome.wait == 0 {
+            self.ready.push(Reverse((now + copy, op.id)));
+        } else {
+            cache.readers.insert(reader, (op.id, outcome.wait, pages));
+        }
+        let max = cache.pages.config().max_request_pages();
+        for run in outcome.runs {
+            for r in pagecache::split(run, max) {
+                self.send(
+                    v,
+                    Owner::CacheRead(r),
+                    Self::page_request(op.thread as StreamId, Op::Read, r, now).with_sync(true),
+                );
+            }
+        }
+    }
+
+    /// Submit queued write-back up to `nr_requests`, refilling the queue
+    /// while above `dirty_background_ratio` or while writers are throttled
+    /// (the engine's flusher: `crate::engine`'s buffered guests).
+    fn flusher_pump(&mut self, v: usize) {
+        loop {
+            let Some(cache) = self.guests[v].cache.as_mut() else {
+                return;
+            };
+            if cache.wb_inflight >= cache.pages.config().nr_requests {
+                return;
+            }
+            if let Some(r) = cache.wb_queue.pop_front() {
+                cache.wb_inflight += 1;
+                let rq = Self::page_request(FLUSHER_STREAM, Op::Write, r, self.now);
+                self.send(v, Owner::Writeback(r), rq);
+                continue;
+            }
+            if !cache.pages.over_background() && cache.throttled.is_empty() {
+                return;
+            }
+            // MAX_WRITEBACK_PAGES: one pass takes up to 4 MiB.
+            let runs = cache.pages.writeback_background(1024);
+            if runs.is_empty() {
+                return;
+            }
+            let max = cache.pages.config().max_request_pages();
+            for run in runs {
+                cache.wb_queue.extend(pagecache::split(run, max));
+            }
+        }
+    }
+
+    /// The flusher's pass in VM `v` at `now`: pages dirty for longer than
+    /// `dirty_expire_centisecs` go to the disk; it comes again while the
+    /// cache holds dirty pages or pages under write-back.
+    fn flusher_tick(&mut self, v: usize, now: Nanos) {
+        let Some(cache) = self.guests[v].cache.as_mut() else {
+            return;
+        };
+        let cfg = cache.pages.config();
+        let (period, expire, max) = (cfg.writeback_period(), cfg.dirty_expire(), cfg.max_request_pages());
+        if let Some(cutoff) = now.checked_sub(expire) {
+            for run in cache.pages.writeback_expired(cutoff) {
+                cache.wb_queue.extend(pagecache::split(run, max));
+            }
+        }
+        let more = cache.pages.nr_dirty() > 0 || cache.pages.nr_writeback() > 0 || !cache.wb_queue.is_empty();
+        cache.flusher_at = more.then_some(now + period);
+        self.flusher_pump(v);
+    }
+
+    /// A request of VM `v` for the cache finished at `t`.
+    fn cache_done(&mut self, v: usize, owner: Owner, t: Nanos) {
+        let Some(cache) = self.guests[v].cache.as_mut() else {
+            return;
+        };
+        let copy = cache.pages.config().copy_ns_per_page;
+        match owner {
+            Owner::CacheRead(run) => {
+                for reader in cache.pages.read_done(run) {
+                    let Some(entry) = cache.readers.get_mut(&reader) else {
+                        continue;
+                    };
+                    entry.1 -= 1;
+                    if entry.1 == 0 {
+                        let (op, _, pages) = cache.readers.remove(&reader).expect("just seen");
+                        self.ready.push(Reverse((t + copy * pages, op)));
+                    }
+                }
+            }
+            Owner::Writeback(run) => {
+                cache.pages.write_done(run);
+                cache.wb_inflight -= 1;
+                if !cache.pages.over_dirty_limit() {
+                    for op in std::mem::take(&mut cache.throttled) {
+                        self.ready.push(Reverse((t, op)));
+                    }
+                }
+                self.flusher_pump(v);
+            }
+            Owner::Op(_) => {}
+        }
     }
 }
 
@@ -255,6 +501,11 @@ impl NodeIo for HostNode {
     fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()> {
         self.now = self.now.max(now);
         let start = self.place(&op)?;
+        if self.guests[op.vm.vm].cache.is_some() {
+            self.submit_cached(op.vm.vm, &op, start);
+            self.pump(self.now);
+            return Ok(());
+        }
         let first = start + op.offset / SECTOR_BYTES;
         let total = sectors(op.offset % SECTOR_BYTES + op.len).max(1);
         let pieces = total.div_ceil(self.max_sectors);
@@ -263,11 +514,8 @@ impl NodeIo for HostNode {
         for k in 0..pieces {
             let sector = first + k * self.max_sectors;
             let len = self.max_sectors.min(total - k * self.max_sectors) as u32;
-            let id = self.next_rq;
-            self.next_rq += 1;
-            let rq = Request::new(id, op.thread as StreamId, kind, sector, len, self.now);
-            self.parts.insert(id, (op.id, op.vm.vm, rq));
-            self.guests[op.vm.vm].driver.insert(rq, self.now);
+            let rq = Request::new(0, op.thread as StreamId, kind, sector, len, self.now);
+            self.send(op.vm.vm, Owner::Op(op.id), rq);
         }
         self.pump(self.now);
         Ok(())
@@ -284,12 +532,16 @@ impl NodeIo for HostNode {
             self.device.advance(t, &mut self.completions);
             for c in std::mem::take(&mut self.completions) {
                 self.host.completed(&c.rq, c.done);
-                let Some((op, v, guest_rq)) = self.parts.remove(&c.rq.id) else {
+                let Some((owner, v, guest_rq)) = self.parts.remove(&c.rq.id) else {
                     continue;
                 };
                 let g = &mut self.guests[v];
                 g.ring_used -= 1;
                 g.driver.completed(&guest_rq, c.done);
+                let Owner::Op(op) = owner else {
+                    self.cache_done(v, owner, c.done);
+                    continue;
+                };
                 let left = self.left.get_mut(&op).expect("an operation in flight is counted");
                 *left -= 1;
                 if *left == 0 {
@@ -306,6 +558,23 @@ impl NodeIo for HostNode {
                     g.timer = None;
                     g.driver.timer_due(t);
                 }
+            }
+            for v in 0..self.guests.len() {
+                if self.guests[v]
+                    .cache
+                    .as_ref()
+                    .and_then(|c| c.flusher_at)
+                    .is_some_and(|at| at <= t)
+                {
+                    self.flusher_tick(v, t);
+                }
+            }
+            while let Some(&Reverse((at, op))) = self.ready.peek() {
+                if at > t {
+                    break;
+                }
+                self.ready.pop();
+                self.done.push((op, at));
             }
             self.pump(t);
         }
@@ -518,6 +787,38 @@ mod tests {
         let to_noop = dd_time(&node, &hdd(), 64 << 20, 1 << 20, Some((("noop", "noop"), alone / 2))).unwrap();
         assert_ne!(to_noop, to_self);
         assert_eq!(dd_time(&node, &hdd(), 64 << 20, 1 << 20, None).unwrap(), alone);
+    }
+
+    #[test]
+    fn through_the_page_cache_a_write_returns_before_the_disk_and_a_reader_finds_it() {
+        let through = NodeSpec::new("cfq", "cfq", 4);
+        // A 64 MiB guest: writers wait above 40 % of it.
+        let guest_64m = PageCacheConfig {
+            memory: crate::size::Size(64 << 20),
+            ..dd_page_cache()
+        };
+        let cached = through.clone().with_page_cache(guest_64m);
+        let mib = 1 << 20;
+        // 16 MiB per VM is under dirty_ratio: dd returns after copying
+        // into the cache, the flusher writes it later.
+        let t_through = dd_time(&through, &hdd(), 16 * mib, mib, None).unwrap();
+        let t_cached = dd_time(&cached, &hdd(), 16 * mib, mib, None).unwrap();
+        assert!(t_cached * 10 < t_through, "{t_cached} against {t_through} ns");
+        // 64 MiB is over it: the writers wait for write-back.
+        let t_big = dd_time(&cached, &hdd(), 64 * mib, mib, None).unwrap();
+        assert!(t_big > t_through, "{t_big} ns");
+        // Sort through the cache: the same job's bytes, another time, the
+        // same again on a second run.
+        let (spec, cluster) = small();
+        let run = |node: &NodeSpec| simulate(&spec, &cluster, node, &hdd(), &[]).unwrap();
+        let plain = run(&NodeSpec::new("cfq", "cfq", 2));
+        let with_cache = run(&NodeSpec::new("cfq", "cfq", 2).with_page_cache(hadoop_page_cache()));
+        assert_eq!(plain.stats, with_cache.stats);
+        assert_ne!(plain.phases.job(), with_cache.phases.job());
+        assert_eq!(
+            run(&NodeSpec::new("cfq", "cfq", 2).with_page_cache(hadoop_page_cache())),
+            with_cache
+        );
     }
 
     #[test]
