@@ -444,7 +444,7 @@ fn uring_sqe(store: &Store, job: &IoJob, inline_writes: bool) -> Option<(io_urin
         return None;
     }
     let f = &store.files[disk.file];
-    let off = disk.base + job.offset;
+    let off = disk.file_offset(job.offset);
     match job.kind {
         IoKind::Read | IoKind::Write => {
             let (fd, direct) = f.raw_fd_for(off, job.len);

@@ -169,9 +169,10 @@ fn start_scheduler(cfg: &Config, store: Arc<Store>, created: &mut Vec<PathBuf>) 
         .zip(&store.disks)
         .enumerate()
         .map(|(i, (vm, d))| {
+            let (first, sectors) = d.region();
             let mut s = StreamInfo::new(i as u32, vm.name.clone())
                 .with_weight(vm.weight)
-                .with_region(d.phys_base / SECTOR_BYTES, d.size / SECTOR_BYTES);
+                .with_region(first, sectors);
             s.attrs = vm.attrs.clone();
             s
         })

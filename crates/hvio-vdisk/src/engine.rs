@@ -21,7 +21,7 @@ use crate::reshaped::{ReshapedDisk, Shape};
 use crate::stats::{render_prometheus, Status, VmStats, VmStatus};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use hvio_core::{us, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo, SECTOR_BYTES};
+use hvio_core::{us, DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, StreamInfo};
 use hvio_sched::{Driver, Next, SwitchPolicy, SwitchReport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -727,14 +727,7 @@ impl Engine {
             IoKind::Flush => Op::Flush,
             IoKind::Trim | IoKind::WriteZeroes { .. } => Op::Discard,
         };
-        let (sector, sectors) = if job.kind == IoKind::Flush {
-            (disk.phys_base / SECTOR_BYTES, 0)
-        } else {
-            let start = disk.phys_base + job.offset;
-            let first = start / SECTOR_BYTES;
-            let end = (start + job.len).div_ceil(SECTOR_BYTES);
-            (first, (end - first).min(u32::MAX as u64) as u32)
-        };
+        let (sector, sectors) = disk.sectors(job.kind, job.offset, job.len);
         let mut rq = Request::new(id, vm as u32, op, sector, sectors, arrival);
         // A VM's direct I/O is synchronous from the host's point of view.
         rq.sync = true;
@@ -1089,7 +1082,7 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::buf::AlignedBuf;
-    use hvio_core::Dispatch;
+    use hvio_core::{Dispatch, SECTOR_BYTES};
 
     /// noop that panics on its third insert, as a scheduler bug would.
     struct Buggy {

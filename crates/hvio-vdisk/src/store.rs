@@ -9,6 +9,7 @@
 use crate::buf::AlignedBuf;
 use crate::config::Config;
 use crate::io::{IoKind, IoResult};
+use hvio_core::{ExtentMap, ImageMap, SECTOR_BYTES};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -53,16 +54,67 @@ pub struct BackingFile {
 pub struct Disk {
     pub name: String,
     pub file: usize,
-    pub base: u64,
     /// The guest-visible disk, bytes.
     pub size: u64,
-    /// Bytes of the backing file the VM owns from `base`: `size`, or the
-    /// whole image file of a reshaped layout (whose jobs address the file).
+    /// Bytes of the backing file the VM owns from its first byte: `size`,
+    /// or the whole image file of a reshaped layout (whose jobs address
+    /// the file).
     pub span: u64,
     pub read_only: bool,
-    /// Position of the disk's first byte in the address space the scheduler
-    /// sees (backing files laid end to end).
-    pub phys_base: u64,
+    /// Where the disk's bytes lie in the address space the scheduler sees
+    /// (the backing files laid end to end), an [`ExtentMap`] in bytes: the
+    /// scheduler's sectors ([`Disk::sectors`]) and the backing file's
+    /// offsets ([`Disk::file_offset`]) both come from it, so the address a
+    /// request is scheduled at is the one its bytes are written at.
+    map: ExtentMap,
+    /// Where the backing file starts in that address space.
+    file_start: u64,
+}
+
+impl Disk {
+    /// A disk of `size` bytes from byte `base` of backing file `file`, which
+    /// starts at `file_start` in the scheduler's address space.
+    fn new(name: String, file: usize, file_start: u64, base: u64, size: u64, span: u64, read_only: bool) -> Disk {
+        Disk {
+            name,
+            file,
+            size,
+            span,
+            read_only,
+            map: ExtentMap::contiguous(file_start + base, span.max(size)),
+            file_start,
+        }
+    }
+
+    /// Byte `offset` of the disk in the scheduler's address space.
+    #[inline]
+    pub fn address(&self, offset: u64) -> u64 {
+        self.map.map_sector(offset)
+    }
+
+    /// Byte `offset` of the disk in its backing file.
+    #[inline]
+    pub fn file_offset(&self, offset: u64) -> u64 {
+        self.address(offset) - self.file_start
+    }
+
+    /// The sectors the scheduler sees for `len` bytes from `offset`: the
+    /// first and how many (a flush: the disk's first sector, none).
+    pub fn sectors(&self, kind: IoKind, offset: u64, len: u64) -> (u64, u32) {
+        if kind == IoKind::Flush {
+            return (self.address(0) / SECTOR_BYTES, 0);
+        }
+        let start = self.address(offset);
+        let first = start / SECTOR_BYTES;
+        let end = (start + len).div_ceil(SECTOR_BYTES);
+        (first, (end - first).min(u32::MAX as u64) as u32)
+    }
+
+    /// The disk's first sector and its size in sectors, as its scheduler
+    /// stream's region.
+    pub fn region(&self) -> (u64, u64) {
+        (self.address(0) / SECTOR_BYTES, self.size / SECTOR_BYTES)
+    }
 }
 
 pub struct Store {
@@ -457,15 +509,15 @@ impl Store {
                     need: p.base + vm.size.0,
                 });
             }
-            disks.push(Disk {
-                name: vm.name.clone(),
-                file: p.file,
-                base: p.base,
-                size: vm.size.0,
-                span: if reshaped { f.size } else { vm.size.0 },
-                read_only: vm.read_only,
-                phys_base: file_phys[p.file] + p.base,
-            });
+            disks.push(Disk::new(
+                vm.name.clone(),
+                p.file,
+                file_phys[p.file],
+                p.base,
+                vm.size.0,
+                if reshaped { f.size } else { vm.size.0 },
+                vm.read_only,
+            ));
         }
         for f in &files {
             tracing::info!(
@@ -536,7 +588,7 @@ impl Store {
             return Err(libc::EINVAL);
         }
         let f = &self.files[d.file];
-        let off = d.base + offset;
+        let off = d.file_offset(offset);
         if let Some(v) = &self.volatile {
             let persist = |file: usize, at: u64, data: &[u8]| self.files[file].write(data, at, false);
             match kind {
@@ -600,11 +652,42 @@ mod tests {
         .unwrap()
     }
 
+    /// What a request is scheduled at and what the backend writes come
+    /// from one map: the bytes written at a disk's offset are in its
+    /// backing file where the scheduler's sector says, less the file's
+    /// start in the scheduler's address space.
+    #[test]
+    fn the_scheduled_address_is_where_the_bytes_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&cfg(dir.path())).unwrap();
+        let starts: Vec<u64> = (0..s.files.len())
+            .map(|f| s.disks.iter().find(|d| d.file == f).unwrap().file_start)
+            .collect();
+        assert_eq!(starts[0], 0);
+        assert_eq!(starts[1], (2u64 << 20).div_ceil(4096) * 4096);
+        for (vm, d) in s.disks.iter().enumerate() {
+            let (offset, marker) = (4096 * (vm as u64 + 1), 0x40 + vm as u8);
+            let mut w = AlignedBuf::from_slice(&[marker; 4096]);
+            s.execute(vm, IoKind::Write, offset, 4096, true, &mut w).unwrap();
+            let (sector, sectors) = d.sectors(IoKind::Write, offset, 4096);
+            assert_eq!(sectors, 8);
+            let mut raw = vec![0u8; 4096];
+            let at = sector * SECTOR_BYTES - starts[d.file];
+            std::os::unix::fs::FileExt::read_exact_at(&s.files[d.file].buffered, &mut raw, at).unwrap();
+            assert!(raw.iter().all(|&b| b == marker), "VM {}: sector {sector}", d.name);
+            assert_eq!(d.region(), (sector - offset / SECTOR_BYTES, d.size / SECTOR_BYTES));
+        }
+        // The disks' regions do not overlap.
+        let (a, b, c) = (s.disks[0].region(), s.disks[1].region(), s.disks[2].region());
+        assert!(a.0 + a.1 <= b.0 && b.0 + b.1 <= c.0, "{a:?} {b:?} {c:?}");
+        assert_eq!(s.disks[2].sectors(IoKind::Flush, 0, 0), (c.0, 0));
+    }
+
     #[test]
     fn regions_are_separate_and_ops_work() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&cfg(dir.path())).unwrap();
-        assert_eq!(s.disks[1].base, 1 << 20);
+        assert_eq!(s.disks[1].file_offset(0), 1 << 20);
         assert_eq!(s.disks[2].file, 1);
         let mut w = AlignedBuf::from_slice(&[0xab; 4096]);
         s.execute(1, IoKind::Write, 8192, 4096, true, &mut w).unwrap();
