@@ -217,7 +217,14 @@ pub fn drive_sched(
                     Ok(()) => {
                         started += 1;
                         policy = Some(sw.policy);
-                        if d.switching() && sw.policy == SwitchPolicy::Migrate {
+                        // The switch before this one has swapped: what it
+                        // held went to its new scheduler.
+                        held.clear();
+                        // A scheduler that cannot hand its queue over
+                        // (`take_queued` is `None`) still holds it: the
+                        // driver falls back to freeze and it serves them.
+                        let handed_over = d.scheduler().queued() == 0;
+                        if d.switching() && sw.policy == SwitchPolicy::Migrate && handed_over {
                             // Everything queued went to the new scheduler
                             // (except requests bypassing an earlier drain).
                             let pending =
