@@ -34,10 +34,13 @@ pub trait NodeIo {
 /// What a run of a job produced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ClusterRun {
+    /// When each map and shuffle finished.
     pub progress: ProgressLog,
+    /// The job's phases (§IV.A).
     pub phases: Phases,
     /// When the job entered each phase after the first.
     pub boundaries: Vec<(PhaseKind, Nanos)>,
+    /// Bytes the job moved, by purpose.
     pub stats: JobStats,
 }
 

@@ -43,7 +43,9 @@ pub type OpId = u64;
 /// A VM: its physical node and its place on the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct VmId {
+    /// The physical node.
     pub node: usize,
+    /// The VM on it.
     pub vm: usize,
 }
 
@@ -53,15 +55,37 @@ pub enum FileKey {
     /// An HDFS block of the job's input, by map number.
     Input(u32),
     /// A map's `n`-th spill.
-    Spill { map: u32, n: u32 },
+    Spill {
+        /// The map task.
+        map: u32,
+        /// Which spill.
+        n: u32,
+    },
     /// A reducer's `n`-th on-disk shuffle segment.
-    Segment { reduce: u32, n: u32 },
+    Segment {
+        /// The reduce task.
+        reduce: u32,
+        /// Which segment.
+        n: u32,
+    },
     /// A map's (`reduce == false`) or a reducer's intermediate merge output.
-    Merged { task: u32, reduce: bool, n: u32 },
+    Merged {
+        /// The task.
+        task: u32,
+        /// A reducer's (else a map's).
+        reduce: bool,
+        /// Which merge.
+        n: u32,
+    },
     /// A map's final output, partitioned by reducer.
     MapOutput(u32),
     /// A replica of a reducer's part of the job output.
-    Output { reduce: u32, replica: u32 },
+    Output {
+        /// The reduce task.
+        reduce: u32,
+        /// Which replica (0: on this node).
+        replica: u32,
+    },
     /// A file of a benchmark run on the same nodes outside a job (the
     /// switch-cost measurement's `dd` files).
     Plain(u32),
@@ -70,13 +94,19 @@ pub enum FileKey {
 /// A read or a write of part of a file in a VM's guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct FileOp {
+    /// Its id, passed back at completion.
     pub id: OpId,
+    /// The VM whose disk it is on.
     pub vm: VmId,
+    /// The file.
     pub file: FileKey,
     /// The file's whole size, for the guest to lay it out at creation.
     pub file_size: u64,
+    /// Byte offset in the file.
     pub offset: u64,
+    /// Length in bytes.
     pub len: u64,
+    /// A write (else a read).
     pub write: bool,
     /// The guest thread doing it, unique in the job: map `m` is thread `m`
     /// (its HDFS reads, spills and merges), reducer `r` is `M + r` (its
@@ -88,18 +118,26 @@ pub struct FileOp {
 /// What the job asks its runner to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Action {
+    /// Read or write part of a file on a VM's disk.
     Io(FileOp),
     /// `work` nanoseconds of CPU on the VM's VCPU.
     Cpu {
+        /// Its id.
         id: OpId,
+        /// The VM.
         vm: VmId,
+        /// CPU time, ns.
         work: Nanos,
     },
     /// `bytes` over the network from physical node `from` to node `to`.
     Send {
+        /// Its id.
         id: OpId,
+        /// The sending node.
         from: usize,
+        /// The receiving node.
         to: usize,
+        /// Bytes sent.
         bytes: u64,
     },
     /// The job entered a phase (shuffle: the last map is done; reduce: the
@@ -110,18 +148,31 @@ pub enum Action {
 /// Bytes the job moved, by purpose.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct JobStats {
+    /// HDFS input read by maps.
     pub input_read: u64,
+    /// Map output spilled to local disk.
     pub spilled: u64,
+    /// Spills read back by the maps' merges.
     pub map_merge_read: u64,
+    /// Merged map output written.
     pub map_merge_written: u64,
+    /// Map output read to serve reducers.
     pub shuffle_read: u64,
+    /// Map output sent over the network.
     pub shuffle_sent: u64,
+    /// Shuffle segments reducers wrote to disk.
     pub segments_written: u64,
+    /// Segments read back by the reducers' merges.
     pub reduce_merge_read: u64,
+    /// Merged segments written.
     pub reduce_merge_written: u64,
+    /// Bytes reducers read for their final merge.
     pub reduce_read: u64,
+    /// Job output written (every replica).
     pub output_written: u64,
+    /// Output sent to replicas on other nodes.
     pub replica_sent: u64,
+    /// Spills made.
     pub spills: u64,
 }
 
@@ -373,6 +424,7 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job for `spec` on `cluster`, its input blocks placed.
     pub fn new(spec: &JobSpec, cluster: &ClusterSpec) -> Result<Job> {
         spec.check(cluster)?;
         let vms = cluster.vms();
@@ -432,14 +484,17 @@ impl Job {
         })
     }
 
+    /// Map tasks.
     pub fn maps(&self) -> usize {
         self.maps.len()
     }
 
+    /// Reduce tasks.
     pub fn reduces(&self) -> usize {
         self.reduces.len()
     }
 
+    /// Whether every task has finished.
     pub fn done(&self) -> bool {
         self.ended
     }
@@ -449,10 +504,12 @@ impl Job {
         self.waiting.len()
     }
 
+    /// When each map and shuffle finished.
     pub fn progress(&self) -> &ProgressLog {
         &self.log
     }
 
+    /// Bytes moved so far.
     pub fn stats(&self) -> &JobStats {
         &self.stats
     }

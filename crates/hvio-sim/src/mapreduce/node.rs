@@ -38,8 +38,11 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 /// How a node is set up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeSpec {
+    /// The host scheduler.
     pub host: String,
+    /// Every guest's scheduler.
     pub guest: String,
+    /// VMs on the node.
     pub vms: usize,
     /// Requests a VM keeps in flight to the host (its virtio ring).
     pub virtio_depth: u32,
@@ -53,6 +56,7 @@ pub struct NodeSpec {
 }
 
 impl NodeSpec {
+    /// A node of `vms` VMs under the pair (`host`, `guest`).
     pub fn new(host: &str, guest: &str, vms: usize) -> NodeSpec {
         NodeSpec {
             host: host.into(),
@@ -158,6 +162,7 @@ fn sectors(bytes: u64) -> Sector {
 }
 
 impl HostNode {
+    /// The node on `device`.
     pub fn new(spec: &NodeSpec, device: Box<dyn Device>) -> Result<HostNode> {
         let info = device.info();
         let image = sectors(spec.image_bytes);
@@ -587,9 +592,13 @@ impl NodeIo for HostNode {
 /// to `host` and every guest to `guest` (either may stay).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PhaseSwitch {
+    /// The phase it happens at.
     pub at: super::phases::PhaseKind,
+    /// The host scheduler to switch to.
     pub host: Option<String>,
+    /// The guests' scheduler to switch to.
     pub guest: Option<String>,
+    /// The switch policy.
     pub policy: SwitchPolicy,
 }
 

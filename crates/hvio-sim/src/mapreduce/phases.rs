@@ -20,9 +20,13 @@ use serde::Serialize;
 /// map output), when it ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProgressLog {
+    /// When the job started.
     pub start: Nanos,
+    /// When each map finished.
     pub maps_done: Vec<Nanos>,
+    /// When each reducer finished its shuffle.
     pub shuffles_done: Vec<Nanos>,
+    /// When the job ended.
     pub end: Nanos,
 }
 
@@ -30,14 +34,18 @@ pub struct ProgressLog {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PhaseKind {
+    /// Ph1: start to the last map done.
     Map,
+    /// Ph2: to the last shuffle done.
     Shuffle,
+    /// Ph3: to the end.
     Reduce,
     /// Ph2 and Ph3 run as one phase (a short shuffle merged into the reduce).
     ShuffleReduce,
 }
 
 impl PhaseKind {
+    /// The phase's name in tables.
     pub fn name(self) -> &'static str {
         match self {
             PhaseKind::Map => "map",
@@ -51,12 +59,16 @@ impl PhaseKind {
 /// One phase of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Span {
+    /// Which phase.
     pub kind: PhaseKind,
+    /// When it began.
     pub start: Nanos,
+    /// When it ended.
     pub end: Nanos,
 }
 
 impl Span {
+    /// Its length.
     pub fn duration(&self) -> Nanos {
         self.end - self.start
     }
@@ -66,6 +78,7 @@ impl Span {
 /// to its end (the shuffle is empty when the job has no reducers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Phases {
+    /// Ph1, Ph2 and Ph3.
     pub spans: [Span; 3],
 }
 
@@ -127,6 +140,7 @@ impl Phases {
         })
     }
 
+    /// The job's length.
     pub fn job(&self) -> Nanos {
         self.spans[2].end - self.spans[0].start
     }

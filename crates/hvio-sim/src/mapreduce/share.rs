@@ -14,6 +14,7 @@ struct Flow {
     left: f64,
 }
 
+/// Resources and the flows on them; a flow moves at its fair share of the scarcer of its resources.
 pub struct Shared {
     /// Units per nanosecond.
     capacity: Vec<f64>,
@@ -22,6 +23,7 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Resources of `capacity` units per nanosecond each, no flows.
     pub fn new(capacity: Vec<f64>) -> Shared {
         Shared {
             capacity,
@@ -30,6 +32,7 @@ impl Shared {
         }
     }
 
+    /// Whether a flow is under way.
     pub fn busy(&self) -> bool {
         !self.flows.is_empty()
     }

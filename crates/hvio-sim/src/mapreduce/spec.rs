@@ -39,8 +39,10 @@ pub enum Benchmark {
 }
 
 impl Benchmark {
+    /// Every benchmark.
     pub const ALL: [Benchmark; 3] = [Benchmark::Sort, Benchmark::Wordcount, Benchmark::WordcountNoCombiner];
 
+    /// The name configs and tables use.
     pub fn name(self) -> &'static str {
         match self {
             Benchmark::Sort => "sort",
@@ -49,6 +51,7 @@ impl Benchmark {
         }
     }
 
+    /// The benchmark called `name`.
     pub fn from_name(name: &str) -> Option<Benchmark> {
         Benchmark::ALL.into_iter().find(|b| b.name() == name)
     }
@@ -58,7 +61,9 @@ impl Benchmark {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterSpec {
+    /// Physical nodes.
     pub nodes: usize,
+    /// VMs per node.
     pub vms_per_node: usize,
     /// Each node's NIC, each direction (bytes per second).
     pub network_bytes_per_s: u64,
@@ -79,6 +84,7 @@ impl Default for ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// VMs in the cluster.
     pub fn vms(&self) -> usize {
         self.nodes * self.vms_per_node
     }
@@ -88,6 +94,7 @@ impl ClusterSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
+    /// Which job.
     pub benchmark: Benchmark,
     /// HDFS input stored on each data node (VM).
     pub input_per_vm: u64,

@@ -37,10 +37,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseConfig {
+    /// The phase the step is at.
     pub at: Option<String>,
+    /// Or the time, s.
     pub at_s: Option<f64>,
+    /// The host scheduler to switch to.
     pub host: Option<String>,
+    /// Every guest's scheduler to switch to.
     pub guest: Option<String>,
+    /// Switch policy (`drain` by default).
     pub policy: Option<String>,
 }
 
@@ -59,9 +64,13 @@ pub enum When {
 /// One checked step of a plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Step {
+    /// When it is taken.
     pub when: When,
+    /// The host scheduler, if switched.
     pub host: Option<String>,
+    /// The guests' scheduler, if switched.
     pub guest: Option<String>,
+    /// Switch policy.
     #[serde(serialize_with = "policy_name")]
     pub policy: SwitchPolicy,
 }
@@ -83,6 +92,7 @@ impl Step {
 /// A checked plan: steps in the order they happen.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PhasePlan {
+    /// The steps in order.
     pub steps: Vec<Step>,
 }
 

@@ -36,7 +36,9 @@ pub type Plan = Vec<usize>;
 /// The size of a search: `pairs` candidate scheduler pairs, `phases` phases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Space {
+    /// Candidate scheduler pairs.
     pub pairs: usize,
+    /// Phases.
     pub phases: usize,
 }
 
@@ -101,7 +103,9 @@ impl Profile {
 /// A plan a search settled on.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Found {
+    /// Per phase, the index of its pair.
     pub plan: Plan,
+    /// What running it gave.
     pub outcome: Outcome,
     /// Runs this search made itself (Algorithm 1: beyond the profile).
     pub runs: usize,
@@ -127,9 +131,13 @@ pub fn steps(plan: &[usize]) -> Vec<Option<usize>> {
 /// Algorithm 1 beside the brute force and the best single pair.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
+    /// The search's size.
     pub space: Space,
+    /// Each single pair's times per phase.
     pub profile: Profile,
+    /// The single pair with the shortest run.
     pub best_single: usize,
+    /// What Algorithm 1 found.
     pub heuristic: Found,
     /// `None` when `S^P` is over the brute-force limit.
     pub brute_force: Option<Found>,

@@ -22,7 +22,9 @@ use serde::Serialize;
 /// to pair `switch.0` at time `switch.1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct CostRun {
+    /// The pair it starts under.
     pub from: usize,
+    /// The pair switched to, and when.
     pub switch: Option<(usize, Nanos)>,
 }
 

@@ -58,7 +58,9 @@ impl Default for TuneOptions {
 /// A (host, guest) scheduler pair.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Pair {
+    /// The host scheduler.
     pub host: String,
+    /// Every guest's scheduler.
     pub guest: String,
 }
 
@@ -75,6 +77,7 @@ pub struct Tuned {
     pub phases: Vec<String>,
     /// Whether they are the config's own phases.
     pub by_phase: bool,
+    /// The pairs searched over.
     pub pairs: Vec<Pair>,
     /// The config as written (its own schedulers, no plan): seconds.
     pub default_s: f64,
