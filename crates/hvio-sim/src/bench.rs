@@ -34,13 +34,20 @@ pub fn peak_rss_kib() -> Option<u64> {
         .ok()
 }
 
+/// What one `hvio bench sim` run measured.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BenchResult {
+    /// Requests simulated.
     pub requests: u64,
+    /// Events processed.
     pub events: u64,
+    /// Wall-clock seconds.
     pub wall_s: f64,
+    /// Requests per wall-clock second.
     pub requests_per_s: f64,
+    /// Events per wall-clock second.
     pub events_per_s: f64,
+    /// The process's peak resident memory (`VmHWM`), where Linux reports it.
     pub peak_rss_kib: Option<u64>,
 }
 

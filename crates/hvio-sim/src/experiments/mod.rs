@@ -19,6 +19,7 @@ use serde::Serialize;
 /// Options every experiment accepts.
 #[derive(Clone, Debug)]
 pub struct ExpOptions {
+    /// The seed of every run (default 1).
     pub seed: u64,
     /// A scaled-down run (for tests and quick looks); the default is the full run.
     pub quick: bool,
@@ -33,21 +34,27 @@ impl Default for ExpOptions {
 /// What an experiment produced.
 #[derive(Clone, Debug, Serialize, Default)]
 pub struct Report {
+    /// The experiment's name.
     pub name: String,
+    /// What it reproduces.
     pub title: String,
+    /// The paper it comes from.
     pub paper: String,
     /// The seed the experiment ran with (`ExpOptions::seed`): with `quick`,
     /// all a rerun needs to reproduce this report byte for byte.
     pub seed: u64,
     /// A scaled-down run (`ExpOptions::quick`).
     pub quick: bool,
+    /// Its tables, the paper's numbers beside hvio's.
     pub tables: Vec<Table>,
+    /// Notes: goals met or missed, and why.
     pub notes: Vec<String>,
     /// Raw data for figures (per-run results, series), free-form JSON.
     pub data: serde_json::Value,
 }
 
 impl Report {
+    /// The tables and notes as plain text.
     pub fn render(&self) -> String {
         let mut s = format!(
             "{} — {}\n({})\nseed {}{}\n\n",
@@ -72,9 +79,13 @@ impl Report {
 
 /// One runnable experiment.
 pub struct Experiment {
+    /// The name `hvio reproduce` takes.
     pub name: &'static str,
+    /// What it reproduces.
     pub title: &'static str,
+    /// The paper it comes from.
     pub paper: &'static str,
+    /// Runs it.
     pub run: fn(&ExpOptions) -> Result<Report>,
 }
 
@@ -103,6 +114,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     reshape_paper001::FILL,
 ];
 
+/// The experiment called `name`, or an error listing them.
 pub fn find(name: &str) -> Result<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
         SimError::Config(hvio_core::ConfigError::UnknownName {

@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::metrics::SimResult;
 
+/// Paper 000 Fig. 5: the zone size `B`, two sequential readers in one VM.
 pub const FIG5: Experiment = Experiment {
     name: "pregather-fig5",
     title: "Pregather zone size B: two sequential readers in one VM",
@@ -31,6 +32,7 @@ pub const FIG5: Experiment = Experiment {
     run: fig5::run,
 };
 
+/// Paper 000 Table 3: two applications in one VM, Pregather against CFQ and AS.
 pub const TABLE3: Experiment = Experiment {
     name: "pregather-table3",
     title: "Two applications in one VM: Pregather vs CFQ vs AS, success ratio of waiting",
@@ -38,6 +40,7 @@ pub const TABLE3: Experiment = Experiment {
     run: table3::run,
 };
 
+/// Paper 000 Table 4 (with Fig. 6 and 7): the four VMs' times, bandwidth and seek distances.
 pub const TABLE4: Experiment = Experiment {
     name: "pregather-table4",
     title: "Four VMs with mixed applications: execution time, bandwidth, seek distances, throughput over time",
@@ -45,6 +48,7 @@ pub const TABLE4: Experiment = Experiment {
     run: table4::run,
 };
 
+/// Paper 000 Fig. 12: Pregather's own cost in memory and CPU.
 pub const OVERHEAD: Experiment = Experiment {
     name: "pregather-overhead",
     title: "Pregather's memory per VM and CPU time per scheduling decision vs CFQ",
