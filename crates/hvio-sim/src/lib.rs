@@ -4,6 +4,7 @@
 //! layout, guest file system, guest scheduler, virtio ring, jobs); [`run`]
 //! plays it and returns a [`SimResult`]. Same config and seed → byte-identical
 //! results.
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod compare;

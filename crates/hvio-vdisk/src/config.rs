@@ -14,15 +14,25 @@ use thiserror::Error;
 /// Why a configuration could not be used.
 #[derive(Debug, Error)]
 pub enum ConfError {
+    /// The file could not be read.
     #[error(transparent)]
     Read(#[from] hvio_core::input::ReadError),
+    /// The file is not valid TOML.
     #[error("{origin}: {message}")]
-    Toml { origin: String, message: String },
+    Toml {
+        /// The file.
+        origin: String,
+        /// What the TOML reader said.
+        message: String,
+    },
+    /// A bad key or value.
     #[error("{origin}{}: {err}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     Invalid {
+        /// The file.
         origin: String,
         /// The line of the key at fault, when it can be found.
         line: Option<usize>,
+        /// What is wrong.
         err: Box<ConfigError>,
     },
 }
@@ -117,9 +127,11 @@ pub enum Engine {
     IoUring,
 }
 
+/// `[store]`: where the VMs' disks live.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
+    /// Real I/O, or the disk-model emulator.
     #[serde(default)]
     pub kind: StoreKind,
     /// The shared backing file or block device; VMs without `image` are regions of it.
@@ -130,6 +142,7 @@ pub struct StoreConfig {
     /// Open with O_DIRECT where the file system allows it.
     #[serde(default = "yes")]
     pub direct: bool,
+    /// How requests reach the store (`threads` or `io_uring`).
     #[serde(default)]
     pub engine: Engine,
     /// Worker threads of the `threads` engine.
@@ -210,11 +223,14 @@ impl StoreConfig {
     }
 }
 
+/// `[scheduler]`: the host scheduler.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerConfig {
+    /// Its name (`hvio schedulers` lists them).
     #[serde(default = "default_sched")]
     pub name: String,
+    /// Its tunables by Linux name.
     #[serde(default)]
     pub params: ParamValues,
 }
@@ -252,6 +268,7 @@ impl Default for LogConfig {
     }
 }
 
+/// `[nbd]`: where the NBD server listens.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NbdConfig {
@@ -277,6 +294,7 @@ fn default_conn_inflight() -> usize {
     128
 }
 
+/// `[fuse]`: the FUSE export.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FuseConfig {
@@ -287,6 +305,7 @@ pub struct FuseConfig {
     pub allow_other: bool,
 }
 
+/// `[control]`: the control API and metrics.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ControlConfig {
@@ -300,11 +319,13 @@ pub struct ControlConfig {
 }
 
 impl ControlConfig {
+    /// How long a client may take to send its request's header.
     pub fn header_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.header_timeout_s.unwrap_or(10))
     }
 }
 
+/// `[log]`: log level and the request log.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
@@ -326,20 +347,26 @@ pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trac
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExportKind {
+    /// Over NBD.
     Nbd,
+    /// Over FUSE.
     Fuse,
 }
 
+/// `[[vm]]`: one VM's disk.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VmConfig {
+    /// Its name (the NBD export and FUSE file name).
     pub name: String,
+    /// Its size.
     pub size: Size,
     /// Start of the VM's region in the shared backing store (default: after
     /// the previous VM's region, 1 MiB aligned).
     pub offset: Option<Size>,
     /// The VM's own image file instead of a region of `store.path`.
     pub image: Option<PathBuf>,
+    /// Its weight at the host scheduler.
     #[serde(default = "default_weight")]
     pub weight: u32,
     /// Scheduler attributes (`rate_iops`, ...): see `hvio schedulers`.
@@ -347,6 +374,7 @@ pub struct VmConfig {
     pub attrs: BTreeMap<String, f64>,
     /// Exports of this disk (default: every export configured).
     pub exports: Option<Vec<ExportKind>>,
+    /// Refuse writes.
     #[serde(default)]
     pub read_only: bool,
     /// This VM's layout (default: `[store] layout`).
@@ -384,19 +412,27 @@ fn default_weight() -> u32 {
     500
 }
 
+/// A host configuration (`hvio serve host.toml`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The backing store.
     pub store: StoreConfig,
+    /// The host scheduler.
     #[serde(default)]
     pub scheduler: SchedulerConfig,
+    /// The NBD server.
     #[serde(default)]
     pub nbd: NbdConfig,
+    /// The FUSE export, if any.
     pub fuse: Option<FuseConfig>,
+    /// The control API.
     #[serde(default)]
     pub control: ControlConfig,
+    /// Logging.
     #[serde(default)]
     pub log: LogConfig,
+    /// The VMs.
     #[serde(rename = "vm")]
     pub vms: Vec<VmConfig>,
     /// A switch plan: the host scheduler by time (see [`crate::plan`]).

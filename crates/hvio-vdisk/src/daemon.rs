@@ -13,20 +13,29 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 
+/// Why the daemon could not start or stopped with an error.
 #[derive(Debug, Error)]
 pub enum ServeError {
+    /// A bad configuration.
     #[error(transparent)]
     Config(#[from] crate::config::ConfError),
+    /// The backing store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A reshaped image could not be opened.
     #[error(transparent)]
     Image(#[from] crate::image::ImageError),
+    /// A file or socket operation failed.
     #[error("{what} {path}: {err}")]
     Io {
+        /// What was being done.
         what: &'static str,
+        /// On what.
         path: String,
+        /// What the operating system said.
         err: std::io::Error,
     },
+    /// Anything else, already phrased.
     #[error("{0}")]
     Other(String),
 }
@@ -38,7 +47,9 @@ fn io_err(what: &'static str, path: impl std::fmt::Display) -> impl FnOnce(std::
 
 /// A running daemon (exports open, scheduler running).
 pub struct Running {
+    /// The engine: send it control requests.
     pub engine: EngineHandle,
+    /// The backing store.
     pub store: Arc<Store>,
     shutdown: watch::Sender<bool>,
     /// Set when the shutdown grace is over: connections still owing replies close.
@@ -49,6 +60,7 @@ pub struct Running {
     sockets: Vec<PathBuf>,
     /// Where the control API listens, if configured (the bound address).
     pub control_addr: Option<std::net::SocketAddr>,
+    /// Where the NBD server listens on TCP, if it does (the bound address).
     pub nbd_addr: Option<std::net::SocketAddr>,
     extras: Vec<Box<dyn FnOnce() + Send>>,
 }

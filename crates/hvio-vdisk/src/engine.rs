@@ -32,14 +32,18 @@ use tokio::sync::oneshot;
 
 /// A request the scheduler released to the backend.
 pub struct Dispatched {
+    /// The engine's id of the request.
     pub id: u64,
+    /// The request as the scheduler saw it.
     pub rq: Request,
+    /// What to do.
     pub job: IoJob,
 }
 
 /// Where dispatched requests go. A backend completes each job (calling its
 /// `done`) and then sends [`Msg::Done`] through the notifier it was built with.
 pub trait Backend: Send {
+    /// Start `d`; its completion comes back as [`Msg::Done`].
     fn submit(&mut self, d: Dispatched);
     /// Stop worker threads (called once nothing is in flight).
     fn stop(&mut self);
@@ -88,6 +92,7 @@ pub struct Waker {
 }
 
 impl Waker {
+    /// A new waker (an eventfd).
     pub fn new() -> std::io::Result<Waker> {
         // SAFETY: plain syscall; the descriptor is owned below.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
@@ -101,6 +106,7 @@ impl Waker {
         })
     }
 
+    /// Its file descriptor.
     pub fn fd(&self) -> i32 {
         self.efd.as_raw_fd()
     }
@@ -128,48 +134,69 @@ pub enum Control {
     /// reply comes when the new scheduler has taken over, with what the
     /// switch cost.
     Switch {
+        /// The scheduler to switch to.
         name: String,
+        /// Its tunables.
         params: ParamValues,
+        /// The switch policy.
         policy: SwitchPolicy,
+        /// Answered with the switch's report.
         reply: oneshot::Sender<Result<SwitchReport, String>>,
     },
     /// Change a VM's weight and/or attributes (`Scheduler::set_stream`).
     SetStream {
+        /// The VM.
         vm: String,
+        /// Its new weight.
         weight: Option<u32>,
+        /// Its new scheduler attributes.
         attrs: BTreeMap<String, f64>,
+        /// Answered when done.
         reply: oneshot::Sender<Result<(), String>>,
     },
     /// Take the plan step named (or the next one) now: a switch as
     /// `Switch`, answered with the step's name once swapped.
     Phase {
+        /// The step (None: the next).
         name: Option<String>,
+        /// Answered with the step's name and its switch.
         reply: oneshot::Sender<Result<(String, SwitchReport), String>>,
     },
     /// Run `steps` as the plan from now (an empty list: no plan); a step at
     /// time 0 is taken at once.
     LoadPlan {
+        /// The steps.
         steps: Vec<Step>,
+        /// Answered with the plan's status.
         reply: oneshot::Sender<Result<PlanStatus, String>>,
     },
+    /// Answered with the daemon's status.
     Status(oneshot::Sender<Status>),
+    /// Answered with the Prometheus exposition.
     Metrics(oneshot::Sender<String>),
 }
 
+/// What the engine thread receives.
 pub enum Msg {
+    /// A request from an export.
     Submit(IoJob),
     /// A job of a reshaped image's own (see [`crate::reshaped`]), presented
     /// to the scheduler as `shape` says.
     Stage(IoJob, Shape),
+    /// A backend finished a job.
     Done {
+        /// The job's id.
         id: u64,
+        /// Its result.
         result: IoResult,
     },
+    /// A control request.
     Control(Control),
     /// An NBD connection past its handshake, for a backend that drives sockets.
     Adopt(Box<RingConn>),
     /// Adopted connections stop reading requests (shutdown).
     StopReading,
+    /// Adopted connections close now, replies owed or not.
     AbortConnections,
     /// Finish everything queued and in flight, sync the store, stop.
     Shutdown(oneshot::Sender<IoResult>),
@@ -223,6 +250,7 @@ impl EngineHandle {
         let _ = self.send(Msg::AbortConnections);
     }
 
+    /// Sends `c`; false if the engine has stopped.
     pub fn control(&self, c: Control) -> bool {
         self.send(Msg::Control(c)).is_ok()
     }
@@ -248,12 +276,19 @@ impl EngineHandle {
 
 /// Everything the engine needs to start.
 pub struct EngineSetup {
+    /// The backing store.
     pub store: Arc<Store>,
+    /// The host scheduler.
     pub scheduler: String,
+    /// Its tunables.
     pub params: ParamValues,
+    /// The VMs as streams.
     pub streams: Vec<StreamInfo>,
+    /// What the scheduler may know of the device.
     pub device: DeviceInfo,
+    /// Requests at the backend at once.
     pub depth: usize,
+    /// The request log, if any.
     pub iolog: Option<IoLog>,
     /// Busy-polling before sleeping (engines with a [`Poller`] only).
     pub poll: PollConfig,

@@ -46,6 +46,7 @@ pub struct Ext4Classifier {
 }
 
 impl Ext4Classifier {
+    /// A classifier that has seen no superblock yet.
     pub fn new() -> Ext4Classifier {
         Ext4Classifier {
             head: vec![0; HEAD_BYTES as usize],

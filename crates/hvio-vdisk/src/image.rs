@@ -42,16 +42,32 @@ const SECTOR: u64 = 512;
 /// Why an image cannot be used; every message names the file.
 #[derive(Debug, Error)]
 pub enum ImageError {
+    /// A read or write of the image failed.
     #[error("image {path}: {what}: {err}")]
     Io {
+        /// The image.
         path: PathBuf,
+        /// What was being done.
         what: &'static str,
+        /// What the operating system said.
         err: std::io::Error,
     },
+    /// The image is not usable as it is.
     #[error("image {path}: {problem}")]
-    Bad { path: PathBuf, problem: String },
+    Bad {
+        /// The image.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The image is damaged in a way `hvio image repair` can fix.
     #[error("image {path}: {problem} (`hvio image repair {path}` fixes it)")]
-    Repairable { path: PathBuf, problem: String },
+    Repairable {
+        /// The image.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 impl ImageError {
@@ -84,6 +100,7 @@ fn io_err<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(std::io::Error)
 /// The decoded superblock.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Superblock {
+    /// The format version.
     pub version: u16,
     /// Set by an orderly stop, cleared before the first write after start.
     pub clean: bool,
@@ -95,10 +112,12 @@ pub struct Superblock {
     pub layout_bytes: u64,
     /// Times the image was opened for writing.
     pub generation: u64,
+    /// The reshaping layout's keys.
     pub config: ReshapeConfig,
 }
 
 impl Superblock {
+    /// A superblock for a disk of `disk_bytes` under `config`.
     pub fn new(disk_bytes: u64, config: ReshapeConfig) -> Result<Superblock, hvio_core::ConfigError> {
         let layout = config.layout(disk_bytes)?;
         Ok(Superblock {
@@ -124,6 +143,7 @@ impl Superblock {
         self.header_bytes + self.layout_bytes
     }
 
+    /// Its bytes, checksum included.
     pub fn encode(&self) -> Vec<u8> {
         let config = toml::to_string(&self.config).expect("the reshape configuration serializes");
         let mut b = vec![0u8; SUPERBLOCK_BYTES as usize];
@@ -313,8 +333,11 @@ pub fn areas(sb: &Superblock) -> Vec<(&'static str, u64, u64)> {
 
 /// An image opened and recovered (nothing written).
 pub struct Opened {
+    /// The superblock read.
     pub superblock: Superblock,
+    /// The reshaper, tables rebuilt.
     pub reshaper: Reshaper,
+    /// What recovery found.
     pub report: RecoveryReport,
     /// Reading the log and checkpoints and rebuilding the table.
     pub took: Duration,
@@ -416,6 +439,7 @@ pub fn log_damage(layout: &Layout, log: &[u8], next_seq: u64, clean: bool, repor
 
 /// What `hvio image check` found.
 pub struct CheckReport {
+    /// The image opened and recovered.
     pub opened: Opened,
     /// Broken invariants (empty: the image is consistent).
     pub problems: Vec<String>,
@@ -467,6 +491,7 @@ fn table_entries(r: &Reshaper) -> Vec<Entry> {
 /// What [`repair`] did.
 #[derive(Debug, Default)]
 pub struct RepairReport {
+    /// What repair did.
     pub actions: Vec<String>,
 }
 
@@ -594,8 +619,11 @@ fn zero(path: &Path, f: &File, mut off: u64, len: u64) -> Result<(), ImageError>
 /// What [`compact`] did.
 #[derive(Debug)]
 pub struct CompactReport {
+    /// Extents in the table before.
     pub extents_before: usize,
+    /// Extents after.
     pub extents_after: usize,
+    /// Bytes moved.
     pub bytes_copied: u64,
 }
 

@@ -15,6 +15,7 @@
 //! [`faults`] (protocol rejections) for operations; [`plan`] switches the
 //! scheduler by time or on the control API's word, [`online`] by the
 //! request mix; [`daemon`] wires them and stops them in order.
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod buf;

@@ -33,20 +33,30 @@ use std::time::Duration;
 /// How a job of the image file is presented to the host scheduler.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
+    /// The I/O class.
     pub class: IoClass,
+    /// Somebody waits for it.
     pub sync: bool,
+    /// It carries file-system metadata.
     pub meta: bool,
 }
 
 /// What recovery found when the disk was opened.
 #[derive(Clone, Debug)]
 pub struct Recovered {
+    /// The image was stopped in order.
     pub clean: bool,
+    /// Committed transactions replayed.
     pub transactions: u64,
+    /// Remap entries they held.
     pub entries: u64,
+    /// The checkpoint used, if any.
     pub checkpoint_seq: Option<u64>,
+    /// Why the log scan stopped, if not at its end.
     pub discarded: Option<String>,
+    /// How long recovery took.
     pub took: Duration,
+    /// Bytes it read.
     pub bytes_read: u64,
 }
 
@@ -97,12 +107,15 @@ struct State {
 
 /// One VM's reshaped image, served.
 pub struct ReshapedDisk {
+    /// The VM (index in the configuration).
     pub vm: usize,
+    /// The VM's name.
     pub name: String,
     path: std::path::PathBuf,
     file: usize,
     header: u64,
     superblock: Mutex<Superblock>,
+    /// What recovery found at start.
     pub recovered: Recovered,
     state: Mutex<State>,
     engine: OnceLock<EngineHandle>,

@@ -24,10 +24,15 @@ const BUCKETS_S: [f64; 16] = [
     25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5,
 ];
 
+/// One operation's counts.
 pub struct OpStats {
+    /// Requests completed.
     pub count: u64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// Requests that failed.
     pub errors: u64,
+    /// Sum of latencies, ns.
     pub lat_sum_ns: u64,
     /// Latency (arrival to completion) in microseconds.
     pub lat_us: Histogram<u64>,
@@ -47,6 +52,7 @@ impl OpStats {
 
 /// One VM's counters.
 pub struct VmStats {
+    /// Read, write, flush and discard counts.
     pub ops: [OpStats; 4],
     /// Requests waiting in the scheduler.
     pub queued: u64,
@@ -57,10 +63,12 @@ pub struct VmStats {
     window_bytes: u64,
     /// Completions and bytes per second over the last whole second.
     pub iops: f64,
+    /// Bytes per second over the last whole second.
     pub bytes_per_s: f64,
 }
 
 impl VmStats {
+    /// No counts yet.
     pub fn new() -> VmStats {
         VmStats {
             ops: [OpStats::new(), OpStats::new(), OpStats::new(), OpStats::new()],
@@ -112,6 +120,7 @@ impl VmStats {
         self.window_bytes += b;
     }
 
+    /// Closes the one-second window if it is over at `now`.
     pub fn refresh(&mut self, now: Nanos) {
         self.roll(now);
     }
@@ -126,35 +135,60 @@ impl Default for VmStats {
 /// JSON view of one VM.
 #[derive(Debug, Serialize)]
 pub struct VmStatus {
+    /// The VM's name.
     pub name: String,
+    /// Its disk's size in bytes.
     pub size: u64,
+    /// Its weight.
     pub weight: u32,
+    /// Its scheduler attributes.
     pub attrs: std::collections::BTreeMap<String, f64>,
+    /// Reads completed.
     pub reads: u64,
+    /// Writes completed.
     pub writes: u64,
+    /// Flushes completed.
     pub flushes: u64,
+    /// Discards and write-zeroes completed.
     pub discards: u64,
+    /// Requests that failed.
     pub errors: u64,
+    /// Bytes read.
     pub bytes_read: u64,
+    /// Bytes written.
     pub bytes_written: u64,
+    /// Completions per second.
     pub iops: f64,
+    /// MB per second.
     pub mb_per_s: f64,
+    /// Requests waiting in the scheduler.
     pub queued: u64,
+    /// Requests at the backend.
     pub inflight: u64,
+    /// Median read latency, µs.
     pub read_p50_us: u64,
+    /// 99th-percentile read latency, µs.
     pub read_p99_us: u64,
+    /// Median write latency, µs.
     pub write_p50_us: u64,
+    /// 99th-percentile write latency, µs.
     pub write_p99_us: u64,
 }
 
 /// JSON view of the daemon.
 #[derive(Debug, Serialize)]
 pub struct Status {
+    /// The host scheduler.
     pub scheduler: String,
+    /// Its tunables.
     pub params: std::collections::BTreeMap<String, f64>,
+    /// Requests the backend takes at once.
     pub depth: usize,
+    /// Requests at the backend.
     pub inflight: usize,
+    /// Requests waiting in the scheduler.
     pub queued: usize,
+    /// Scheduler switches so far.
     pub switches: u64,
     /// Switches by what started them: `api` (`PUT /scheduler`), `plan_time`,
     /// `plan_api` (`POST /phase`, `PUT /plan`), `online`.
@@ -167,12 +201,15 @@ pub struct Status {
     pub online: Option<crate::online::OnlineStatus>,
     /// Times a scheduler panicked and noop took over (a scheduler bug).
     pub scheduler_failures: u64,
+    /// Seconds since start.
     pub uptime_s: f64,
+    /// The scheduler's counters by name.
     pub counters: Vec<(String, f64)>,
     /// The engine's busy-polling (see `poll.rs`).
     pub poll: crate::poll::PollStats,
     /// Protocol rejections by reason (`faults`), zeros included.
     pub rejections: std::collections::BTreeMap<&'static str, u64>,
+    /// Each VM.
     pub vms: Vec<VmStatus>,
 }
 

@@ -17,33 +17,54 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
+/// Why the backing store could not be used.
 #[derive(Debug, Error)]
 pub enum StoreError {
+    /// A file operation failed.
     #[error("backing store {path}: {what}: {err}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What was being done.
         what: &'static str,
+        /// What the operating system said.
         err: std::io::Error,
     },
+    /// Two backing stores are the same file.
     #[error("backing stores {a} and {b} are the same file: their VMs would overwrite each other's data")]
-    SameFile { a: PathBuf, b: PathBuf },
+    SameFile {
+        /// One.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
+    },
+    /// A backing file smaller than its VMs need.
     #[error("backing store {path}: is {have} bytes, VM `{vm}` needs {need} bytes (create = false or a block device)")]
     TooSmall {
+        /// The file.
         path: PathBuf,
+        /// The VM.
         vm: String,
+        /// Its size.
         have: u64,
+        /// The size needed.
         need: u64,
     },
 }
 
 /// One backing file or block device.
 pub struct BackingFile {
+    /// Its path.
     pub path: PathBuf,
+    /// Opened for buffered I/O.
     pub buffered: File,
+    /// Opened with O_DIRECT, where allowed.
     pub direct: Option<File>,
     /// O_DIRECT alignment (logical block size).
     pub align: u64,
+    /// Size in bytes.
     pub size: u64,
+    /// A block device (else a regular file).
     pub block_device: bool,
     /// Requests that fell back from O_DIRECT to buffered I/O after EINVAL.
     pub direct_fallbacks: AtomicU64,
@@ -52,7 +73,9 @@ pub struct BackingFile {
 /// A VM's disk: a byte range of one backing file.
 #[derive(Debug, Clone)]
 pub struct Disk {
+    /// The VM's name.
     pub name: String,
+    /// Its backing file (index in [`Store::files`]).
     pub file: usize,
     /// The guest-visible disk, bytes.
     pub size: u64,
@@ -60,6 +83,7 @@ pub struct Disk {
     /// or the whole image file of a reshaped layout (whose jobs address
     /// the file).
     pub span: u64,
+    /// Refuse writes.
     pub read_only: bool,
     /// Where the disk's bytes lie in the address space the scheduler sees
     /// (the backing files laid end to end), an [`ExtentMap`] in bytes: the
@@ -117,8 +141,11 @@ impl Disk {
     }
 }
 
+/// The backing files and the VMs' disks on them.
 pub struct Store {
+    /// The backing files.
     pub files: Vec<BackingFile>,
+    /// The VMs' disks.
     pub disks: Vec<Disk>,
     /// Crash-consistency test facility (`[store] volatile_test`).
     pub volatile: Option<crate::volatile::VolatileCache>,
@@ -358,6 +385,7 @@ impl BackingFile {
         (f.as_raw_fd(), direct)
     }
 
+    /// The buffered descriptor.
     pub fn raw_buffered_fd(&self) -> i32 {
         self.buffered.as_raw_fd()
     }
@@ -431,6 +459,7 @@ impl BackingFile {
         }
     }
 
+    /// `fdatasync` of the file.
     pub fn sync(&self) -> IoResult {
         datasync(&self.buffered)
     }

@@ -130,6 +130,7 @@ enum Parsed {
 }
 
 impl BlkDevice {
+    /// The vhost-user-blk device of VM `vm`.
     pub fn new(
         vm: usize,
         name: &str,

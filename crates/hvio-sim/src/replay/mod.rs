@@ -35,12 +35,17 @@ pub struct ReplayRequest {
     pub time: Nanos,
     /// Index of the VM in the config.
     pub vm: usize,
+    /// What it does.
     pub op: Op,
     /// First sector inside the VM's image (wrapped modulo the image size).
     pub sector: u64,
+    /// Length in sectors.
     pub sectors: u32,
+    /// Somebody waited for it.
     pub sync: bool,
+    /// File-system metadata.
     pub meta: bool,
+    /// Force unit access.
     pub fua: bool,
 }
 
@@ -48,9 +53,15 @@ pub struct ReplayRequest {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ReplayMode {
     /// At the recorded times, gaps scaled by `time_scale` (> 0).
-    Open { time_scale: f64 },
+    Open {
+        /// Multiplies the recorded gaps.
+        time_scale: f64,
+    },
     /// `depth` outstanding requests per VM.
-    Closed { depth: u32 },
+    Closed {
+        /// Requests outstanding per VM.
+        depth: u32,
+    },
 }
 
 /// Per-VM look-ahead of the closed loop.

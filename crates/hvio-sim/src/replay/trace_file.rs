@@ -14,6 +14,7 @@ pub struct TraceReplay {
     pub vms: Option<usize>,
     /// Image size in bytes of the VMs created for the trace (default: what its devices touch).
     pub image_size: Option<u64>,
+    /// How requests are issued.
     pub mode: ReplayMode,
 }
 
