@@ -2,7 +2,7 @@
 # and an EXIT trap that unmounts the file systems in MOUNTS, detaches the loop
 # devices in LOOPS, stops the processes in PIDS and unmounts the FUSE
 # directories in FUSE_DIRS (left behind when a server is killed); and the
-# helpers wait_for PATH and fs_setup NAME FILE (ext4 on a direct-I/O loop
+# functions wait_for PATH and fs_setup NAME FILE (ext4 on a direct-I/O loop
 # device over FILE, mounted at $W/fs-NAME with a 512 MiB file f written, both
 # registered for the cleanup).
 W=$(mktemp -d "/tmp/${BENCH_TAG:-hvio-bench}.XXXXXX")

@@ -1,4 +1,4 @@
-//! Helpers shared by subcommands.
+//! Functions shared by subcommands.
 
 use anyhow::{Context, Result};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! each for a time given by a service function. It records what the tests
 //! check by hand: disk time per stream, dispatch order and every wait.
 
-#![allow(dead_code)] // helpers used by some schedulers' tests only
+#![allow(dead_code)] // utilities used by some schedulers' tests only
 
 use crate::driver::{Driver, Next};
 use hvio_core::{DeviceInfo, Nanos, Op, ParamValues, Request, SchedContext, Scheduler, Sector, StreamId, StreamInfo};

@@ -1,4 +1,4 @@
-//! Shared helpers: an in-process daemon, a minimal NBD client, tool checks.
+//! Shared test code: an in-process daemon, a minimal NBD client, tool checks.
 #![allow(dead_code)]
 
 use hvio_vdisk::nbd::proto::*;
