@@ -107,6 +107,7 @@ def test_main_run_writes_identical_files_that_name_the_seed(tmp_path, capsys):
         "compare.json",
         "fairness.png",
         "p99_by_scheduler.png",
+        "report.html",
         "seek_distribution.png",
         "throughput_over_time.png",
     ]

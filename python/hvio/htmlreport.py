@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -299,8 +300,9 @@ b.setAttribute('data-errors',window.hvioErrors.join(' | '));},500)});
 """
 
 
-def build(out: Path) -> tuple[str, int]:
-    """The page of everything under ``out``, and how many figures it holds."""
+def build(out: Path, where: str | None = None) -> tuple[str, int]:
+    """The page of everything under ``out``, and how many figures it holds;
+    ``where`` names the folder on the page (``"."``: the page's own folder)."""
     import plotly.offline
 
     version = _hvio.version()
@@ -331,11 +333,16 @@ def build(out: Path) -> tuple[str, int]:
             f"<p>No results under <code>{_esc(out)}</code>: run <code>make run</code>, "
             "<code>hvio sweep</code> or <code>hvio reproduce</code> first.</p>"
         )
+    # The page names its folder relative to itself when it can, so the same
+    # results give the same bytes wherever they were written.
+    where_html = (
+        "in this page's folder" if where == "." else f"under <code>{_esc(where if where else out)}</code>"
+    )
     doc = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>hvio results</title>"
         f"<style>{_STYLE}</style><script>{_WATCH}</script>"
         f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
-        f"<h1>hvio results</h1><p>hvio {_esc(version)}; every result under <code>{_esc(out)}</code>.</p>"
+        f"<h1>hvio results</h1><p>hvio {_esc(version)}; every result {where_html}.</p>"
         f"<nav><ul>{nav}</ul></nav>{body}<script>{_COUNT}</script></body></html>"
     )
     return doc, page.figures
@@ -344,7 +351,7 @@ def build(out: Path) -> tuple[str, int]:
 def write(out: Path, path: Path | None = None) -> tuple[Path, int]:
     """Write the page (default ``out/report.html``) whole; its path and figure count."""
     path = path or out / "report.html"
-    doc, n = build(out)
+    doc, n = build(out, os.path.relpath(out.resolve(), path.resolve().parent))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(doc)
