@@ -17,7 +17,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-run: release python ## the main job: paper 000's four VMs under every host scheduler; table, JSON, CSV and figures in out/
+run: release python ## the main job: paper 000's four VMs under every host scheduler; table, JSON, CSV, figures and report.html in out/
 	mkdir -p out
 	$(PY) -m hvio run --out out
 
