@@ -88,21 +88,7 @@ fn qemu_img_and_nbdcopy_in_and_out() {
     std::fs::write(&src, &data).unwrap();
     let uri = d.uri("vm1");
     if have("qemu-img") {
-        run(Command::new("qemu-img")
-            .args(["convert", "-n", "-f", "raw", "-O", "raw"])
-            .arg(&src)
-            .arg(&uri));
-        let out = run(Command::new("qemu-img")
-            .args(["compare", "-f", "raw", "-F", "raw"])
-            .arg(&src)
-            .arg(&uri));
-        assert!(out.contains("identical"), "{out}");
-        let back = d.path("back.raw");
-        run(Command::new("qemu-img")
-            .args(["convert", "-f", "raw", "-O", "raw"])
-            .arg(&uri)
-            .arg(&back));
-        assert_eq!(std::fs::read(&back).unwrap(), data);
+        qemu_img_round_trip(&d, "vm1", &src, &data);
     }
     if have("nbdcopy") {
         data.reverse();

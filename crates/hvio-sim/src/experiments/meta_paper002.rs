@@ -89,10 +89,19 @@ fn run_plan(spec: &JobSpec, cluster: &ClusterSpec, plan: &[usize]) -> Result<Clu
     )
 }
 
+/// Paper 002's citation, then where in it (`paper!("Table I")`).
+macro_rules! paper {
+    ($where:literal) => {
+        concat!(
+            "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), ",
+            $where
+        )
+    };
+}
 pub const TABLE1: Experiment = Experiment {
     name: "paper002-table1",
     title: "Sort on a virtual Hadoop cluster under the 16 (host, guest) scheduler pairs",
-    paper: "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), Table I",
+    paper: paper!("Table I"),
     run: run_table1,
 };
 
@@ -169,7 +178,7 @@ fn run_table1(opts: &ExpOptions) -> Result<Report> {
 pub const ADAPTIVE: Experiment = Experiment {
     name: "paper002-adaptive",
     title: "Algorithm 1's two-phase plan for sort against the brute force, the default and the best single pair",
-    paper: "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), §IV.C and Fig. 7-a",
+    paper: paper!("§IV.C and Fig. 7-a"),
     run: run_adaptive,
 };
 
@@ -265,7 +274,7 @@ fn run_adaptive(opts: &ExpOptions) -> Result<Report> {
 pub const FIG2: Experiment = Experiment {
     name: "paper002-fig2",
     title: "Wordcount, wordcount without combiner and sort under the 16 (host, guest) pairs",
-    paper: "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), Fig. 2",
+    paper: paper!("Fig. 2"),
     run: run_fig2,
 };
 
@@ -340,8 +349,7 @@ fn run_fig2(opts: &ExpOptions) -> Result<Report> {
 pub const TABLE2: Experiment = Experiment {
     name: "paper002-table2",
     title: "The non-concurrent shuffle's share of sort against the number of map waves",
-    paper:
-        "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), Table II",
+    paper: paper!("Table II"),
     run: run_table2,
 };
 
@@ -409,7 +417,7 @@ fn run_table2(opts: &ExpOptions) -> Result<Report> {
 pub const FIG7: Experiment = Experiment {
     name: "paper002-fig7",
     title: "The adaptive plan against (cfq, cfq) and the best single pair across workloads, VMs per node, data per node and nodes",
-    paper: "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), Fig. 7",
+    paper: paper!("Fig. 7"),
     run: run_fig7,
 };
 
@@ -539,7 +547,7 @@ fn run_fig7(opts: &ExpOptions) -> Result<Report> {
 pub const FIG5: Experiment = Experiment {
     name: "paper002-fig5",
     title: "The cost of switching between (host, guest) pairs: dd of 600 MiB in four VMs of one node",
-    paper: "Ibrahim et al., Adaptive Disk I/O Scheduling for MapReduce in Virtualized Environment (ICPP 2011), §IV.B and Fig. 5",
+    paper: paper!("§IV.B and Fig. 5"),
     run: run_fig5,
 };
 

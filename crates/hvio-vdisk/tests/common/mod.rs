@@ -113,6 +113,29 @@ impl Daemon {
     }
 }
 
+/// `src` (raw, holding `data`) into export `vm` with `qemu-img convert`,
+/// compared equal with `qemu-img compare`, and converted back out
+/// unchanged. Returns the export's URI.
+pub fn qemu_img_round_trip(d: &Daemon, vm: &str, src: &std::path::Path, data: &[u8]) -> String {
+    let uri = d.uri(vm);
+    run(Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(src)
+        .arg(&uri));
+    let out = run(Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(src)
+        .arg(&uri));
+    assert!(out.contains("identical"), "{out}");
+    let back = d.path("back.raw");
+    run(Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "raw"])
+        .arg(&uri)
+        .arg(&back));
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    uri
+}
+
 /// Run a command, fail the test with its output if it fails; returns stdout.
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
