@@ -483,12 +483,17 @@ pub fn render_prometheus(status: &Status, vms: &[VmStats], dispatched: u64, back
     let _ = writeln!(o, "# HELP hvio_scheduler_info The active host scheduler.");
     let _ = writeln!(o, "# TYPE hvio_scheduler_info gauge");
     let _ = writeln!(o, "hvio_scheduler_info{{scheduler=\"{}\"}} 1", esc(&status.scheduler));
-    let _ = writeln!(o, "# HELP hvio_scheduler_counter The active scheduler's own counters.");
-    let _ = writeln!(o, "# TYPE hvio_scheduler_counter gauge");
+    // A gauge, not a counter: a switch starts the new scheduler's values from zero, and some
+    // (Kyber's depths) are levels rather than counts.
+    let _ = writeln!(
+        o,
+        "# HELP hvio_scheduler_stat The active scheduler's own statistics, by name."
+    );
+    let _ = writeln!(o, "# TYPE hvio_scheduler_stat gauge");
     for (k, v) in &status.counters {
         let _ = writeln!(
             o,
-            "hvio_scheduler_counter{{scheduler=\"{}\",name=\"{}\"}} {v}",
+            "hvio_scheduler_stat{{scheduler=\"{}\",name=\"{}\"}} {v}",
             esc(&status.scheduler),
             esc(k)
         );

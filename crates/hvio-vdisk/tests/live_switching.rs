@@ -111,7 +111,12 @@ fn plan_conf(steps: &[(&str, f64, &str, &str)]) -> String {
 }
 
 /// The metric families of switching: plans, the online mode, switches.
-const SWITCHING: &[&str] = &["hvio_scheduler_switch", "hvio_plan_", "hvio_online_"];
+const SWITCHING: &[&str] = &[
+    "hvio_scheduler_switch",
+    "hvio_scheduler_stat",
+    "hvio_plan_",
+    "hvio_online_",
+];
 
 /// The lines of `text` (Prometheus text) about the families named by `prefixes`.
 fn families(text: &str, prefixes: &[&str]) -> String {
@@ -199,6 +204,10 @@ fn a_plan_switches_at_the_times_asked_and_loses_nothing() {
         "{m}"
     );
     assert!(m.contains("hvio_plan_step{step=\"end\"} 1"), "{m}");
+    assert!(
+        m.contains("hvio_scheduler_stat{scheduler=\"anticipatory\",name=\"antic_started\"}"),
+        "{m}"
+    );
     promtool_accepts(&families(&m, SWITCHING));
     check_all(&d.sock(), done.written);
     d.stop();
