@@ -729,6 +729,46 @@ impl Reshaper {
         Ok(())
     }
 
+    /// Take a guest FLUSH on its own, ahead of held batches. It covers
+    /// every write and trim already reported [`Event::Done`] (a FLUSH owes
+    /// nothing to writes not yet completed), so it never waits for held
+    /// writes to find room, that is for the cleaner: it is done now
+    /// (`Ok(None)`, [`Event::Done`] queued) or when transaction `seq` is
+    /// durable (`Ok(Some(seq))`), whose commit starts as soon as the one in
+    /// progress, if any, is over. [`submit`](Self::submit) instead keeps a
+    /// FLUSH in its batch's order, as a virtio ring's requests are taken.
+    pub fn flush(&mut self, request: RequestId) -> Result<Option<u64>, ReshapeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let seq = self.covering_seq();
+        let waits = (seq > self.durable_seq).then_some(seq);
+        match waits {
+            None => self.out.push_back(Event::Done(request)),
+            Some(seq) => {
+                self.waiters.push((seq, request));
+                self.commit_wanted = true;
+            }
+        }
+        self.pump();
+        Ok(waits)
+    }
+
+    /// The transaction whose commit is in progress (its cache flush or its
+    /// log or checkpoint write outstanding), if any.
+    pub fn committing(&self) -> Option<u64> {
+        match &self.commit {
+            Commit::Idle => None,
+            Commit::Flushing { seq, .. } | Commit::Writing { seq, .. } => Some(*seq),
+        }
+    }
+
+    /// Whether `region`'s cleaner is copying a victim (its reads or writes
+    /// issued and the copy not yet applied to the table).
+    pub fn cleaning(&self, region: Region) -> bool {
+        self.regions[region.index()].job.is_some()
+    }
+
     /// Report the completion of an I/O from [`poll`](Self::poll).
     pub fn complete(&mut self, io: IoId) -> Result<(), ReshapeError> {
         let owner = self.ios.remove(&io).ok_or(ReshapeError::UnknownIo(io))?;

@@ -1062,8 +1062,15 @@ impl Engine {
             .iter_mut()
             .zip(&self.sched.context().streams)
             .zip(&self.store.disks)
-            .map(|((st, si), d)| {
-                st.refresh(now);
+            .enumerate()
+            .map(|(vm, ((engine_st, si), d))| {
+                engine_st.refresh(now);
+                // A reshaped VM's counts are its guest's requests; the image
+                // file's (what was scheduled) go under `image_file`.
+                let image = self.images.get(vm).and_then(Option::as_ref);
+                let guest = image.map(|img| img.guest_stats());
+                let image_file = image.map(|img| img.file_status(engine_st));
+                let st = guest.as_ref().unwrap_or(engine_st);
                 let r = &st.ops[0];
                 let w = &st.ops[1];
                 VmStatus {
@@ -1080,12 +1087,13 @@ impl Engine {
                     bytes_written: w.bytes,
                     iops: st.iops,
                     mb_per_s: st.bytes_per_s / 1e6,
-                    queued: st.queued,
-                    inflight: st.inflight,
+                    queued: engine_st.queued,
+                    inflight: engine_st.inflight,
                     read_p50_us: r.lat_us.value_at_quantile(0.5),
                     read_p99_us: r.lat_us.value_at_quantile(0.99),
                     write_p50_us: w.lat_us.value_at_quantile(0.5),
                     write_p99_us: w.lat_us.value_at_quantile(0.99),
+                    image_file,
                 }
             })
             .collect();

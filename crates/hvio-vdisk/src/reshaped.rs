@@ -19,16 +19,17 @@ use crate::engine::EngineHandle;
 use crate::ext4meta::{Ext4Classifier, HEAD_BYTES};
 use crate::image::{self, ImageError, Superblock};
 use crate::io::{IoJob, IoKind, IoResult};
+use crate::stats::{ImageFileStatus, VmStats};
 use crate::store::Store;
 use crate::volatile::{CrashPoint, ImageFault};
 use hvio_core::{IoClass, Op, Request, RequestId, SECTOR_BYTES};
 use hvio_reshape::reshaper::{Event, Io, IoKind as RIoKind, Payload};
 use hvio_reshape::{Region, Reshaper};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How a job of the image file is presented to the host scheduler.
 #[derive(Clone, Copy, Debug)]
@@ -76,7 +77,48 @@ struct Guest {
     job: Option<IoJob>,
     parts: u32,
     result: IoResult,
+    arrival: Instant,
+    /// A FLUSH that arrived while the cleaner was copying.
+    during_cleaning: bool,
 }
+
+/// How long the cleaner's segment copies take and how long FLUSHes that
+/// arrive during one wait for their commit to start (`/metrics`; the
+/// durability section of `docs/reshaped-image.md`).
+#[derive(Default)]
+struct CleanTiming {
+    /// Per region: the copy in progress, as (its number, when its first
+    /// read was issued).
+    copy: [Option<(u64, Instant)>; 2],
+    copies_started: u64,
+    /// How long the latest copies took, by number.
+    recent: VecDeque<(u64, Duration)>,
+    copies: u64,
+    copy_sum: Duration,
+    copy_max: Duration,
+    /// FLUSHes that arrived during a copy, until their commit starts.
+    waiting: Vec<FlushWait>,
+    flushes: u64,
+    wait_sum: Duration,
+    wait_max: Duration,
+    /// FLUSHes whose wait was longer than the copy (the longest, when both
+    /// regions copied) in progress when they arrived.
+    over: u64,
+    latency_max: Duration,
+}
+
+/// A FLUSH that arrived while the cleaner copied.
+struct FlushWait {
+    arrival: Instant,
+    /// The transaction it needs durable (`None`: nothing to commit).
+    seq: Option<u64>,
+    /// The copies in progress when it arrived, by number.
+    copies: Vec<u64>,
+}
+
+/// Copies remembered after they end, for FLUSHes still waiting (at most
+/// one copy per region runs at a time, so a few are plenty).
+const RECENT_COPIES: usize = 8;
 
 struct State {
     reshaper: Reshaper,
@@ -103,6 +145,9 @@ struct State {
     journal_read: Option<(u64, usize)>,
     meta_writes: u64,
     data_writes: u64,
+    /// The guest's own requests, as its exports sent them.
+    guest_stats: VmStats,
+    timing: CleanTiming,
 }
 
 /// One VM's reshaped image, served.
@@ -123,6 +168,8 @@ pub struct ReshapedDisk {
     crash: Option<(CrashPoint, u64)>,
     store: Arc<Store>,
     counters: Counters,
+    /// Time zero of `guest_stats`.
+    started: Instant,
 }
 
 type Finished = Vec<(IoJob, IoResult)>;
@@ -223,6 +270,8 @@ impl ReshapedDisk {
                 journal_read: None,
                 meta_writes: 0,
                 data_writes: 0,
+                guest_stats: VmStats::new(),
+                timing: CleanTiming::default(),
             }),
             engine: OnceLock::new(),
             fault,
@@ -230,6 +279,7 @@ impl ReshapedDisk {
             path,
             store,
             counters: Counters::default(),
+            started: Instant::now(),
         })
     }
 
@@ -254,8 +304,9 @@ impl ReshapedDisk {
     }
 
     fn take(self: &Arc<Self>, st: &mut State, mut job: IoJob, done: &mut Finished) {
+        let arrival = Instant::now();
         if let Some(e) = st.failed {
-            done.push((job, Err(e)));
+            self.answer(st, job, Err(e), arrival, done);
             return;
         }
         let (op, fua_flush) = match job.kind {
@@ -270,23 +321,27 @@ impl ReshapedDisk {
             self.counters.guest_flushes.fetch_add(1, Ordering::Relaxed);
         }
         if job.kind.writes() && self.store.disks[self.vm].read_only {
-            done.push((job, Err(libc::EPERM)));
+            self.answer(st, job, Err(libc::EPERM), arrival, done);
             return;
         }
         if op != Op::Flush {
             if !job.offset.is_multiple_of(SECTOR_BYTES) || !job.len.is_multiple_of(SECTOR_BYTES) {
                 // The table maps whole sectors.
-                done.push((job, Err(libc::EINVAL)));
+                self.answer(st, job, Err(libc::EINVAL), arrival, done);
                 return;
             }
             if job.len == 0 {
-                done.push((job, Ok(())));
+                self.answer(st, job, Ok(()), arrival, done);
                 return;
             }
             if job.len / SECTOR_BYTES > u32::MAX as u64 {
-                done.push((job, Err(libc::EINVAL)));
+                self.answer(st, job, Err(libc::EINVAL), arrival, done);
                 return;
             }
+        }
+        if op == Op::Flush {
+            self.take_flush(st, job, arrival, done);
+            return;
         }
         if op == Op::Read {
             // The reshaper reads only mapped pieces; the rest is zeroes.
@@ -305,7 +360,7 @@ impl ReshapedDisk {
         first.fua = job.fua && op == Op::Write;
         first.meta = op == Op::Write && st.classifier.is_meta(job.offset, job.len);
         let mut batch = vec![first];
-        if fua_flush || (job.fua && op == Op::Flush) {
+        if fua_flush {
             batch.push(Request::new(key * 2 + 1, self.vm as u32, Op::Flush, 0, 0, 0));
         }
         match st.reshaper.submit(&batch) {
@@ -325,12 +380,101 @@ impl ReshapedDisk {
                         job: Some(job),
                         parts: batch.len() as u32,
                         result: Ok(()),
+                        arrival,
+                        during_cleaning: false,
                     },
                 );
             }
             Err(e) => {
                 tracing::debug!(vm = %self.name, error = %e, "request refused by the reshaper");
-                done.push((job, Err(libc::EINVAL)));
+                self.answer(st, job, Err(libc::EINVAL), arrival, done);
+            }
+        }
+    }
+
+    /// A guest FLUSH goes to the reshaper on its own, not behind writes
+    /// held for room: it covers the writes already answered, so the cleaner
+    /// never holds it back (its commit starts now, or when the commit in
+    /// progress is over). One that arrives while a segment is being copied
+    /// is timed.
+    fn take_flush(&self, st: &mut State, job: IoJob, arrival: Instant, done: &mut Finished) {
+        let key = st.next_key;
+        st.next_key += 1;
+        let copies: Vec<u64> = st.timing.copy.iter().flatten().map(|&(n, _)| n).collect();
+        let during_cleaning = !copies.is_empty();
+        st.guests.insert(
+            key,
+            Guest {
+                job: Some(job),
+                parts: 1,
+                result: Ok(()),
+                arrival,
+                during_cleaning,
+            },
+        );
+        match st.reshaper.flush(key * 2) {
+            Ok(seq) => {
+                if during_cleaning {
+                    st.timing.waiting.push(FlushWait { arrival, seq, copies });
+                }
+            }
+            Err(e) => {
+                tracing::debug!(vm = %self.name, error = %e, "FLUSH refused by the reshaper");
+                let g = st.guests.remove(&key).expect("just inserted");
+                if let Some(job) = g.job {
+                    self.answer(st, job, Err(libc::EIO), arrival, done);
+                }
+            }
+        }
+    }
+
+    /// Answer a guest request, counting it in the guest's statistics.
+    fn answer(&self, st: &mut State, job: IoJob, r: IoResult, arrival: Instant, done: &mut Finished) {
+        let now = Instant::now();
+        let latency = now.saturating_duration_since(arrival).as_nanos() as u64;
+        let at = now.saturating_duration_since(self.started).as_nanos() as u64;
+        st.guest_stats.complete(job.kind, job.len, latency, r.is_ok(), at);
+        done.push((job, r));
+    }
+
+    /// After the reshaper moved on: note copies that started or ended and
+    /// FLUSHes whose commit started.
+    fn note_timing(st: &mut State, now: Instant) {
+        let t = &mut st.timing;
+        for region in [Region::Meta, Region::Data] {
+            let i = region_index(region);
+            if let Some((n, start)) = t.copy[i].filter(|_| !st.reshaper.cleaning(region)) {
+                let took = now.saturating_duration_since(start);
+                t.copy[i] = None;
+                t.copies += 1;
+                t.copy_sum += took;
+                t.copy_max = t.copy_max.max(took);
+                t.recent.push_back((n, took));
+                if t.recent.len() > RECENT_COPIES {
+                    t.recent.pop_front();
+                }
+            }
+        }
+        let (committing, durable) = (st.reshaper.committing(), st.reshaper.durable_seq());
+        let started = |w: &FlushWait| w.seq.is_none_or(|s| durable >= s || committing.is_some_and(|c| c >= s));
+        let (over, still): (Vec<FlushWait>, Vec<FlushWait>) = t.waiting.drain(..).partition(started);
+        t.waiting = still;
+        for w in over {
+            let wait = now.saturating_duration_since(w.arrival);
+            t.flushes += 1;
+            t.wait_sum += wait;
+            t.wait_max = t.wait_max.max(wait);
+            // A copy still in progress started before the FLUSH arrived, so
+            // it will have taken longer than this wait.
+            let running = w.copies.iter().any(|n| t.copy.iter().flatten().any(|c| c.0 == *n));
+            let longest = t
+                .recent
+                .iter()
+                .filter(|(n, _)| w.copies.contains(n))
+                .map(|&(_, d)| d)
+                .max();
+            if !running && longest.is_some_and(|d| wait > d) {
+                t.over += 1;
             }
         }
     }
@@ -419,6 +563,7 @@ impl ReshapedDisk {
                 }
             }
         }
+        Self::note_timing(st, Instant::now());
     }
 
     fn part_done(&self, st: &mut State, rq: RequestId, r: IoResult, done: &mut Finished) {
@@ -431,7 +576,11 @@ impl ReshapedDisk {
         if g.parts == 0 {
             let g = st.guests.remove(&key).expect("present");
             if let Some(job) = g.job {
-                done.push((job, g.result));
+                if g.during_cleaning {
+                    let t = &mut st.timing;
+                    t.latency_max = t.latency_max.max(g.arrival.elapsed());
+                }
+                self.answer(st, job, g.result, g.arrival, done);
             }
         }
     }
@@ -457,6 +606,10 @@ impl ReshapedDisk {
                 st.clean_data[i].clear();
             }
             st.clean_writing[i] = writing;
+            if st.timing.copy[i].is_none() {
+                st.timing.copies_started += 1;
+                st.timing.copy[i] = Some((st.timing.copies_started, Instant::now()));
+            }
         }
         match io.kind {
             RIoKind::Flush => {
@@ -556,9 +709,10 @@ impl ReshapedDisk {
                     );
                 }
                 st.failed = Some(e);
-                for (_, g) in st.guests.drain() {
+                let guests: Vec<Guest> = st.guests.drain().map(|(_, g)| g).collect();
+                for g in guests {
                     if let Some(job) = g.job {
-                        done.push((job, Err(e)));
+                        self.answer(&mut st, job, Err(e), g.arrival, &mut done);
                     }
                 }
             } else {
@@ -612,6 +766,8 @@ impl ReshapedDisk {
                         job: None,
                         parts: 1,
                         result: Ok(()),
+                        arrival: Instant::now(),
+                        during_cleaning: false,
                     },
                 );
             }
@@ -637,6 +793,35 @@ impl ReshapedDisk {
         sb.clean = true;
         if let Err(e) = image::write_superblock(&self.path, &self.store.files[self.file].buffered, &sb) {
             tracing::error!(error = %e, "could not mark the image cleanly stopped");
+        }
+    }
+
+    /// The guest's requests so far, as its exports sent them.
+    pub fn guest_stats(&self) -> VmStats {
+        let mut st = self.lock();
+        let now = self.started.elapsed().as_nanos() as u64;
+        st.guest_stats.refresh(now);
+        st.guest_stats.clone()
+    }
+
+    /// The image file's requests: `scheduled` as the host scheduler served
+    /// them, and what the reshaper wrote and read them for.
+    pub fn file_status(&self, scheduled: &VmStats) -> ImageFileStatus {
+        let st = self.lock();
+        let s = st.reshaper.stats();
+        let [r, w, f, _] = &scheduled.ops;
+        ImageFileStatus {
+            reads: r.count,
+            writes: w.count,
+            flushes: f.count,
+            errors: scheduled.ops.iter().map(|o| o.errors).sum(),
+            bytes_read: r.bytes,
+            bytes_written: w.bytes,
+            guest_data_bytes_written: (s.guest_write_sectors[0] + s.guest_write_sectors[1]) * SECTOR_BYTES,
+            cleaning_bytes_read: s.clean_read_sectors * SECTOR_BYTES,
+            cleaning_bytes_written: s.clean_write_sectors * SECTOR_BYTES,
+            log_bytes_written: s.log_bytes,
+            checkpoint_bytes_written: s.checkpoint_bytes,
         }
     }
 
@@ -675,6 +860,32 @@ impl ReshapedDisk {
         line("meta_writes_total", st.meta_writes as f64);
         line("data_writes_total", st.data_writes as f64);
         line("ext4_found", f64::from(u8::from(st.classifier.found)));
+        let t = &st.timing;
+        line("segment_copies_total", t.copies as f64);
+        line("segment_copy_seconds_sum", t.copy_sum.as_secs_f64());
+        line("segment_copy_max_seconds", t.copy_max.as_secs_f64());
+        line("flushes_during_cleaning_total", t.flushes as f64);
+        line("flush_wait_behind_cleaning_seconds_sum", t.wait_sum.as_secs_f64());
+        line("flush_wait_behind_cleaning_max_seconds", t.wait_max.as_secs_f64());
+        line("flush_waits_over_segment_copy_total", t.over as f64);
+        line("flush_latency_during_cleaning_max_seconds", t.latency_max.as_secs_f64());
+        // The guest's own requests (`hvio_requests_total` counts the image
+        // file's, which the scheduler scheduled).
+        for (i, op) in crate::stats::OPS.iter().enumerate() {
+            let o = &st.guest_stats.ops[i];
+            let _ = writeln!(
+                out,
+                "hvio_image_guest_requests_total{{vm=\"{vm}\",op=\"{op}\"}} {}",
+                o.count
+            );
+            if i < 2 {
+                let _ = writeln!(
+                    out,
+                    "hvio_image_guest_bytes_total{{vm=\"{vm}\",op=\"{op}\"}} {}",
+                    o.bytes
+                );
+            }
+        }
     }
 }
 

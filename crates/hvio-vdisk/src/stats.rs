@@ -25,6 +25,7 @@ const BUCKETS_S: [f64; 16] = [
 ];
 
 /// One operation's counts.
+#[derive(Clone)]
 pub struct OpStats {
     /// Requests completed.
     pub count: u64,
@@ -51,6 +52,7 @@ impl OpStats {
 }
 
 /// One VM's counters.
+#[derive(Clone)]
 pub struct VmStats {
     /// Read, write, flush and discard counts.
     pub ops: [OpStats; 4],
@@ -173,6 +175,40 @@ pub struct VmStatus {
     pub write_p50_us: u64,
     /// 99th-percentile write latency, µs.
     pub write_p99_us: u64,
+    /// For a reshaped VM (whose counts above are the guest's requests as
+    /// its exports sent them): the requests the daemon made of its image
+    /// file, which the host scheduler scheduled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_file: Option<ImageFileStatus>,
+}
+
+/// A reshaped VM's image-file requests: guest data written at the append
+/// points, guest reads, cleaning copies, log and checkpoint writes and
+/// cache flushes (`fdatasync`).
+#[derive(Debug, Serialize)]
+pub struct ImageFileStatus {
+    /// Reads completed (guest reads and cleaning reads).
+    pub reads: u64,
+    /// Writes completed (guest data, cleaning copies, log, checkpoints).
+    pub writes: u64,
+    /// Cache flushes completed.
+    pub flushes: u64,
+    /// Requests that failed.
+    pub errors: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Of `bytes_written`: the guest's data.
+    pub guest_data_bytes_written: u64,
+    /// Of `bytes_read`: read by cleaning.
+    pub cleaning_bytes_read: u64,
+    /// Of `bytes_written`: copied by cleaning.
+    pub cleaning_bytes_written: u64,
+    /// Of `bytes_written`: log transactions.
+    pub log_bytes_written: u64,
+    /// Of `bytes_written`: checkpoints.
+    pub checkpoint_bytes_written: u64,
 }
 
 /// JSON view of the daemon.

@@ -290,3 +290,165 @@ fn both_regions_clean_at_once_and_lose_nothing() {
     c.disc();
     d.stop();
 }
+
+/// Cleaning never holds a FLUSH back for longer than one segment's copy:
+/// a nearly full data region under pipelined random overwrites (so the
+/// cleaner copies all the time and writes wait for room) while a second
+/// client FLUSHes every few milliseconds. Under mq-deadline, which serves
+/// the idle class (cleaning) after the others, each FLUSH that arrives
+/// during a copy waits for its commit to start no longer than that copy
+/// takes, as timed in the same run, and the writes read back. Under
+/// deadline, which ignores classes, the same run is printed for the docs.
+#[test]
+fn a_flush_waits_for_at_most_one_segment_copy() {
+    let m = flushes_during_cleaning("mq-deadline");
+    assert_eq!(metric(&m, "flush_waits_over_segment_copy_total"), 0.0, "{m}");
+    assert!(
+        metric(&m, "flush_wait_behind_cleaning_max_seconds") <= metric(&m, "segment_copy_max_seconds"),
+        "{m}"
+    );
+    flushes_during_cleaning("deadline");
+}
+
+/// The run of [`a_flush_waits_for_at_most_one_segment_copy`] under `scheduler`; its metrics.
+fn flushes_during_cleaning(scheduler: &str) -> String {
+    let conf = CONF.replace(
+        "reshape = { base = false, meta_region_bytes = 3145728, data_region_bytes = 16777216, segment_bytes = 1048576, log_bytes = 1048576, commit_entries = 64 }",
+        "reshape = { base = false, meta_region_bytes = 1048576, data_region_bytes = 3145728, segment_bytes = 262144, log_bytes = 1048576, commit_entries = 256, clean_start = 0.3, clean_hard = 0.1 }",
+    ).replace("name = \"deadline\"", &format!("name = \"{scheduler}\""));
+    let d = Daemon::start(&conf);
+    let go = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flusher = {
+        let (sock, go) = (d.sock(), go.clone());
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&sock, "vm1");
+            let mut n = 0u32;
+            while go.load(std::sync::atomic::Ordering::Relaxed) {
+                assert_eq!(c.flush(), 0);
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            }
+            c.disc();
+            n
+        })
+    };
+    // 512 blocks (2 MiB) of a 3 MiB region, 16 writes in flight.
+    let mut c = Client::connect(&d.sock(), "vm1");
+    let mut last = std::collections::HashMap::new();
+    let mut x = 99u64;
+    let (depth, writes) = (16u64, 12_000u64);
+    for round in 0..writes + depth {
+        if round >= depth {
+            let (cookie, err) = c.reply();
+            assert_eq!(err, 0, "write {cookie}");
+        }
+        if round < writes {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = x % 512;
+            c.send(0, CMD_WRITE, round, b * 4096, 4096, &pattern(round, b));
+            last.insert(b, round);
+        }
+    }
+    go.store(false, std::sync::atomic::Ordering::Relaxed);
+    let flushes = flusher.join().unwrap();
+    let m = metrics(&d);
+    let (copies, copy_max) = (
+        metric(&m, "segment_copies_total"),
+        metric(&m, "segment_copy_max_seconds"),
+    );
+    let (waited, wait_max) = (
+        metric(&m, "flushes_during_cleaning_total"),
+        metric(&m, "flush_wait_behind_cleaning_max_seconds"),
+    );
+    eprintln!(
+        "{scheduler}: {flushes} FLUSHes, {waited} during a segment copy: longest wait for their commit {:.3} ms, \
+         longest FLUSH {:.3} ms, {} waited longer than the copy in progress; {copies} segment copies, longest {:.3} ms, mean {:.3} ms",
+        wait_max * 1e3,
+        metric(&m, "flush_latency_during_cleaning_max_seconds") * 1e3,
+        metric(&m, "flush_waits_over_segment_copy_total"),
+        copy_max * 1e3,
+        metric(&m, "segment_copy_seconds_sum") / copies.max(1.0) * 1e3
+    );
+    assert!(copies > 10.0 && waited > 0.0, "the cleaner ran under FLUSHes: {m}");
+    for (&b, &round) in &last {
+        assert_eq!(c.read(b * 4096, 4096).unwrap(), pattern(round, b), "block {b}");
+    }
+    c.disc();
+    let dir = d.stop();
+    let rep = image::check(&dir.path().join("vm1.rsi")).unwrap();
+    assert!(rep.problems.is_empty(), "{:?}", rep.problems);
+    m
+}
+
+/// `/status` counts a reshaped VM's guest requests as the guest sent them
+/// and its image file's (guest data at the append point, the log, the
+/// cache flushes) under `image_file`; a raw VM has no `image_file`.
+#[test]
+fn status_counts_guest_and_image_file_requests_apart() {
+    let conf =
+        format!("{CONF}\n[[vm]]\nname = \"raw\"\nsize = \"1MiB\"\nimage = \"@DIR@/raw.img\"\nlayout = \"raw\"\n");
+    let d = Daemon::start(&conf);
+    let mut c = Client::connect(&d.sock(), "vm1");
+    for b in 0..20u64 {
+        assert_eq!(c.write(b * 8192, &pattern(4, b)), 0);
+    }
+    assert_eq!(c.flush(), 0);
+    for b in 0..5u64 {
+        assert_eq!(c.read(b * 8192, 4096).unwrap(), pattern(4, b));
+    }
+    assert_eq!(
+        c.read(4096, 4096).unwrap(),
+        vec![0u8; 4096],
+        "never written: no image I/O"
+    );
+    c.disc();
+    // The engine counts an image-file request once it has taken its
+    // completion, which may be just after the guest's answer.
+    let get = |d: &Daemon| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        assert!(d.engine().control(hvio_vdisk::engine::Control::Status(tx)));
+        serde_json::to_value(rx.blocking_recv().unwrap()).unwrap()
+    };
+    let mut status = get(&d);
+    for _ in 0..100 {
+        if status["vms"][0]["image_file"]["reads"] == 5 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        status = get(&d);
+    }
+    let vm = &status["vms"][0];
+    assert_eq!(
+        (
+            &vm["writes"],
+            &vm["bytes_written"],
+            &vm["flushes"],
+            &vm["reads"],
+            &vm["bytes_read"]
+        ),
+        (
+            &20.into(),
+            &(20 * 4096).into(),
+            &1.into(),
+            &6.into(),
+            &(6 * 4096).into()
+        ),
+        "the guest's requests: {vm}"
+    );
+    let file = &vm["image_file"];
+    // 20 data writes and one log write (TX start, entries, TX commit in one
+    // block); 5 reads of mapped blocks; one fdatasync, at the FLUSH.
+    assert_eq!(file["writes"], 21, "{file}");
+    assert_eq!(file["reads"], 5, "{file}");
+    assert_eq!(file["flushes"], 1, "{file}");
+    assert_eq!(file["guest_data_bytes_written"], 20 * 4096, "{file}");
+    assert_eq!(file["log_bytes_written"], 4096, "{file}");
+    assert_eq!(file["bytes_written"], 21 * 4096, "{file}");
+    assert_eq!(file["cleaning_bytes_written"], 0, "{file}");
+    let raw = &status["vms"][1];
+    assert_eq!(raw["name"], "raw");
+    assert!(raw.get("image_file").is_none(), "{raw}");
+    d.stop();
+}
