@@ -337,7 +337,7 @@ impl Running {
             let export = crate::vhost_user::Export::start(&vu.socket, dev)
                 .map_err(io_err("bind vhost-user socket", vu.socket.display()))?;
             tracing::info!(vm = %vm.name, path = %vu.socket.display(), queues = vu.queues, "vhost-user-blk export listening");
-            running.extras.push(Box::new(move || export.stop()));
+            running.extras.push(Box::new(move || export.stop(SHUTDOWN_GRACE)));
         }
 
         // FUSE.

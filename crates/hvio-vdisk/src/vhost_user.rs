@@ -12,6 +12,13 @@
 //! unmap), get-id; several queues (served by one worker thread, each
 //! request completing asynchronously from the backend); event-idx
 //! notification suppression.
+//!
+//! At the daemon's stop the device takes no more requests from its queues
+//! and waits for those it took to complete: every request the guest sees
+//! answered was done, and the rest stay in the guest's queue, where a
+//! hypervisor that reconnects (QEMU's `-chardev socket,reconnect=N`) hands
+//! them to the next daemon (QEMU resumes a broken connection's queues at
+//! their used index).
 
 use crate::buf::AlignedBuf;
 use crate::config::VhostUserConfig;
@@ -20,7 +27,8 @@ use crate::faults::Fault;
 use crate::io::{IoJob, IoKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost::vhost_user::Listener;
 use vhost_user_backend::{VhostUserBackend, VhostUserDaemon, VringRwLock, VringT};
@@ -50,6 +58,47 @@ pub struct BlkDevice {
     engine: EngineHandle,
     mem: RwLock<Option<Memory>>,
     event_idx: AtomicBool,
+    /// Set at stop: the queues are no longer read.
+    stopping: AtomicBool,
+    /// Held (shared) while a queue is read and its requests started, so a
+    /// stop knows when no more can start.
+    reading: RwLock<()>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Requests taken from the queues and not yet answered.
+#[derive(Default)]
+struct InFlight {
+    count: Mutex<usize>,
+    answered: Condvar,
+}
+
+impl InFlight {
+    fn begin(&self) {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    }
+
+    fn end(&self) {
+        let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.answered.notify_all();
+        }
+    }
+
+    /// Wait until none is left or `limit` has passed; how many are left.
+    fn wait_none(&self, limit: Duration) -> usize {
+        let end = Instant::now() + limit;
+        let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while *n > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            n = self.answered.wait_timeout(n, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        *n
+    }
 }
 
 /// A guest memory range of a request.
@@ -149,7 +198,21 @@ impl BlkDevice {
             engine,
             mem: RwLock::new(None),
             event_idx: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            reading: RwLock::new(()),
+            in_flight: Arc::new(InFlight::default()),
         }
+    }
+
+    /// Take no more requests from the queues and wait (at most `limit`) for
+    /// those taken to be answered: how many were unanswered when the queues
+    /// were closed, and how many still are.
+    fn drain(&self, limit: Duration) -> (usize, usize) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // A queue pass under way finishes starting what it took.
+        drop(self.reading.write().unwrap_or_else(|p| p.into_inner()));
+        let at_stop = *self.in_flight.count.lock().unwrap_or_else(|p| p.into_inner());
+        (at_stop, self.in_flight.wait_none(limit))
     }
 
     /// virtio-blk's configuration space (`struct virtio_blk_config`).
@@ -357,6 +420,12 @@ impl BlkDevice {
                 finish(c, VIRTIO_BLK_S_OK as u8, Some(&id[..room]));
             }
             Parsed::Io { kind, offset, len, buf } => {
+                let in_flight = self.in_flight.clone();
+                in_flight.begin();
+                let finish = move |c: Chain, status: u8, data: Option<&[u8]>| {
+                    finish(c, status, data);
+                    in_flight.end();
+                };
                 self.engine.submit(IoJob {
                     vm: self.vm,
                     kind,
@@ -440,6 +509,11 @@ impl VhostUserBackend for BlkDevice {
         let Some(mem) = self.mem.read().unwrap_or_else(|p| p.into_inner()).clone() else {
             return Ok(());
         };
+        let _reading = self.reading.read().unwrap_or_else(|p| p.into_inner());
+        if self.stopping.load(Ordering::SeqCst) {
+            // Left in the queue for the next daemon (see the module doc).
+            return Ok(());
+        }
         if !self.event_idx.load(Ordering::Relaxed) {
             return self.process_queue(vring, &mem);
         }
@@ -464,6 +538,7 @@ impl VhostUserBackend for BlkDevice {
 /// served until it disconnects, then the next; stopped by [`Export::stop`].
 pub struct Export {
     path: PathBuf,
+    device: Arc<BlkDevice>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -475,6 +550,7 @@ impl Export {
         let device = Arc::new(device);
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, name) = (stop.clone(), format!("hvio-vhost-{}", device.name));
+        let served = device.clone();
         let thread = std::thread::Builder::new().name(name.clone()).spawn(move || {
             let mut listener = listener;
             while !stop2.load(Ordering::Relaxed) {
@@ -504,15 +580,23 @@ impl Export {
         })?;
         Ok(Export {
             path: path.to_path_buf(),
+            device: served,
             stop,
             thread: Some(thread),
         })
     }
 
-    /// Stop accepting and remove the socket. A connected hypervisor keeps
-    /// its connection until it disconnects (its I/O then fails once the
-    /// engine has stopped).
-    pub fn stop(mut self) {
+    /// Stop accepting, take no more requests, wait (at most `limit`) for
+    /// the requests taken to be answered (the engine must still run), and
+    /// remove the socket. A connected hypervisor keeps its connection, its
+    /// requests left queued, until it disconnects or the process exits.
+    pub fn stop(mut self, limit: Duration) {
+        let (in_flight, left) = self.device.drain(limit);
+        if left > 0 {
+            tracing::warn!(vm = %self.device.name, in_flight, left, "vhost-user: requests still unanswered at stop");
+        } else {
+            tracing::info!(vm = %self.device.name, in_flight, "vhost-user: every request taken was answered");
+        }
         self.stop.store(true, Ordering::Relaxed);
         // Wake the accept if no hypervisor is connected.
         let _ = std::os::unix::net::UnixStream::connect(&self.path);

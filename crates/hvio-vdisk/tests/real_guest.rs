@@ -195,6 +195,25 @@ fn sha256_of_prefix(path: &Path, bytes: u64) -> String {
     out.split_whitespace().next().unwrap().to_string()
 }
 
+/// The backing file holds the bytes the guest checksummed (its `check`
+/// report) and zeros where it wrote zeroes (its `zeroes` report).
+fn check_backing_file(image: &Path, check: &str, zeroes: &str, console: &str) {
+    let bytes: u64 = field(check, "bytes").parse().unwrap();
+    assert_eq!(
+        sha256_of_prefix(image, bytes),
+        field(check, "sha256"),
+        "the backing store does not hold the bytes the guest wrote\n{console}"
+    );
+    let off: u64 = field(zeroes, "offset").parse().unwrap();
+    let mut zeroed = vec![1u8; 1 << 20];
+    let f = std::fs::File::open(image).unwrap();
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut zeroed, off).unwrap();
+    assert!(
+        zeroed.iter().all(|&b| b == 0),
+        "the range the guest zeroed is not zeros in the backing store"
+    );
+}
+
 /// How the guest's disk is attached.
 #[derive(Clone, Copy)]
 enum Attach {
@@ -293,21 +312,7 @@ fn guest_on(store: &str, sched: &str, switch_to: &str, fio_mib: u32, attach: Att
         assert_eq!(field(&zeroes, "serial"), "hvio-vm1", "GET_ID");
     }
     let dir = d.stop();
-    let image = dir.path().join("disk.img");
-    let bytes: u64 = field(&check, "bytes").parse().unwrap();
-    assert_eq!(
-        sha256_of_prefix(&image, bytes),
-        field(&check, "sha256"),
-        "the backing store does not hold the bytes the guest wrote\n{console}"
-    );
-    let off: u64 = field(&zeroes, "offset").parse().unwrap();
-    let mut zeroed = vec![1u8; 1 << 20];
-    let f = std::fs::File::open(&image).unwrap();
-    std::os::unix::fs::FileExt::read_exact_at(&f, &mut zeroed, off).unwrap();
-    assert!(
-        zeroed.iter().all(|&b| b == 0),
-        "the range the guest zeroed is not zeros in the backing store"
-    );
+    check_backing_file(&dir.path().join("disk.img"), &check, &zeroes, &console);
     eprintln!("guest {name}: {fio} ({zeroes})");
     fio
 }
@@ -341,6 +346,97 @@ fn guest_on_emulated_hdd_cfq_switched_to_noop() {
     // hundred per second, where the file store gives the guest thousands.
     let write_iops: f64 = field(&fio, "write_iops").parse().unwrap();
     assert!(write_iops < 400.0, "emulated HDD too fast for a disk: {fio}");
+}
+
+/// hvio serve stopped by SIGTERM while the guest's fio writes through the
+/// vhost-user-blk export of an emulated HDD (milliseconds a request, so fio's
+/// iodepth 16 keeps requests in flight at the stop), then started again on
+/// the same socket: QEMU (`reconnect=1`) resumes the queue with the new
+/// daemon, and the guest's fio verify, its checksum and the host's check of
+/// the backing file all pass: the requests in flight at the stop were
+/// answered, none failed or was lost, and those left queued were served by
+/// the next daemon.
+#[test]
+fn guest_on_vhost_user_survives_a_daemon_restart_mid_fio() {
+    let Some(kit) = kit() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("vu.sock");
+    let cfg = dir.path().join("host.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{0}\n[scheduler]\nname = \"cfq\"\n[control]\nunix = \"@DIR@/control.sock\"\n[[vm]]\nname = \"vm1\"\nsize = \"64MiB\"\n[vm.vhost_user]\nsocket = \"{1}\"\nqueues = 2\n",
+            HDD_STORE,
+            sock.display()
+        )
+        .replace("@DIR@", &dir.path().display().to_string()),
+    )
+    .unwrap();
+    let start = || {
+        let _ = std::fs::remove_file(&sock);
+        let child = Command::new(env!("CARGO_BIN_EXE_hvio-vdisk"))
+            .arg(&cfg)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while !sock.exists() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    };
+    let mut daemon = start();
+    let mut disk = vhost_user_disk(&sock, 2);
+    let chardev = disk.iter_mut().find(|a| a.starts_with("socket,id=vu")).unwrap();
+    chardev.push_str(",reconnect=1");
+    let mut g = Guest::boot(kit, "vhost-user restart", &disk, "hvio.check_mib=8 hvio.fio_mib=2");
+    let check = g.expect("check");
+    let before = writes(&dir.path().join("control.sock"));
+    g.expect("fio start");
+    // SIGTERM once fio's writes flow (64 of its 512).
+    let t0 = Instant::now();
+    while writes(&dir.path().join("control.sock")) < before + 64 {
+        assert!(t0.elapsed() < timeout(), "the guest's fio wrote nothing");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let status = daemon.wait().unwrap();
+    let mut log = String::new();
+    daemon.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    assert!(status.success(), "daemon exit {status}:\n{log}");
+    let drained = log
+        .lines()
+        .find(|l| l.contains("vhost-user: every request taken was answered"))
+        .unwrap_or_else(|| panic!("the stopping daemon left requests unanswered:\n{log}"));
+    eprintln!("stop: {drained}");
+    let in_flight: u64 = field(drained, "in_flight").parse().unwrap();
+    assert!(in_flight > 0, "nothing was in flight at the stop: {drained}");
+    let mut daemon = start();
+    let zeroes = g.expect("zeroes");
+    let fio = g.expect("fio");
+    let console = g.finish();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    check_backing_file(&dir.path().join("disk.img"), &check, &zeroes, &console);
+    eprintln!("guest across a daemon restart: {fio}");
+}
+
+/// vm1's completed writes, from `/status` on the control socket `sock`.
+fn writes(sock: &Path) -> u64 {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"GET /status HTTP/1.1\r\nHost: hvio\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let body = reply.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    let status: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {reply}"));
+    status["vms"][0]["writes"].as_u64().unwrap()
 }
 
 /// 4 KiB random reads at iodepth 16 for `secs` seconds in a guest attached
