@@ -11,8 +11,11 @@
 //! synchronous, cleaning in the idle class. A completed job goes back to the
 //! reshaper; the guest's request is answered when the reshaper says it is
 //! done. A cache flush is one `fdatasync` of the image file; a log or
-//! checkpoint write is a FUA write (`RWF_DSYNC`). `docs/reshaped-image.md`
-//! has the durability contract this keeps.
+//! checkpoint write is a FUA write (`RWF_DSYNC`). A request that is not
+//! whole sectors is served in whole-sector parts (its partial edge sectors
+//! read, merged and written in one request); a guest FLUSH never waits
+//! behind writes held for the cleaner. `docs/reshaped-image.md` has the
+//! durability contract this keeps.
 
 use crate::buf::AlignedBuf;
 use crate::engine::EngineHandle;
@@ -145,9 +148,34 @@ struct State {
     journal_read: Option<(u64, usize)>,
     meta_writes: u64,
     data_writes: u64,
-    /// The guest's own requests, as its exports sent them.
-    guest_stats: VmStats,
     timing: CleanTiming,
+    /// Guest requests that are not whole sectors, served in whole-sector
+    /// parts, by number.
+    unaligned: HashMap<u64, Unaligned>,
+    next_unaligned: u64,
+    /// Guest writes and trims waiting for a read-modify-write of a sector
+    /// they touch (or, for one, of a write in flight to its edge sectors)
+    /// to finish, in arrival order.
+    parked: VecDeque<IoJob>,
+    /// A write finished while requests are parked: take them again.
+    unpark_wanted: bool,
+}
+
+/// A guest request that is not whole sectors. A read reads the sectors it
+/// touches and copies its bytes out. A write or write-zeroes first reads
+/// the partial sectors at its edges (no other write to them runs
+/// meanwhile), merges, and writes whole sectors: a write as one request, so
+/// one remap entry in one transaction covers all of it and a crash leaves
+/// each sector old or new, never torn.
+struct Unaligned {
+    job: IoJob,
+    /// The partial sectors at its edges (writes only), locked until done.
+    edges: Vec<u64>,
+    /// What the edge sectors held.
+    old: HashMap<u64, AlignedBuf>,
+    /// Parts in flight.
+    left: u32,
+    result: IoResult,
 }
 
 /// One VM's reshaped image, served.
@@ -168,6 +196,8 @@ pub struct ReshapedDisk {
     crash: Option<(CrashPoint, u64)>,
     store: Arc<Store>,
     counters: Counters,
+    /// The guest's own requests, as its exports sent them.
+    guest_stats: Mutex<VmStats>,
     /// Time zero of `guest_stats`.
     started: Instant,
 }
@@ -270,8 +300,11 @@ impl ReshapedDisk {
                 journal_read: None,
                 meta_writes: 0,
                 data_writes: 0,
-                guest_stats: VmStats::new(),
                 timing: CleanTiming::default(),
+                unaligned: HashMap::new(),
+                next_unaligned: 1,
+                parked: VecDeque::new(),
+                unpark_wanted: false,
             }),
             engine: OnceLock::new(),
             fault,
@@ -279,6 +312,7 @@ impl ReshapedDisk {
             path,
             store,
             counters: Counters::default(),
+            guest_stats: Mutex::new(VmStats::new()),
             started: Instant::now(),
         })
     }
@@ -293,7 +327,22 @@ impl ReshapedDisk {
     }
 
     /// Serve a guest request.
-    pub fn submit(self: &Arc<Self>, job: IoJob) {
+    pub fn submit(self: &Arc<Self>, mut job: IoJob) {
+        // Counted in the guest's statistics when it is answered, whatever
+        // parts it was served in.
+        let (kind, len, arrival) = (job.kind, job.len, Instant::now());
+        let answer = std::mem::replace(&mut job.done, Box::new(|_, _| {}));
+        let me = self.clone();
+        job.done = Box::new(move |r, buf| {
+            let now = Instant::now();
+            let latency = now.saturating_duration_since(arrival).as_nanos() as u64;
+            let at = now.saturating_duration_since(me.started).as_nanos() as u64;
+            me.guest_stats
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .complete(kind, len, latency, r.is_ok(), at);
+            answer(r, buf)
+        });
         let mut done = Finished::new();
         {
             let mut st = self.lock();
@@ -306,43 +355,52 @@ impl ReshapedDisk {
     fn take(self: &Arc<Self>, st: &mut State, mut job: IoJob, done: &mut Finished) {
         let arrival = Instant::now();
         if let Some(e) = st.failed {
-            self.answer(st, job, Err(e), arrival, done);
+            done.push((job, Err(e)));
             return;
         }
-        let (op, fua_flush) = match job.kind {
-            IoKind::Read => (Op::Read, false),
-            IoKind::Write => (Op::Write, false),
-            IoKind::Flush => (Op::Flush, false),
-            // A trim or a write-zeroes reads back as zeroes once its entry
-            // is in the table; with FUA it also waits for a commit.
-            IoKind::Trim | IoKind::WriteZeroes { .. } => (Op::Discard, job.fua),
-        };
+        let (op, _) = reshaper_op(&job);
         if op == Op::Flush {
             self.counters.guest_flushes.fetch_add(1, Ordering::Relaxed);
         }
         if job.kind.writes() && self.store.disks[self.vm].read_only {
-            self.answer(st, job, Err(libc::EPERM), arrival, done);
+            done.push((job, Err(libc::EPERM)));
             return;
-        }
-        if op != Op::Flush {
-            if !job.offset.is_multiple_of(SECTOR_BYTES) || !job.len.is_multiple_of(SECTOR_BYTES) {
-                // The table maps whole sectors.
-                self.answer(st, job, Err(libc::EINVAL), arrival, done);
-                return;
-            }
-            if job.len == 0 {
-                self.answer(st, job, Ok(()), arrival, done);
-                return;
-            }
-            if job.len / SECTOR_BYTES > u32::MAX as u64 {
-                self.answer(st, job, Err(libc::EINVAL), arrival, done);
-                return;
-            }
         }
         if op == Op::Flush {
             self.take_flush(st, job, arrival, done);
             return;
         }
+        let size = self.store.disks[self.vm].size;
+        if job.offset.checked_add(job.len).is_none_or(|end| end > size) || job.len / SECTOR_BYTES > u32::MAX as u64 {
+            done.push((job, Err(libc::EINVAL)));
+            return;
+        }
+        if job.kind == IoKind::Trim {
+            // Advisory: only the whole sectors inside the range are trimmed.
+            let (first, end) = (job.offset.div_ceil(SECTOR_BYTES), (job.offset + job.len) / SECTOR_BYTES);
+            job.offset = first * SECTOR_BYTES;
+            job.len = end.saturating_sub(first) * SECTOR_BYTES;
+        }
+        if job.len == 0 {
+            done.push((job, Ok(())));
+            return;
+        }
+        if !job.offset.is_multiple_of(SECTOR_BYTES) || !job.len.is_multiple_of(SECTOR_BYTES) {
+            // The table maps whole sectors: served by whole-sector parts.
+            self.take_unaligned(st, job, done);
+            return;
+        }
+        if job.kind.writes() && locked(st, job.offset / SECTOR_BYTES, (job.offset + job.len) / SECTOR_BYTES) {
+            st.parked.push_back(job);
+            return;
+        }
+        self.take_whole(st, job, done);
+    }
+
+    /// Serve a request of whole sectors (checked, not empty, not a FLUSH).
+    fn take_whole(self: &Arc<Self>, st: &mut State, mut job: IoJob, done: &mut Finished) {
+        let arrival = Instant::now();
+        let (op, fua_flush) = reshaper_op(&job);
         if op == Op::Read {
             // The reshaper reads only mapped pieces; the rest is zeroes.
             job.buf.as_mut_slice().fill(0);
@@ -387,8 +445,182 @@ impl ReshapedDisk {
             }
             Err(e) => {
                 tracing::debug!(vm = %self.name, error = %e, "request refused by the reshaper");
-                self.answer(st, job, Err(libc::EINVAL), arrival, done);
+                done.push((job, Err(libc::EINVAL)));
             }
+        }
+    }
+
+    /// Start serving a request that is not whole sectors (see [`Unaligned`]).
+    fn take_unaligned(self: &Arc<Self>, st: &mut State, job: IoJob, done: &mut Finished) {
+        let (first, end) = sectors_of(&job);
+        let (head, tail) = (
+            !job.offset.is_multiple_of(SECTOR_BYTES),
+            !(job.offset + job.len).is_multiple_of(SECTOR_BYTES),
+        );
+        let mut edges = Vec::new();
+        if job.kind != IoKind::Read {
+            edges.extend(head.then_some(first));
+            edges.extend(tail.then_some(end - 1).filter(|&t| !(head && t == first)));
+            // Another write to an edge sector in flight, or another
+            // read-modify-write of one: wait, so the merge reads what the
+            // sector holds once that is done and nothing is lost.
+            let busy = edges.iter().any(|&e| {
+                locked(st, e, e + 1)
+                    || st.guests.values().any(|g| {
+                        g.job.as_ref().is_some_and(|j| {
+                            let (f, n) = sectors_of(j);
+                            j.kind.writes() && (f..n).contains(&e)
+                        })
+                    })
+            });
+            if busy {
+                st.parked.push_back(job);
+                return;
+            }
+        }
+        let id = st.next_unaligned;
+        st.next_unaligned += 1;
+        // A read reads every sector it touches; a write its partial edges.
+        let reads: Vec<(u64, u64)> = if job.kind == IoKind::Read {
+            vec![(first, end - first)]
+        } else {
+            edges.iter().map(|&e| (e, 1)).collect()
+        };
+        st.unaligned.insert(
+            id,
+            Unaligned {
+                job,
+                edges,
+                old: HashMap::new(),
+                left: reads.len() as u32,
+                result: Ok(()),
+            },
+        );
+        for (sector, sectors) in reads {
+            let me = self.clone();
+            let read = self.part(
+                IoKind::Read,
+                sector,
+                sectors,
+                false,
+                AlignedBuf::zeroed((sectors * SECTOR_BYTES) as usize),
+                move |r, buf| me.unaligned_part_done(id, Some(sector), r, buf),
+            );
+            self.take_whole(st, read, done);
+        }
+    }
+
+    /// A whole-sector part of an unaligned request.
+    fn part(
+        &self,
+        kind: IoKind,
+        sector: u64,
+        sectors: u64,
+        fua: bool,
+        buf: AlignedBuf,
+        done: impl FnOnce(IoResult, AlignedBuf) + Send + 'static,
+    ) -> IoJob {
+        IoJob {
+            vm: self.vm,
+            kind,
+            offset: sector * SECTOR_BYTES,
+            len: sectors * SECTOR_BYTES,
+            fua,
+            buf,
+            done: Box::new(done),
+        }
+    }
+
+    /// A part of unaligned request `id` finished: `read` names the first
+    /// sector of a read part.
+    fn unaligned_part_done(self: &Arc<Self>, id: u64, read: Option<u64>, r: IoResult, buf: AlignedBuf) {
+        let mut done = Finished::new();
+        {
+            let mut st = self.lock();
+            let Some(u) = st.unaligned.get_mut(&id) else { return };
+            u.left -= 1;
+            if u.result.is_ok() {
+                u.result = r;
+            }
+            if let Some(sector) = read {
+                u.old.insert(sector, buf);
+            }
+            if u.left == 0 {
+                let u = st.unaligned.remove(&id).expect("present");
+                match (u.job.kind, read, u.result) {
+                    (IoKind::Read, _, r) => {
+                        let mut job = u.job;
+                        if r.is_ok() {
+                            let whole = &u.old[&(job.offset / SECTOR_BYTES)];
+                            let from = (job.offset % SECTOR_BYTES) as usize;
+                            let len = job.len as usize;
+                            job.buf.as_mut_slice()[..len].copy_from_slice(&whole.as_slice()[from..from + len]);
+                        }
+                        done.push((job, r));
+                    }
+                    // The edges are read: write.
+                    (_, Some(_), Ok(())) => self.write_merged(&mut st, id, u, &mut done),
+                    (_, _, r) => {
+                        done.push((u.job, r));
+                        st.unpark_wanted = true;
+                    }
+                }
+            }
+            self.drain(&mut st, &mut done);
+        }
+        finish(done);
+    }
+
+    /// The edges of unaligned write `u` are read: merge and write whole
+    /// sectors (the edges stay locked until that is done).
+    fn write_merged(self: &Arc<Self>, st: &mut State, id: u64, mut u: Unaligned, done: &mut Finished) {
+        let job = &u.job;
+        let (first, end) = sectors_of(job);
+        let (from, to) = (job.offset, job.offset + job.len);
+        let mut parts = Vec::new();
+        if job.kind == IoKind::Write {
+            // One write of every sector touched: one remap entry.
+            let mut buf = AlignedBuf::zeroed(((end - first) * SECTOR_BYTES) as usize);
+            let out = buf.as_mut_slice();
+            for (&e, old) in &u.old {
+                let at = ((e - first) * SECTOR_BYTES) as usize;
+                out[at..at + SECTOR_BYTES as usize].copy_from_slice(old.as_slice());
+            }
+            let at = (from - first * SECTOR_BYTES) as usize;
+            out[at..at + job.len as usize].copy_from_slice(&job.buf.as_slice()[..job.len as usize]);
+            parts.push((IoKind::Write, first, end - first, buf));
+        } else {
+            // Write-zeroes: each edge sector written with its part zeroed,
+            // the whole sectors between them zeroed by the table.
+            for (&e, old) in &u.old {
+                let mut buf = AlignedBuf::zeroed(SECTOR_BYTES as usize);
+                buf.as_mut_slice().copy_from_slice(old.as_slice());
+                let (s, n) = (e * SECTOR_BYTES, (e + 1) * SECTOR_BYTES);
+                buf.as_mut_slice()[(from.max(s) - s) as usize..(to.min(n) - s) as usize].fill(0);
+                parts.push((IoKind::Write, e, 1, buf));
+            }
+            let (inner, inner_end) = (from.div_ceil(SECTOR_BYTES), to / SECTOR_BYTES);
+            if inner_end > inner {
+                parts.push((job.kind, inner, inner_end - inner, AlignedBuf::empty()));
+            }
+        }
+        let fua = job.fua;
+        u.left = parts.len() as u32;
+        u.old.clear();
+        st.unaligned.insert(id, u);
+        for (kind, sector, sectors, buf) in parts {
+            let me = self.clone();
+            let part = self.part(kind, sector, sectors, fua, buf, move |r, _| {
+                me.unaligned_part_done(id, None, r, AlignedBuf::empty())
+            });
+            self.take_whole(st, part, done);
+        }
+    }
+
+    /// Take again the requests parked behind a read-modify-write.
+    fn unpark(self: &Arc<Self>, st: &mut State, done: &mut Finished) {
+        for job in std::mem::take(&mut st.parked) {
+            self.take(st, job, done);
         }
     }
 
@@ -422,19 +654,10 @@ impl ReshapedDisk {
                 tracing::debug!(vm = %self.name, error = %e, "FLUSH refused by the reshaper");
                 let g = st.guests.remove(&key).expect("just inserted");
                 if let Some(job) = g.job {
-                    self.answer(st, job, Err(libc::EIO), arrival, done);
+                    done.push((job, Err(libc::EIO)));
                 }
             }
         }
-    }
-
-    /// Answer a guest request, counting it in the guest's statistics.
-    fn answer(&self, st: &mut State, job: IoJob, r: IoResult, arrival: Instant, done: &mut Finished) {
-        let now = Instant::now();
-        let latency = now.saturating_duration_since(arrival).as_nanos() as u64;
-        let at = now.saturating_duration_since(self.started).as_nanos() as u64;
-        st.guest_stats.complete(job.kind, job.len, latency, r.is_ok(), at);
-        done.push((job, r));
     }
 
     /// After the reshaper moved on: note copies that started or ended and
@@ -547,6 +770,10 @@ impl ReshapedDisk {
     fn drain(self: &Arc<Self>, st: &mut State, done: &mut Finished) {
         loop {
             let Some(ev) = st.reshaper.poll() else {
+                if std::mem::take(&mut st.unpark_wanted) && st.failed.is_none() {
+                    self.unpark(st, done);
+                    continue;
+                }
                 let Some(id) = st.skipped.pop() else { break };
                 st.ios.remove(&id);
                 if let Err(e) = st.reshaper.complete(id) {
@@ -575,12 +802,15 @@ impl ReshapedDisk {
         }
         if g.parts == 0 {
             let g = st.guests.remove(&key).expect("present");
+            if !st.parked.is_empty() && g.job.as_ref().is_some_and(|j| j.kind.writes()) {
+                st.unpark_wanted = true;
+            }
             if let Some(job) = g.job {
                 if g.during_cleaning {
                     let t = &mut st.timing;
                     t.latency_max = t.latency_max.max(g.arrival.elapsed());
                 }
-                self.answer(st, job, g.result, g.arrival, done);
+                done.push((job, g.result));
             }
         }
     }
@@ -709,11 +939,13 @@ impl ReshapedDisk {
                     );
                 }
                 st.failed = Some(e);
-                let guests: Vec<Guest> = st.guests.drain().map(|(_, g)| g).collect();
-                for g in guests {
+                for (_, g) in st.guests.drain() {
                     if let Some(job) = g.job {
-                        self.answer(&mut st, job, Err(e), g.arrival, &mut done);
+                        done.push((job, Err(e)));
                     }
+                }
+                for job in st.parked.drain(..) {
+                    done.push((job, Err(e)));
                 }
             } else {
                 match (&io.kind, &io.payload) {
@@ -779,7 +1011,11 @@ impl ReshapedDisk {
     /// Nothing in flight and nothing waiting.
     pub fn quiet(&self) -> bool {
         let st = self.lock();
-        st.failed.is_some() || (st.reshaper.io_outstanding() == 0 && st.reshaper.guest_outstanding() == 0)
+        st.failed.is_some()
+            || (st.reshaper.io_outstanding() == 0
+                && st.reshaper.guest_outstanding() == 0
+                && st.unaligned.is_empty()
+                && st.parked.is_empty())
     }
 
     /// After the final flush: mark the image cleanly stopped (only if every
@@ -798,10 +1034,9 @@ impl ReshapedDisk {
 
     /// The guest's requests so far, as its exports sent them.
     pub fn guest_stats(&self) -> VmStats {
-        let mut st = self.lock();
-        let now = self.started.elapsed().as_nanos() as u64;
-        st.guest_stats.refresh(now);
-        st.guest_stats.clone()
+        let mut st = self.guest_stats.lock().unwrap_or_else(|p| p.into_inner());
+        st.refresh(self.started.elapsed().as_nanos() as u64);
+        st.clone()
     }
 
     /// The image file's requests: `scheduled` as the host scheduler served
@@ -871,8 +1106,9 @@ impl ReshapedDisk {
         line("flush_latency_during_cleaning_max_seconds", t.latency_max.as_secs_f64());
         // The guest's own requests (`hvio_requests_total` counts the image
         // file's, which the scheduler scheduled).
+        let guest = self.guest_stats.lock().unwrap_or_else(|p| p.into_inner());
         for (i, op) in crate::stats::OPS.iter().enumerate() {
-            let o = &st.guest_stats.ops[i];
+            let o = &guest.ops[i];
             let _ = writeln!(
                 out,
                 "hvio_image_guest_requests_total{{vm=\"{vm}\",op=\"{op}\"}} {}",
@@ -887,6 +1123,30 @@ impl ReshapedDisk {
             }
         }
     }
+}
+
+/// The reshaper's operation for a guest request, and whether a FLUSH must
+/// follow it (a trim or write-zeroes reads back as zeroes once its entry is
+/// in the table; with FUA it also waits for a commit).
+fn reshaper_op(job: &IoJob) -> (Op, bool) {
+    match job.kind {
+        IoKind::Read => (Op::Read, false),
+        IoKind::Write => (Op::Write, false),
+        IoKind::Flush => (Op::Flush, false),
+        IoKind::Trim | IoKind::WriteZeroes { .. } => (Op::Discard, job.fua),
+    }
+}
+
+/// Sectors `[first, end)` of `job`'s range (rounded out to whole sectors).
+fn sectors_of(job: &IoJob) -> (u64, u64) {
+    (job.offset / SECTOR_BYTES, (job.offset + job.len).div_ceil(SECTOR_BYTES))
+}
+
+/// Whether a read-modify-write in progress has an edge sector in `[first, end)`.
+fn locked(st: &State, first: u64, end: u64) -> bool {
+    st.unaligned
+        .values()
+        .any(|u| u.edges.iter().any(|&e| (first..end).contains(&e)))
 }
 
 fn region_index(r: Region) -> usize {

@@ -206,8 +206,14 @@ impl Client {
 
     /// Connect with NBD_OPT_GO (asking for block sizes).
     pub fn connect(sock: &Path, export: &str) -> Client {
+        Client::connect_asking(sock, export, &[INFO_BLOCK_SIZE])
+    }
+
+    /// Connect with NBD_OPT_GO asking for `infos` (without `INFO_BLOCK_SIZE`
+    /// the server serves requests at any alignment).
+    pub fn connect_asking(sock: &Path, export: &str, infos: &[u16]) -> Client {
         let mut s = Client::greet(sock);
-        opt(&mut s, OPT_GO, &go_data(export, &[INFO_BLOCK_SIZE]));
+        opt(&mut s, OPT_GO, &go_data(export, infos));
         let (mut size, mut flags) = (0, 0);
         loop {
             let (_, typ, d) = opt_reply(&mut s);
