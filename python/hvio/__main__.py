@@ -16,11 +16,12 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 
-from . import api, hdd_validation, htmlreport, plots, sweeps
+from . import api, hdd_validation, htmlreport, plots, studies, sweeps
 
 
 def _cell(mean: float, sd: float, digits: int, spread: bool) -> str:
@@ -155,6 +156,36 @@ def sweep(study: Path, out: Path, cluster: str | None, workers: int | None, cach
     return 0
 
 
+def reproduce_command(args: argparse.Namespace) -> int:
+    """``hvio reproduce``: the report as text on stdout, as JSON in a file."""
+    if args.list or args.name is None:
+        listed = api.experiments(studies_only=args.studies)
+        for e in listed.itertuples(index=False):
+            print(f"{e.name:<22} {e.title} ({e.paper})")
+        if args.name is None and not args.list:
+            raise ValueError("name an experiment (see the list above)")
+        return 0
+    if args.seed < 0:
+        raise ValueError(f"--seed {args.seed}: must be ≥ 0")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: must be ≥ 1")
+    started = time.perf_counter()
+    rep = api.reproduce(args.name, quick=args.quick, seed=args.seed, workers=args.workers)
+    json_path = args.json
+    if json_path is None:
+        suffix = ("-quick" if args.quick else "") + (f"-seed{args.seed}" if args.seed != 1 else "")
+        json_path = Path("out") / f"{rep.name}{suffix}.json"
+    if json_path.is_dir():
+        raise ValueError(f"--json {json_path}: is a folder; name a file")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    sweeps._write_whole(json_path, json.dumps(rep.raw, indent=2, ensure_ascii=False))
+    sys.stdout.write(studies.render(rep.raw))
+    # Wall time on stderr: the report itself stays the same on every run.
+    print(f"run time: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(f"report: {json_path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hvio", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -171,9 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("out", type=Path, help="the --out folder of validate-disk --all (holds NAME/cdf.csv)")
     d.add_argument("--data", type=Path, help="the disks' folder: DiskSim's CDF is drawn where NAME.outv is")
     d.add_argument("--figure", type=Path, help="the combined figure (default OUT/cdfs.png)")
-    e = sub.add_parser("reproduce", help="run a paper experiment by name")
-    e.add_argument("name")
-    e.add_argument("--quick", action="store_true")
+    e = sub.add_parser("reproduce", help="run a paper experiment by name (or its study file's path)")
+    e.add_argument("name", nargs="?", help="an experiment's name, or the path of a study file")
+    e.add_argument("--quick", action="store_true", help="the scaled-down run ([quick.matrix])")
+    e.add_argument("--seed", type=int, default=1, help="the seed of every run (default 1)")
+    e.add_argument("--json", type=Path, help="the JSON report (default out/NAME[-quick][-seedN].json)")
+    e.add_argument("--workers", type=int, help="local threads (default: every core; 1: one by one)")
+    e.add_argument("--list", action="store_true", help="list the experiments")
+    e.add_argument("--studies", action="store_true", help="with --list: only the study-backed ones")
     w = sub.add_parser("sweep", help="run a study's matrix on every core or a Dask cluster")
     w.add_argument("study", type=Path, help="a study file (experiments/*.study.toml)")
     w.add_argument(
@@ -205,15 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in hdd_validation.plot_disks(args.out, figure, data_dir=args.data):
                 print(path)
             return 0
-        rep = api.reproduce(args.name, quick=args.quick)
-        print(f"{rep.name}: seed {rep.seed}{', quick run' if rep.quick else ''}\n")
-        for title, df in rep.tables.items():
-            print(title)
-            print(df.to_string(index=False))
-            print()
-        for n in rep.notes:
-            print("note:", n)
-        return 0
+        return reproduce_command(args)
     except api._hvio.HvioError as e:
         print(f"hvio: error: {e}", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import pandas as pd
 
-from . import _hvio
+from . import _hvio, studies
 
 ConfigLike = Union[str, PathLike, dict]
 
@@ -381,14 +381,26 @@ class Report:
         return self.raw["data"]
 
 
-def experiments() -> pd.DataFrame:
-    """The experiments ``reproduce`` knows."""
-    return pd.DataFrame(_hvio.experiments(), columns=["name", "title", "paper"])
+def experiments(*, studies_only: bool = False) -> pd.DataFrame:
+    """The experiments ``reproduce`` knows: those still written in Rust, then
+    the studies with an analysis (``experiments/*.study.toml``)."""
+    rust = [] if studies_only else [tuple(e) for e in _hvio.experiments()]
+    return pd.DataFrame(rust + studies.experiments(), columns=["name", "title", "paper"])
 
 
-def reproduce(name: str, *, quick: bool = False, seed: int = 1) -> Report:
-    """Run a paper's experiment by name (``hvio.experiments()`` lists them)."""
-    return Report(json.loads(_hvio.reproduce(name, quick, seed)))
+def reproduce(
+    name: str | PathLike, *, quick: bool = False, seed: int = 1, workers: int | None = None
+) -> Report:
+    """Run a paper's experiment by name (``hvio.experiments()`` lists them) or
+    a study file's path: its runs on every core (``workers`` threads), the
+    paper's numbers beside hvio's."""
+    if studies.find_study(str(name)) is not None:
+        return Report(studies.reproduce(name, quick=quick, seed=seed, workers=workers))
+    rust = [e[0] for e in _hvio.experiments()]
+    if str(name) not in rust:
+        known = ", ".join(dict.fromkeys(rust + [e[0] for e in studies.experiments()]))
+        raise _hvio.HvioError(f"unknown experiment {str(name)!r} (known: {known})")
+    return Report(studies.rust_report(str(name), quick, seed))
 
 
 def replay(

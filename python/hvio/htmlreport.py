@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import _hvio
+from . import _hvio, studies
 from .api import Comparison
 from .plots import _whole_buckets
 
@@ -262,6 +262,25 @@ def sweep_section(page: Page, where: Path) -> str:
     return "".join(parts)
 
 
+def _report_table(t: dict[str, Any]) -> str:
+    """A report's table: numbers right-aligned with their column's decimals,
+    as ``hvio reproduce`` prints them."""
+    digits = t.get("digits") or [None] * len(t["columns"])
+    missing = t.get("missing", "-")
+    out = [
+        "<table><thead><tr>" + "".join(f"<th>{_esc(c)}</th>" for c in t["columns"]) + "</tr></thead><tbody>"
+    ]
+    for row in t["rows"]:
+        cells = []
+        for v, d in zip(row, digits):
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            text = _esc(studies.cell_text(v, d, missing))
+            cells.append(f'<td class="n">{text}</td>' if number else f"<td>{text}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
 def experiment_section(page: Page, rep: dict[str, Any], version: str) -> str:
     parts = [
         f"<p>{_esc(rep['paper'])}; seed {rep['seed']}{', quick run' if rep['quick'] else ''}, "
@@ -269,7 +288,7 @@ def experiment_section(page: Page, rep: dict[str, Any], version: str) -> str:
     ]
     for t in rep["tables"]:
         parts.append(f"<h3>{_esc(t['title'])}</h3>")
-        parts.append(_table(pd.DataFrame(t["rows"], columns=t["columns"])))
+        parts.append(_report_table(t))
     parts.append(_goals([(None, n) for n in rep["notes"]]))
     return "".join(parts)
 

@@ -54,7 +54,8 @@ class StudyError(_hvio.HvioError):
 
 @dataclass
 class Study:
-    """A study file: base configs, the matrix, what to keep."""
+    """A study file: base configs, the matrix, what to keep; for a paper's
+    experiment also its citation, its analysis module and its paper numbers."""
 
     path: Path
     name: str
@@ -62,6 +63,11 @@ class Study:
     bases: list[Path]
     matrix: dict[str, list[Any]]
     keep: dict[str, list[str]] = field(default_factory=dict)
+    # Matrix keys whose values are named cases: key -> case name -> settings.
+    cases: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    paper: str = ""
+    analysis: str | None = None
+    reference: Path | None = None
 
 
 @dataclass
@@ -121,8 +127,25 @@ def _values(path: Path, key: str, spec: Any) -> list[Any]:
     return [start + i * step if ints else round(start + i * step, 12) for i in range(count)]
 
 
-def load_study(path: str | PathLike) -> Study:
-    """Read a study file; errors name the file and the key."""
+def _cases(path: Path, key: str, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A matrix entry ``{cases = {NAME = {KEY = VALUE, ...}, ...}}``: each
+    case a named set of matrix keys run together."""
+    where = f"{path}: matrix key `{key}`"
+    cases = spec["cases"]
+    if set(spec) != {"cases"} or not isinstance(cases, dict) or not cases:
+        raise StudyError(f"{where}: cases are a table {{cases = {{NAME = {{KEY = VALUE, ...}}, ...}}}}")
+    for name, settings in cases.items():
+        if not isinstance(settings, dict):
+            raise StudyError(f"{where}: case {name!r} must be a table of keys and values")
+        if BASE in settings:
+            raise StudyError(f"{where}: case {name!r}: list the base configs in [study] base")
+    return cases
+
+
+def load_study(path: str | PathLike, *, quick: bool = False) -> Study:
+    """Read a study file; errors name the file and the key. ``quick``
+    applies its ``[quick.matrix]`` entries over ``[matrix]`` (the
+    scaled-down run of ``hvio reproduce --quick``)."""
     path = Path(path)
     try:
         with path.open("rb") as f:
@@ -131,11 +154,13 @@ def load_study(path: str | PathLike) -> Study:
         raise StudyError(f"{path}: cannot read the study: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise StudyError(f"{path}: not a TOML file: {e}") from None
-    unknown = set(doc) - {"study", "matrix", "keep"}
+    unknown = set(doc) - {"study", "matrix", "keep", "quick"}
     if unknown:
-        raise StudyError(f"{path}: unknown table(s) {sorted(unknown)}; a study has [study], [matrix], [keep]")
+        raise StudyError(
+            f"{path}: unknown table(s) {sorted(unknown)}; a study has [study], [matrix], [keep], [quick]"
+        )
     head = doc.get("study", {})
-    unknown = set(head) - {"name", "title", "base"}
+    unknown = set(head) - {"name", "title", "base", "paper", "analysis", "reference"}
     if unknown:
         raise StudyError(f"{path}: unknown key(s) in [study]: {sorted(unknown)}")
     bases = head.get("base")
@@ -149,13 +174,48 @@ def load_study(path: str | PathLike) -> Study:
         if not p.is_file():
             raise StudyError(f"{path}: [study] base {b!r}: no such config file ({p})")
         base_paths.append(p)
-    matrix = {k: _values(path, k, v) for k, v in doc.get("matrix", {}).items()}
+    entries = dict(doc.get("matrix", {}))
+    quick_table = doc.get("quick", {})
+    if set(quick_table) - {"matrix"} or not isinstance(quick_table.get("matrix", {}), dict):
+        raise StudyError(
+            f"{path}: [quick] holds one table, [quick.matrix]: the matrix keys a quick run changes"
+        )
+    for k, v in quick_table.get("matrix", {}).items():
+        if k not in entries:
+            raise StudyError(f"{path}: [quick.matrix] key `{k}` is not a key of [matrix]")
+        was = entries[k]
+        if isinstance(v, list) and isinstance(was, dict) and "cases" in was:
+            # A list of case names keeps those cases.
+            unknown = [name for name in v if name not in was["cases"]]
+            if unknown or not v:
+                raise StudyError(f"{path}: [quick.matrix] `{k}`: {unknown or v!r}: name cases of [matrix]")
+            v = {"cases": {name: was["cases"][name] for name in v}}
+        elif isinstance(v, dict) and "cases" in v and isinstance(was, dict) and "cases" in was:
+            # Cases named here change some of their keys; the others stay.
+            merged = {name: dict(c) for name, c in was["cases"].items()}
+            for name, c in v["cases"].items():
+                if name not in merged or not isinstance(c, dict):
+                    raise StudyError(f"{path}: [quick.matrix] `{k}`: {name!r} is not a case of [matrix]")
+                merged[name].update(c)
+            v = {"cases": merged}
+        if quick:
+            entries[k] = v
+    cases = {k: _cases(path, k, v) for k, v in entries.items() if isinstance(v, dict) and "cases" in v}
+    matrix = {k: list(cases[k]) if k in cases else _values(path, k, v) for k, v in entries.items()}
     if BASE in matrix:
         raise StudyError(f"{path}: matrix key `base`: list the base configs in [study] base")
     keep = doc.get("keep", {})
     for k, v in keep.items():
         if k not in ("job", "vm", "host") or not isinstance(v, list):
             raise StudyError(f"{path}: [keep] {k}: give job, vm or host = [column names]")
+    reference = head.get("reference")
+    if reference is not None:
+        if not isinstance(reference, str) or not (path.parent / reference).is_file():
+            raise StudyError(f"{path}: [study] reference {reference!r}: no such file beside the study")
+        reference = path.parent / reference
+    analysis = head.get("analysis")
+    if analysis is not None and not (isinstance(analysis, str) and analysis.isidentifier()):
+        raise StudyError(f"{path}: [study] analysis {analysis!r}: name a module of hvio.analysis")
     return Study(
         path=path,
         name=head.get("name", path.name.removesuffix(".toml").removesuffix(".study")),
@@ -163,6 +223,10 @@ def load_study(path: str | PathLike) -> Study:
         bases=base_paths,
         matrix=matrix,
         keep=keep,
+        cases=cases,
+        paper=head.get("paper", ""),
+        analysis=analysis,
+        reference=reference,
     )
 
 
@@ -177,9 +241,12 @@ def _read_base(path: Path) -> dict[str, Any]:
 def _set(config: dict[str, Any], key: str, value: Any, where: str) -> None:
     """Set dotted config key ``key`` (``host.params.quantum``,
     ``vm.0.weight``, ``vm.vm2.weight``, ``vm.*.virtio_depth``,
-    ``vm.*.job.*.iodepth``) in ``config``; ``*`` is every element."""
+    ``vm.*.job.*.iodepth``) in ``config``; ``*`` is every element. Under a
+    ``*``, a name sets the elements that have it (``vm.*.job.SR-M.bs``: the
+    job SR-M of every VM that has one); some element must have it."""
+    missed: list[str] = []
 
-    def walk(node: Any, parts: list[str]) -> None:
+    def walk(node: Any, parts: list[str]) -> int:
         head, rest = parts[0], parts[1:]
         if isinstance(node, list):
             if head == "*":
@@ -187,27 +254,40 @@ def _set(config: dict[str, Any], key: str, value: Any, where: str) -> None:
             elif head.isdigit() and int(head) < len(node):
                 targets = [node[int(head)]]
             else:
-                named = [x for x in node if isinstance(x, dict) and x.get("name") == head]
-                if not named:
-                    raise StudyError(
-                        f"{where}: `{key}`: no element {head!r} (an index below {len(node)}, a name, or *)"
-                    )
-                targets = named
-            for t in targets:
-                if rest:
-                    walk(t, rest)
-                else:
-                    raise StudyError(f"{where}: `{key}`: names a whole list element, not a key")
-            return
+                targets = [x for x in node if isinstance(x, dict) and x.get("name") == head]
+                if not targets:
+                    missed.append(f"no element {head!r} (an index below {len(node)}, a name, or *)")
+                    return 0
+            if not rest:
+                raise StudyError(f"{where}: `{key}`: names a whole list element, not a key")
+            return sum(walk(t, rest) for t in targets)
         if not isinstance(node, dict):
             raise StudyError(f"{where}: `{key}`: {head!r} is inside a value, not a table")
         if not rest:
-            node[head] = value
-            return
+            if isinstance(node.get(head), list) and isinstance(value, int) and not isinstance(value, bool):
+                # A number for an array of tables keeps its first N elements.
+                if not 1 <= value <= len(node[head]):
+                    raise StudyError(f"{where}: `{key}` = {value}: keeps 1 to {len(node[head])} elements")
+                node[head] = node[head][:value]
+            else:
+                node[head] = value
+            return 1
         # Arrays of tables take their TOML name: `vm` is the `[[vm]]` list.
-        walk(node.setdefault(head, {}), rest)
+        return walk(node.setdefault(head, {}), rest)
 
-    walk(config, key.split("."))
+    if walk(config, key.split(".")) == 0:
+        raise StudyError(f"{where}: `{key}`: {missed[0]}")
+
+
+def _settings(study: Study, params: dict[str, Any]) -> dict[str, Any]:
+    """A run's matrix values with each case replaced by the keys it sets."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if k in study.cases:
+            out.update(study.cases[k][v])
+        else:
+            out[k] = v
+    return out
 
 
 def _apply(config: dict[str, Any], params: dict[str, Any], where: str) -> dict[str, Any]:
@@ -246,20 +326,26 @@ def plan(study: Study) -> list[Run]:
         raise StudyError(
             f"{study.path}: the matrix expands to {combos * len(study.bases)} runs; at most {MAX_RUNS}"
         )
-    if SCHEDULER in study.matrix:
+    wanted = [(SCHEDULER, s) for s in study.matrix.get(SCHEDULER, [])] + [
+        (f"{k}.{name}", c[SCHEDULER])
+        for k, cs in study.cases.items()
+        for name, c in cs.items()
+        if SCHEDULER in c
+    ]
+    if wanted:
         known = set(_schedulers())
-        for s in study.matrix[SCHEDULER]:
+        for key, s in wanted:
             if s not in known:
                 names = ", ".join(sorted(known))
                 raise StudyError(
-                    f"{study.path}: matrix key `scheduler`: unknown scheduler {s!r} (known: {names})"
+                    f"{study.path}: matrix key `{key}`: unknown scheduler {s!r} (known: {names})"
                 )
     runs = []
     for base in study.bases:
         config = _read_base(base)
         for values in product(*(study.matrix[k] for k in keys)):
             params = dict(zip(keys, values))
-            c = _apply(config, params, f"{study.path}")
+            c = _apply(config, _settings(study, params), f"{study.path}")
             runs.append(Run(index=len(runs), base=base, params=params, config=c, key=run_key(c, base)))
     return runs
 

@@ -1,6 +1,7 @@
 //! `hvio sweep STUDY` and `hvio report`: the commands whose engine is hvio's
-//! Python package (`python3 -m hvio sweep|report`): the Dask client, the
-//! Parquet writer, the analysis and the HTML page live there, and every run
+//! Python package (`python3 -m hvio sweep|report`, and `reproduce` for the
+//! experiments that are studies): the Dask client, the Parquet writer, the
+//! analysis and the HTML page live there, and every run
 //! in them is this simulator through the extension module. These commands
 //! hand their arguments over, as `hvio compare --figures` does.
 
@@ -62,7 +63,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
 
 /// Run `python3 -m hvio COMMAND ARGS` (`HVIO_PYTHON` names another Python)
 /// and end with its exit status: it has said on stderr why it failed.
-fn python_hvio(command: &str, args: Vec<OsString>) -> Result<()> {
+pub fn python_hvio(command: &str, args: Vec<OsString>) -> Result<()> {
     let python = std::env::var_os("HVIO_PYTHON").unwrap_or_else(|| "python3".into());
     let status = std::process::Command::new(&python)
         .args(["-m", "hvio", command])

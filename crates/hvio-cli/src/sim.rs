@@ -4,6 +4,7 @@ use crate::common::{check_not_dir, errln, out, outln, write_atomic};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use hvio_sim::{compare as cmp, experiments, report, Config, DEFAULT_SCENARIO};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -245,7 +246,8 @@ pub fn presets() -> Result<()> {
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// The experiment's name.
+    /// The experiment's name, or the path of a study file (a copied and
+    /// edited experiments/NAME.study.toml).
     name: Option<String>,
     /// List the experiments.
     #[arg(long)]
@@ -270,12 +272,27 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
         for e in experiments::EXPERIMENTS {
             outln!("{:<22} {} ({})", e.name, e.title, e.paper);
         }
+        // The experiments that are studies (experiments/NAME.study.toml):
+        // hvio's Python package, which runs and analyses them, lists them.
+        crate::analysis::python_hvio("reproduce", vec!["--list".into(), "--studies".into()])?;
         if a.name.is_none() && !a.list {
             bail!("name an experiment (see the list above)");
         }
         return Ok(());
     }
     let name = a.name.expect("checked above");
+    if experiments::find(&name).is_err() {
+        // A study (experiments/NAME.study.toml, or a study file's path): its
+        // runs and its analysis are hvio's Python package's.
+        let mut args: Vec<OsString> = vec![name.into(), "--seed".into(), a.seed.to_string().into()];
+        if a.quick {
+            args.push("--quick".into());
+        }
+        if let Some(j) = a.json {
+            args.extend(["--json".into(), j.into()]);
+        }
+        return crate::analysis::python_hvio("reproduce", args);
+    }
     let json = a.json.unwrap_or_else(|| {
         let quick = if a.quick { "-quick" } else { "" };
         let seed = if a.seed == 1 {

@@ -1,9 +1,12 @@
 //! Paper reproductions runnable by name (`hvio reproduce NAME`,
-//! `hvio.reproduce(name)` in Python). Each experiment is a file here that
-//! builds its configs, runs them and returns a [`Report`]: titled tables
-//! with the paper's numbers beside hvio's, notes, and raw data for plots.
+//! `hvio.reproduce(name)` in Python) that are still written in Rust. Each
+//! is a file here that builds its configs, runs them and returns a
+//! [`Report`]: titled tables with the paper's numbers beside hvio's, notes,
+//! and raw data for plots. The other experiments are studies
+//! (`experiments/NAME.study.toml`) with their paper numbers beside them and
+//! their analysis in the Python package (`hvio.analysis`); `hvio reproduce`
+//! hands those to `python3 -m hvio reproduce`.
 
-mod htbs_paper004;
 mod htbs_rates;
 mod ishare_destage_idle;
 mod ishare_fig4;
@@ -91,11 +94,9 @@ pub struct Experiment {
 
 /// Every experiment, by name.
 pub static EXPERIMENTS: &[Experiment] = &[
-    htbs_paper004::EXPERIMENT,
     htbs_rates::EXPERIMENT,
     pregather::FIG5,
     pregather::TABLE3,
-    pregather::TABLE4,
     pregather::OVERHEAD,
     ishare_tables::EXPERIMENT,
     ishare_fig4::EXPERIMENT,

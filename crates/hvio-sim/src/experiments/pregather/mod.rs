@@ -5,11 +5,12 @@
 //! - `pregather-table3`: seven two-application mixes in one VM under
 //!   Pregather, CFQ and AS, and Pregather's success ratio of waiting
 //!   (§5.1, Table 3);
-//! - `pregather-table4`: the four VMs of Table 1 under Pregather, CFQ, AS and
-//!   Deadline: execution times (Fig. 6a), bandwidth (Fig. 6b), seek
-//!   distances (Table 4), throughput over time (Fig. 7);
 //! - `pregather-overhead`: Pregather's model memory per VM and CPU time per
 //!   scheduling decision against CFQ (§5.3, Fig. 12).
+//!
+//! `pregather-table4` (the four VMs of Table 1: Fig. 6, Table 4, Fig. 7) is
+//! a study, `experiments/pregather-table4.study.toml`, analysed by hvio's
+//! Python package (`hvio.analysis.pregather_table4`).
 //!
 //! Each prints the paper's numbers next to hvio's. A baseline scheduler that
 //! is not registered in this build is left out with a note.
@@ -17,7 +18,6 @@
 mod fig5;
 mod overhead;
 mod table3;
-mod table4;
 
 use super::{ExpOptions, Experiment};
 use crate::config::Config;
@@ -38,14 +38,6 @@ pub const TABLE3: Experiment = Experiment {
     title: "Two applications in one VM: Pregather vs CFQ vs AS, success ratio of waiting",
     paper: "paper 000 §5.1, Table 3",
     run: table3::run,
-};
-
-/// Paper 000 Table 4 (with Fig. 6 and 7): the four VMs' times, bandwidth and seek distances.
-pub const TABLE4: Experiment = Experiment {
-    name: "pregather-table4",
-    title: "Four VMs with mixed applications: execution time, bandwidth, seek distances, throughput over time",
-    paper: "paper 000 §5.2.1, Fig. 6, Table 4, Fig. 7",
-    run: table4::run,
 };
 
 /// Paper 000 Fig. 12: Pregather's own cost in memory and CPU.
@@ -256,11 +248,6 @@ fn exec(r: &SimResult, vm: &str, job: &str) -> Option<f64> {
         .iter()
         .find(|j| j.vm == vm && j.job == job)
         .map(|j| j.exec_time_s)
-}
-
-/// Sum of the VMs' bandwidths, each over its own active period (the bars of Fig. 6b).
-fn sum_vm_bandwidth(r: &SimResult) -> f64 {
-    r.vms.iter().map(|v| v.mb_per_s).sum()
 }
 
 fn pct(x: f64) -> String {

@@ -4,7 +4,8 @@
 //! a closed-loop replay of Table 1's access patterns, Pregather against CFQ,
 //! Deadline and Noop, measured in this process with a monotonic clock.
 
-use super::{counter, pct, registered, simulate, DISK};
+use super::{counter, pct, registered, simulate, Guest, DISK};
+use crate::config::Config;
 use crate::experiments::{ExpOptions, Report};
 use crate::report::{f, Table};
 use crate::Result;
@@ -164,7 +165,7 @@ fn replay(name: &str, requests: u64) -> Result<Cost> {
 
 pub fn run(opts: &ExpOptions) -> Result<Report> {
     // Memory: the vNavigators during the four-VM run.
-    let r = simulate(&super::table4::scenario(opts, super::Guest::PageCache, "pregather")?)?;
+    let r = simulate(&scenario(opts)?)?;
     let mut mem = Table::new(
         "Memory: Pregather's prediction state per VM (four-VM run, page-cache guests)",
         &["VM", "zones at the end", "peak KiB", "KiB at the end", "paper"],
@@ -236,4 +237,16 @@ pub fn run(opts: &ExpOptions) -> Result<Report> {
         }),
         ..Default::default()
     })
+}
+
+/// The four-VM scenario (`hvio_sim::DEFAULT_SCENARIO`) under Pregather
+/// with page-cache guests.
+fn scenario(opts: &ExpOptions) -> Result<Config> {
+    let mut cfg = Config::from_toml_str(crate::DEFAULT_SCENARIO, "paper000-four-vms.toml")?;
+    cfg.seed = opts.seed;
+    cfg.host.scheduler = "pregather".into();
+    cfg.host.params.clear();
+    cfg.output.locality_bound = true;
+    Guest::PageCache.apply(&mut cfg, opts.quick);
+    Ok(cfg)
 }

@@ -1,0 +1,226 @@
+"""Paper experiments as studies: ``hvio reproduce NAME`` and ``hvio.reproduce(name)``.
+
+A paper's experiment is three files under ``experiments/``: the study
+(``NAME.study.toml``: its base configs and matrix, ``[quick.matrix]`` for the
+scaled-down run, and in ``[study]`` its citation, ``analysis`` and
+``reference``), the paper's numbers (``NAME.paper.toml``, each with the
+table or figure and row it comes from) and an analysis module of
+:mod:`hvio.analysis`, which takes the sweep's numeric DataFrame and the
+paper's numbers and returns the tables (numeric cells are numbers), notes
+and goal checks. This module runs the study, calls the analysis and renders
+the report as text, as ``hvio reproduce`` prints it. A copied and edited
+study runs with no rebuild: ``hvio reproduce path/to/copy.study.toml``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import _hvio, sweeps
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# The repository's experiments, beside the package's source folder.
+_REPO_EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+@dataclass
+class Table:
+    """A titled table of a report: a DataFrame whose numeric cells are
+    numbers, the decimals each numeric column is shown with, and the text of
+    a missing (``None`` or NaN) cell."""
+
+    title: str
+    frame: pd.DataFrame
+    # Decimals of a column's numbers; "e2": scientific, 2 decimals.
+    digits: dict[str, int | str] = field(default_factory=dict)
+    missing: str = "-"
+
+    def to_json(self) -> dict[str, Any]:
+        cols = [str(c) for c in self.frame.columns]
+        rows = [[_plain(v) for v in row] for row in self.frame.itertuples(index=False, name=None)]
+        return {
+            "title": self.title,
+            "columns": cols,
+            "rows": rows,
+            "digits": [self.digits.get(c) for c in cols],
+            "missing": self.missing,
+        }
+
+
+@dataclass
+class Analysis:
+    """What an analysis module returns: tables, notes (goals met or missed,
+    and why) and free-form data for figures."""
+
+    tables: list[Table]
+    notes: list[str]
+    data: Any = None
+
+
+def _plain(v: Any) -> Any:
+    """A cell as JSON: numpy numbers as Python's, NaN and NA as ``None``."""
+    if v is None or v is pd.NA:
+        return None
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def number_text(x: float) -> str:
+    """A float as the shortest text that reads back as it, integers without
+    a decimal point (``10``, ``8.2568``)."""
+    if x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x)
+
+
+def exponent_text(x: float, digits: int) -> str:
+    """``x`` in scientific notation with ``digits`` decimals and a bare
+    exponent (``1.23e4``, ``5.00e-7``)."""
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def cell_text(v: Any, digits: int | str | None, missing: str) -> str:
+    """A table cell as text: a number with its column's decimals, a missing one as ``missing``."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return missing
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(digits, str):
+        return exponent_text(v, int(digits.removeprefix("e")))
+    if digits is not None:
+        return f"{v:.{digits}f}"
+    return str(v) if isinstance(v, int) else number_text(v)
+
+
+def render_table(t: dict[str, Any]) -> str:
+    """A table (as in a report's JSON) as aligned text: the first column
+    left, the others right, a rule under the headings."""
+    cols = t["columns"]
+    digits = t.get("digits") or [None] * len(cols)
+    missing = t.get("missing", "-")
+    rows = [[cell_text(v, d, missing) for v, d in zip(r, digits)] for r in t["rows"]]
+    width = [len(c) for c in cols]
+    for r in rows:
+        width = [max(w, len(c)) for w, c in zip(width, r)]
+
+    def line(cells: list[str]) -> str:
+        parts = [cells[0].ljust(width[0])] + [c.rjust(w) for c, w in zip(cells[1:], width[1:])]
+        return "  ".join(parts).rstrip()
+
+    out = f"{t['title']}\n" if t["title"] else ""
+    out += line(cols) + "\n" + "  ".join("-" * w for w in width) + "\n"
+    return out + "".join(line(r) + "\n" for r in rows)
+
+
+def render(raw: dict[str, Any]) -> str:
+    """A report (as ``hvio reproduce`` writes it in JSON) as the text it prints."""
+    text = f"{raw['name']} — {raw['title']}\n({raw['paper']})\nseed {raw['seed']}"
+    text += ", quick run\n\n" if raw["quick"] else "\n\n"
+    text += "".join(render_table(t) + "\n" for t in raw["tables"])
+    return text + "".join(f"note: {n}\n" for n in raw["notes"])
+
+
+def _folders() -> list[Path]:
+    folders = [Path("experiments")]
+    if os.environ.get("HVIO_EXPERIMENTS"):
+        folders.insert(0, Path(os.environ["HVIO_EXPERIMENTS"]))
+    if _REPO_EXPERIMENTS.is_dir() and _REPO_EXPERIMENTS not in folders:
+        folders.append(_REPO_EXPERIMENTS)
+    return folders
+
+
+def find_study(name: str) -> Path | None:
+    """The study of experiment ``name``: a study file's path, or
+    ``NAME.study.toml`` in ``$HVIO_EXPERIMENTS``, ``./experiments`` or the
+    repository's ``experiments/``. ``None`` when there is none."""
+    if name.endswith(".toml"):
+        return Path(name) if Path(name).is_file() else None
+    for folder in _folders():
+        p = folder / f"{name}.study.toml"
+        if p.is_file():
+            return p
+    return None
+
+
+def experiments() -> list[tuple[str, str, str]]:
+    """(name, title, paper) of every study with an analysis, by name."""
+    seen: dict[str, tuple[str, str, str]] = {}
+    for folder in _folders():
+        for p in sorted(folder.glob("*.study.toml")):
+            name = p.name.removesuffix(".study.toml")
+            if name in seen:
+                continue
+            st = sweeps.load_study(p)
+            if st.analysis:
+                seen[name] = (st.name, st.title, st.paper)
+    return [seen[k] for k in sorted(seen)]
+
+
+def reproduce(
+    name: str | PathLike,
+    *,
+    quick: bool = False,
+    seed: int = 1,
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Run a paper experiment's study with ``seed`` for every run and
+    analyse it; the report as JSON-ready data (``render`` makes it text)."""
+    path = find_study(str(name))
+    if path is None:
+        raise sweeps.StudyError(f"experiment {name}: no study {name}.study.toml in {_where()}")
+    st = sweeps.load_study(path, quick=quick)
+    if not st.analysis or st.reference is None:
+        raise sweeps.StudyError(f"{path}: [study] needs `analysis` and `reference` to be reproduced")
+    st.matrix[sweeps.SEED] = [seed]
+    try:
+        module = importlib.import_module(f"hvio.analysis.{st.analysis}")
+    except ModuleNotFoundError:
+        raise sweeps.StudyError(
+            f"{path}: [study] analysis {st.analysis!r}: no module hvio.analysis.{st.analysis}"
+        ) from None
+    try:
+        with st.reference.open("rb") as f:
+            paper = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise sweeps.StudyError(f"{st.reference}: not a TOML file: {e}") from None
+    s = sweeps.sweep(st, out=None, workers=workers, progress=progress)
+    a: Analysis = module.analyse(s, paper, st.reference)
+    return {
+        "name": st.name,
+        "title": st.title,
+        "paper": st.paper,
+        "seed": seed,
+        "quick": quick,
+        "tables": [t.to_json() for t in a.tables],
+        "notes": a.notes,
+        "data": a.data,
+    }
+
+
+def _where() -> str:
+    return ", ".join(str(f) for f in _folders())
+
+
+def rust_report(name: str, quick: bool, seed: int) -> dict[str, Any]:
+    """An experiment still written in Rust, as the same JSON-ready data."""
+    return json.loads(_hvio.reproduce(name, quick, seed))

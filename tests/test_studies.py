@@ -1,0 +1,230 @@
+"""Paper experiments as studies: a study's cases, list lengths and quick
+matrix; `hvio reproduce NAME` runs the study and its Python analysis and
+prints the paper's numbers beside hvio's; a copied and edited study runs
+with no rebuild; the paper files name the source of every number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hvio
+import pytest
+from hvio import studies
+from hvio import sweeps as sw
+from hvio.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = ROOT / "experiments"
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+def study(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "base.toml").write_text((EXPERIMENTS / "small-two-vms.toml").read_text())
+    p = tmp_path / "s.study.toml"
+    p.write_text(f'[study]\nname = "s"\nbase = "base.toml"\n{text}')
+    return p
+
+
+def test_cases_set_their_keys_together_and_name_the_run(tmp_path):
+    p = study(
+        tmp_path,
+        "[matrix]\nseed = [1, 2]\n[matrix.setup.cases]\n"
+        'plain = { guest = "noop" }\n'
+        'tuned = { scheduler = "bfq", guest = "deadline", "vm.b.weight" = 3 }\n',
+    )
+    runs = sw.plan(sw.load_study(p))
+    assert [(r.params["seed"], r.params["setup"]) for r in runs] == [
+        (s, c) for s in (1, 2) for c in ("plain", "tuned")
+    ]
+    tuned = runs[1].config
+    assert tuned["host"]["scheduler"] == "bfq"
+    assert [vm["guest_scheduler"] for vm in tuned["vm"]] == ["deadline", "deadline"]
+    assert [vm.get("weight") for vm in tuned["vm"]] == [None, 3]
+    assert runs[0].config["host"]["scheduler"] == "deadline"
+
+
+def test_a_name_under_a_wildcard_sets_the_elements_that_have_it(tmp_path):
+    base = (
+        (EXPERIMENTS / "small-two-vms.toml").read_text().replace('rw = "read"', 'name = "seq"\nrw = "read"')
+    )
+    p = study(tmp_path, '[matrix]\n"vm.*.job.seq.iodepth" = 4\n')
+    (tmp_path / "base.toml").write_text(base)
+    (run,) = sw.plan(sw.load_study(p))
+    assert [job.get("iodepth") for vm in run.config["vm"] for job in vm["job"]] == [None, 4]
+    p = study(tmp_path, '[matrix]\n"vm.*.job.nope.iodepth" = 4\n')
+    with pytest.raises(sw.StudyError, match="`vm.\\*.job.nope.iodepth`: no element 'nope'"):
+        sw.plan(sw.load_study(p))
+
+
+def test_a_quick_case_changes_only_the_keys_it_names_or_a_list_keeps_cases(tmp_path):
+    p = study(
+        tmp_path,
+        '[matrix.setup.cases]\na = { guest = "noop", "vm.*.weight" = 2 }\nb = { guest = "cfq" }\n'
+        '[quick.matrix.setup.cases]\na = { "vm.*.weight" = 5 }\n',
+    )
+    assert sw.load_study(p, quick=True).cases["setup"] == {
+        "a": {"guest": "noop", "vm.*.weight": 5},
+        "b": {"guest": "cfq"},
+    }
+    assert sw.load_study(p).cases["setup"]["a"]["vm.*.weight"] == 2
+    p.write_text(
+        p.read_text().replace(
+            '[quick.matrix.setup.cases]\na = { "vm.*.weight" = 5 }', '[quick.matrix]\nsetup = ["b"]'
+        )
+    )
+    assert sw.load_study(p, quick=True).matrix["setup"] == ["b"]
+    assert sw.load_study(p).matrix["setup"] == ["a", "b"]
+
+
+def test_a_number_for_an_array_of_tables_keeps_its_first_elements(tmp_path):
+    p = study(tmp_path, '[matrix]\n"vm" = [1, 2]\n')
+    runs = sw.plan(sw.load_study(p))
+    assert [[vm["name"] for vm in r.config["vm"]] for r in runs] == [["a"], ["a", "b"]]
+    p = study(tmp_path, '[matrix]\n"vm" = [3]\n')
+    with pytest.raises(sw.StudyError, match=r"s.study.toml: `vm` = 3: keeps 1 to 2 elements"):
+        sw.plan(sw.load_study(p))
+
+
+def test_the_quick_matrix_replaces_its_keys_for_a_quick_run(tmp_path):
+    p = study(tmp_path, '[matrix]\nseed = [1, 2, 3]\nguest = ["noop"]\n[quick.matrix]\nseed = [7]\n')
+    assert sw.load_study(p).matrix == {"seed": [1, 2, 3], "guest": ["noop"]}
+    assert sw.load_study(p, quick=True).matrix == {"seed": [7], "guest": ["noop"]}
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        (
+            '[matrix]\nseed = [1]\n[quick.matrix]\nguest = ["noop"]\n',
+            "[quick.matrix] key `guest` is not a key of [matrix]",
+        ),
+        ("[matrix]\nsetup = { cases = {} }\n", "matrix key `setup`: cases are a table"),
+        ("[matrix.setup.cases]\na = 3\n", "matrix key `setup`: case 'a' must be a table"),
+        (
+            '[matrix.setup.cases]\na = { scheduler = "nope" }\n',
+            "matrix key `setup.a`: unknown scheduler 'nope'",
+        ),
+        ("[matrix]\nseed = [1]\n[quick]\nseed = 3\n", "[quick] holds one table"),
+    ],
+)
+def test_a_bad_case_or_quick_table_names_the_study_and_the_key(tmp_path, text, needle):
+    with pytest.raises(sw.StudyError) as e:
+        sw.plan(sw.load_study(study(tmp_path, text)))
+    assert str(tmp_path / "s.study.toml") in str(e.value) and needle in str(e.value)
+
+
+def test_tables_render_numbers_with_their_columns_digits():
+    t = {
+        "title": "T",
+        "columns": ["row", "a", "b"],
+        "rows": [["x", 1.23456, None], ["longer", 10.0, 3]],
+        "digits": [None, 2, None],
+        "missing": "—",
+    }
+    assert (
+        studies.render_table(t)
+        == "T\nrow         a  b\n------  -----  -\nx        1.23  —\nlonger  10.00  3\n"
+    )
+    assert studies.number_text(10.0) == "10" and studies.number_text(8.2568) == "8.2568"
+
+
+def test_every_paper_study_names_its_analysis_and_every_number_its_source():
+    listed = {name for name, _, _ in studies.experiments()}
+    assert "htbs-paper004" in listed
+    for name in listed:
+        st = sw.load_study(EXPERIMENTS / f"{name}.study.toml")
+        assert st.paper and st.title and st.reference is not None
+        with st.reference.open("rb") as f:
+            paper = tomllib.load(f)
+        for key, rows in paper.items():
+            for row in rows if isinstance(rows, list) else [rows]:
+                assert row["source"].startswith("paper "), (name, key, row)
+
+
+def test_htbs_paper004_paper_file_has_every_table_row_with_its_source():
+    with (EXPERIMENTS / "htbs-paper004.paper.toml").open("rb") as f:
+        p = tomllib.load(f)
+    assert [r["file"] for r in p["table1"]] == list(range(1, 13))
+    assert all(r["source"] == f"paper 004, Table 1, row {r['file']}" for r in p["table1"])
+    assert [r["files"] for r in p["table3"]] == [5, 7, 10]
+    assert all(r["source"].endswith(f"row {r['files']} files") for r in p["table2"] + p["table3"])
+
+
+@pytest.fixture(scope="module")
+def htbs_quick():
+    return hvio.reproduce("htbs-paper004", quick=True)
+
+
+def test_htbs_paper004_quick_has_htbs_below_noop_in_seek_and_execution_time(htbs_quick):
+    runs = htbs_quick.data
+
+    def mean(setup, key):
+        v = [r[key] for r in runs if r["setup"] == setup]
+        return sum(v) / len(v)
+
+    assert mean("htbs", "seek_total_ms") < 0.5 * mean("noop", "seek_total_ms")
+    assert mean("htbs", "avg_exec_s") < mean("noop", "avg_exec_s")
+    t1 = htbs_quick.tables["Table 1: execution time per file (s), 12 files read at once"]
+    assert len(t1) == 13, "12 files and the average"
+    # Numeric cells are numbers: the file sizes, hvio's times, the paper's.
+    assert list(t1["KiB"][:12]) == [577, 2389, 2481, 2929, 4033, 4961, 5441, 5457, 8593, 9185, 9201, 9777]
+    assert t1["paper NOOP"][0] == pytest.approx(0.6567)
+    assert all(isinstance(x, float) for x in t1["htbs s"])
+
+
+def test_reproduce_prints_the_report_and_writes_its_json(tmp_path, capsys, monkeypatch, htbs_quick):
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "htbs-paper004", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("htbs-paper004 — HTBS vs NOOP vs CFQ")
+    assert "\nseed 1, quick run\n" in out and out.endswith("report: out/htbs-paper004-quick.json\n")
+    raw = json.loads((tmp_path / "out" / "htbs-paper004-quick.json").read_text())
+    assert raw == json.loads(json.dumps(htbs_quick.raw))
+    assert out == studies.render(raw) + "report: out/htbs-paper004-quick.json\n"
+
+
+def test_a_copied_and_edited_study_runs_without_a_rebuild(tmp_path, capsys, monkeypatch):
+    for f in ("htbs-paper004.toml", "htbs-paper004.paper.toml"):
+        (tmp_path / f).write_text((EXPERIMENTS / f).read_text())
+    text = (EXPERIMENTS / "htbs-paper004.study.toml").read_text()
+    text = text.replace('name = "htbs-paper004"', 'name = "my-htbs"').replace(
+        '"vm.*.job" = [5, 12]', '"vm.*.job" = [3, 12]'
+    )
+    (tmp_path / "my.study.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "my.study.toml", "--quick", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("my-htbs — ") and "report: out/my-htbs-quick.json" in out
+    rows = [
+        r
+        for r in hvio.reproduce(str(tmp_path / "my.study.toml"), quick=True).tables[
+            "mean seek time per request (ms)"
+        ]["files"]
+    ]
+    assert rows == [3, 12]
+
+
+def test_an_unknown_experiment_lists_the_known_ones(capsys):
+    assert main(["reproduce", "no-such-experiment"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown experiment 'no-such-experiment'" in err and "htbs-paper004" in err and "htbs-rates" in err
+
+
+def test_pregather_table4_compares_the_schedulers_on_the_four_vms():
+    r = hvio.reproduce("pregather-table4", quick=True)
+    assert r.name == "pregather-table4"
+    t = r.tables["Fig. 6(a): execution time per application (s), direct guests"]
+    assert len(t) == 8, "two applications in each of four VMs"
+    seek = r.tables["Table 4: distribution of seek distances (%), direct guests"]
+    assert seek.iloc[0, 2] == 75.78, "the paper's zero-seek share sits beside hvio's"
+    bw = r.tables["Fig. 6(b): bandwidth (MB/s), page-cache guests"]
+    total = bw[bw["VM"] == "total (sum of VMs)"].iloc[0]
+    assert total["Pregather"] > total["Deadline"], "Pregather beats Deadline"
+    assert sum(1 for title in r.tables if title.startswith("Goals, ")) == 6, "one per guest model"
+    blktap = r.tables["Table 4: distribution of seek distances (%), page-cache+blktap guests"]
+    assert list(blktap["seek distance"][-2:]) == ["0, bio arrival order", "[± image], bio arrival order"]
