@@ -1047,9 +1047,8 @@ impl Engine {
             Control::Metrics(tx) => {
                 let st = self.status();
                 let mut text = render_prometheus(&st, &self.stats, self.dispatched, self.backend_errors);
-                for img in self.images.iter().flatten() {
-                    img.prometheus(&mut text);
-                }
+                let images: Vec<&ReshapedDisk> = self.images.iter().flatten().map(|i| &**i).collect();
+                crate::reshaped::prometheus(&images, &mut text);
                 let _ = tx.send(text);
             }
         }

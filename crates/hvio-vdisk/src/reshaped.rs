@@ -1060,66 +1060,194 @@ impl ReshapedDisk {
         }
     }
 
-    /// Prometheus lines for this image.
-    pub fn prometheus(&self, out: &mut String) {
+    /// This image's samples (families of [`FAMILIES`]).
+    fn samples(&self) -> Vec<Sample> {
         let st = self.lock();
         let s = st.reshaper.stats();
-        let vm = &self.name;
         let c = &self.counters;
-        let mut line = |name: &str, v: f64| {
-            let _ = writeln!(out, "hvio_image_{name}{{vm=\"{vm}\"}} {v}");
-        };
-        line("guest_flushes_total", c.guest_flushes.load(Ordering::Relaxed) as f64);
-        line("fdatasyncs_total", c.fdatasyncs.load(Ordering::Relaxed) as f64);
-        line("fua_writes_total", c.fua_writes.load(Ordering::Relaxed) as f64);
-        line("ios_total", c.image_ios.load(Ordering::Relaxed) as f64);
-        line("io_errors_total", c.image_errors.load(Ordering::Relaxed) as f64);
-        line("commits_total", s.commits as f64);
-        line("checkpoints_total", s.checkpoints as f64);
-        line("segments_cleaned_total", s.segments_cleaned as f64);
-        line("clean_write_bytes_total", (s.clean_write_sectors * SECTOR_BYTES) as f64);
-        line(
-            "guest_write_bytes_total",
-            ((s.guest_write_sectors[0] + s.guest_write_sectors[1]) * SECTOR_BYTES) as f64,
-        );
-        line("log_bytes_total", s.log_bytes as f64);
-        line("checkpoint_bytes_total", s.checkpoint_bytes as f64);
-        line("write_amplification", s.write_amplification());
-        line("table_extents", st.reshaper.table_extents() as f64);
-        line("table_bytes", st.reshaper.table_bytes() as f64);
-        line("free_segments_meta", st.reshaper.free_segments(Region::Meta) as f64);
-        line("free_segments_data", st.reshaper.free_segments(Region::Data) as f64);
-        line("recovery_seconds", self.recovered.took.as_secs_f64());
-        line("recovered_transactions", self.recovered.transactions as f64);
-        line("failed", f64::from(u8::from(st.failed.is_some())));
-        line("meta_writes_total", st.meta_writes as f64);
-        line("data_writes_total", st.data_writes as f64);
-        line("ext4_found", f64::from(u8::from(st.classifier.found)));
+        let count = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let bytes = |sectors: u64| (sectors * SECTOR_BYTES) as f64;
         let t = &st.timing;
-        line("segment_copies_total", t.copies as f64);
-        line("segment_copy_seconds_sum", t.copy_sum.as_secs_f64());
-        line("segment_copy_max_seconds", t.copy_max.as_secs_f64());
-        line("flushes_during_cleaning_total", t.flushes as f64);
-        line("flush_wait_behind_cleaning_seconds_sum", t.wait_sum.as_secs_f64());
-        line("flush_wait_behind_cleaning_max_seconds", t.wait_max.as_secs_f64());
-        line("flush_waits_over_segment_copy_total", t.over as f64);
-        line("flush_latency_during_cleaning_max_seconds", t.latency_max.as_secs_f64());
+        let mut v: Vec<Sample> = [
+            ("guest_flushes_total", count(&c.guest_flushes)),
+            ("fdatasyncs_total", count(&c.fdatasyncs)),
+            ("fua_writes_total", count(&c.fua_writes)),
+            ("ios_total", count(&c.image_ios)),
+            ("io_errors_total", count(&c.image_errors)),
+            ("commits_total", s.commits as f64),
+            ("checkpoints_total", s.checkpoints as f64),
+            ("segments_cleaned_total", s.segments_cleaned as f64),
+            ("clean_write_bytes_total", bytes(s.clean_write_sectors)),
+            (
+                "guest_write_bytes_total",
+                bytes(s.guest_write_sectors[0] + s.guest_write_sectors[1]),
+            ),
+            ("log_bytes_total", s.log_bytes as f64),
+            ("checkpoint_bytes_total", s.checkpoint_bytes as f64),
+            ("write_amplification", s.write_amplification()),
+            ("table_extents", st.reshaper.table_extents() as f64),
+            ("table_bytes", st.reshaper.table_bytes() as f64),
+            ("free_segments_meta", st.reshaper.free_segments(Region::Meta) as f64),
+            ("free_segments_data", st.reshaper.free_segments(Region::Data) as f64),
+            ("recovery_seconds", self.recovered.took.as_secs_f64()),
+            ("recovered_transactions", self.recovered.transactions as f64),
+            ("failed", f64::from(u8::from(st.failed.is_some()))),
+            ("meta_writes_total", st.meta_writes as f64),
+            ("data_writes_total", st.data_writes as f64),
+            ("ext4_found", f64::from(u8::from(st.classifier.found))),
+            ("segment_copies_total", t.copies as f64),
+            ("segment_copy_seconds_total", t.copy_sum.as_secs_f64()),
+            ("segment_copy_max_seconds", t.copy_max.as_secs_f64()),
+            ("flushes_during_cleaning_total", t.flushes as f64),
+            ("flush_wait_behind_cleaning_seconds_total", t.wait_sum.as_secs_f64()),
+            ("flush_wait_behind_cleaning_max_seconds", t.wait_max.as_secs_f64()),
+            ("flush_waits_over_segment_copy_total", t.over as f64),
+            ("flush_latency_during_cleaning_max_seconds", t.latency_max.as_secs_f64()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name, String::new(), value))
+        .collect();
         // The guest's own requests (`hvio_requests_total` counts the image
         // file's, which the scheduler scheduled).
         let guest = self.guest_stats.lock().unwrap_or_else(|p| p.into_inner());
         for (i, op) in crate::stats::OPS.iter().enumerate() {
             let o = &guest.ops[i];
-            let _ = writeln!(
-                out,
-                "hvio_image_guest_requests_total{{vm=\"{vm}\",op=\"{op}\"}} {}",
-                o.count
-            );
+            v.push(("guest_requests_total", format!(",op=\"{op}\""), o.count as f64));
             if i < 2 {
-                let _ = writeln!(
-                    out,
-                    "hvio_image_guest_bytes_total{{vm=\"{vm}\",op=\"{op}\"}} {}",
-                    o.bytes
-                );
+                v.push(("guest_bytes_total", format!(",op=\"{op}\""), o.bytes as f64));
+            }
+        }
+        v
+    }
+}
+
+/// A `/metrics` sample of an image: family, labels after `vm`, value.
+type Sample = (&'static str, String, f64);
+
+/// The reshaped images' `/metrics` families: name after `hvio_image_`,
+/// type, help.
+const FAMILIES: &[(&str, &str, &str)] = &[
+    ("guest_flushes_total", "counter", "FLUSHes the guest sent."),
+    (
+        "fdatasyncs_total",
+        "counter",
+        "Cache flushes (fdatasync) of the image file, one per commit.",
+    ),
+    (
+        "fua_writes_total",
+        "counter",
+        "FUA log and checkpoint writes of the image file.",
+    ),
+    ("ios_total", "counter", "Requests made of the image file."),
+    ("io_errors_total", "counter", "Image-file requests that failed."),
+    ("commits_total", "counter", "Log transactions committed."),
+    (
+        "checkpoints_total",
+        "counter",
+        "Checkpoints of the remap table written.",
+    ),
+    ("segments_cleaned_total", "counter", "Segments the cleaner emptied."),
+    ("clean_write_bytes_total", "counter", "Bytes the cleaner copied."),
+    (
+        "guest_write_bytes_total",
+        "counter",
+        "Guest bytes written at the append points.",
+    ),
+    ("log_bytes_total", "counter", "Bytes written to the log."),
+    ("checkpoint_bytes_total", "counter", "Bytes of checkpoints written."),
+    (
+        "write_amplification",
+        "gauge",
+        "Image bytes written per guest byte written.",
+    ),
+    ("table_extents", "gauge", "Extents in the remap tables."),
+    (
+        "table_bytes",
+        "gauge",
+        "Memory of the remap tables and their reverse maps.",
+    ),
+    ("free_segments_meta", "gauge", "Free segments of the metadata region."),
+    ("free_segments_data", "gauge", "Free segments of the data region."),
+    ("recovery_seconds", "gauge", "How long recovery took at start."),
+    (
+        "recovered_transactions",
+        "gauge",
+        "Committed transactions recovery replayed at start.",
+    ),
+    (
+        "failed",
+        "gauge",
+        "1 once an image-file request failed: every request fails from then on.",
+    ),
+    ("meta_writes_total", "counter", "Guest writes classed metadata."),
+    ("data_writes_total", "counter", "Guest writes classed data."),
+    (
+        "ext4_found",
+        "gauge",
+        "1 if the guest's ext4 layout was found on the disk.",
+    ),
+    (
+        "segment_copies_total",
+        "counter",
+        "Segment copies of the cleaner timed.",
+    ),
+    (
+        "segment_copy_seconds_total",
+        "counter",
+        "Time of the segment copies, first read to table update.",
+    ),
+    ("segment_copy_max_seconds", "gauge", "The longest segment copy."),
+    (
+        "flushes_during_cleaning_total",
+        "counter",
+        "FLUSHes that arrived while a segment was copied.",
+    ),
+    (
+        "flush_wait_behind_cleaning_seconds_total",
+        "counter",
+        "Time those FLUSHes waited for their commit to start.",
+    ),
+    (
+        "flush_wait_behind_cleaning_max_seconds",
+        "gauge",
+        "The longest of those waits.",
+    ),
+    (
+        "flush_waits_over_segment_copy_total",
+        "counter",
+        "FLUSHes that waited longer than the segment copy in progress when they arrived.",
+    ),
+    (
+        "flush_latency_during_cleaning_max_seconds",
+        "gauge",
+        "The longest latency of a FLUSH that arrived while a segment was copied.",
+    ),
+    (
+        "guest_requests_total",
+        "counter",
+        "The guest's requests answered, by operation.",
+    ),
+    (
+        "guest_bytes_total",
+        "counter",
+        "The guest's bytes read and written, by operation.",
+    ),
+];
+
+/// The `/metrics` lines of reshaped `images`: each family once, with its
+/// help and type, one sample per image.
+pub fn prometheus(images: &[&ReshapedDisk], out: &mut String) {
+    if images.is_empty() {
+        return;
+    }
+    let samples: Vec<(&ReshapedDisk, Vec<Sample>)> = images.iter().map(|img| (*img, img.samples())).collect();
+    for (family, kind, help) in FAMILIES {
+        let _ = writeln!(out, "# HELP hvio_image_{family} {help}");
+        let _ = writeln!(out, "# TYPE hvio_image_{family} {kind}");
+        for (img, v) in &samples {
+            let vm = crate::stats::esc(&img.name);
+            for (_, labels, value) in v.iter().filter(|(name, _, _)| name == family) {
+                let _ = writeln!(out, "hvio_image_{family}{{vm=\"{vm}\"{labels}}} {value}");
             }
         }
     }

@@ -249,7 +249,8 @@ pub struct Status {
     pub vms: Vec<VmStatus>,
 }
 
-fn esc(s: &str) -> String {
+/// A label value escaped for the Prometheus text format.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

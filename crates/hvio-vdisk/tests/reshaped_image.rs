@@ -369,7 +369,7 @@ fn flushes_during_cleaning(scheduler: &str) -> String {
         metric(&m, "flush_latency_during_cleaning_max_seconds") * 1e3,
         metric(&m, "flush_waits_over_segment_copy_total"),
         copy_max * 1e3,
-        metric(&m, "segment_copy_seconds_sum") / copies.max(1.0) * 1e3
+        metric(&m, "segment_copy_seconds_total") / copies.max(1.0) * 1e3
     );
     assert!(copies > 10.0 && waited > 0.0, "the cleaner ran under FLUSHes: {m}");
     for (&b, &round) in &last {
@@ -447,6 +447,7 @@ fn status_counts_guest_and_image_file_requests_apart() {
     assert_eq!(file["log_bytes_written"], 4096, "{file}");
     assert_eq!(file["bytes_written"], 21 * 4096, "{file}");
     assert_eq!(file["cleaning_bytes_written"], 0, "{file}");
+    promtool_accepts(&metrics(&d));
     let raw = &status["vms"][1];
     assert_eq!(raw["name"], "raw");
     assert!(raw.get("image_file").is_none(), "{raw}");
