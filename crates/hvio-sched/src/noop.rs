@@ -3,7 +3,9 @@
 //! Linux's noop moves one request at a time to the dispatch list, where
 //! `elv_dispatch_sort` has nothing to sort it against when the device takes
 //! one request at a time, so with a depth-1 device it is first come, first
-//! served. No tunables.
+//! served. No tunables. It has the block layer's generic back merge
+//! (`elv_rqhash_find`, the hash of queued requests by end sector): a
+//! request that continues a queued one grows it in place.
 
 use super::SchedulerSpec;
 use hvio_core::{Dispatch, Nanos, Params, Request, SchedContext, Scheduler};
@@ -50,5 +52,15 @@ impl Scheduler for Noop {
     }
     fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
         Some(self.fifo.drain(..).collect())
+    }
+    fn back_merge(&mut self, rq: &Request, max_sectors: u32, _now: Nanos) -> Option<hvio_core::RequestId> {
+        // The newest queued request that ends where `rq` starts (the
+        // hash finds one; the newest is the one a stream just queued).
+        let prev = self.fifo.iter_mut().rev().find(|q| q.end() == rq.sector)?;
+        if !crate::util::back_mergeable(prev, rq, max_sectors) {
+            return None;
+        }
+        prev.sectors += rq.sectors;
+        Some(prev.id)
     }
 }

@@ -28,7 +28,7 @@ fn next(s: &mut dyn hvio_core::Scheduler, mut now: u64) -> Request {
 
 #[test]
 fn contiguous_requests_grow_the_queued_one() {
-    for name in ["deadline", "cfq", "anticipatory", "pregather"] {
+    for name in ["noop", "deadline", "cfq", "anticipatory", "pregather"] {
         let mut s = hvio_sched::build(name, &Default::default(), &ctx()).unwrap();
         // Keep the device busy with one request so the next ones queue.
         s.insert(Request::new(1, 0, Op::Read, 0, 8, 0).with_sync(true), 0);
@@ -69,7 +69,7 @@ fn cfq_and_pregather_merge_only_within_the_stream() {
 
 #[test]
 fn schedulers_without_merging_keep_the_default() {
-    let mut s = hvio_sched::build("noop", &Default::default(), &ctx()).unwrap();
+    let mut s = hvio_sched::build("kyber", &Default::default(), &ctx()).unwrap();
     s.insert(Request::new(1, 0, Op::Read, 1000, 88, 0), 0);
     let b = Request::new(2, 0, Op::Read, 1088, 88, 10);
     assert_eq!(s.back_merge(&b, 1024, 10), None);

@@ -23,10 +23,14 @@
 //! at its whole size; page-aligned with a cache), and the virtio latency.
 //! Without a cache the job's requests are split at `max_request` bytes, as
 //! Linux splits at `max_sectors_kb`; with one, at the cache's
-//! `max_sectors_kb`.
+//! `max_sectors_kb` (Xen blkfront's 44 KiB). The host merges a request
+//! that continues one it still queues, up to `max_request` (the block
+//! layer's back merge, through each scheduler's `back_merge`): dom0
+//! rebuilds the disk's large requests from blkfront's pieces.
 
 use super::cluster::NodeIo;
 use super::job::{FileKey, FileOp, OpId};
+use crate::engine::Engine;
 use crate::error::{Result, SimError};
 use crate::pagecache::{self, FileSpan, PageCache, PageCacheConfig, Run, PAGE_BYTES, PAGE_SECTORS};
 use hvio_core::time::Nanos;
@@ -147,6 +151,9 @@ pub struct HostNode {
     /// Each request in flight: who it is for, its VM and the request as
     /// the guest scheduler holds it.
     parts: BTreeMap<RequestId, (Owner, usize, Request)>,
+    /// Requests the host merged into a queued one (`back_merge`), by the
+    /// id of the request that took them: they complete with it.
+    merged: BTreeMap<RequestId, Vec<RequestId>>,
     /// Requests an operation still waits for.
     left: BTreeMap<OpId, usize>,
     completions: Vec<Completion>,
@@ -239,6 +246,7 @@ impl HostNode {
             max_sectors: sectors(spec.max_request),
             next_rq: 0,
             parts: BTreeMap::new(),
+            merged: BTreeMap::new(),
             left: BTreeMap::new(),
             completions: Vec::new(),
             done: Vec::new(),
@@ -315,7 +323,13 @@ impl HostNode {
                         host_rq.sector = g.base + rq.sector;
                         host_rq.stream = v as StreamId;
                         host_rq.arrival = now;
-                        self.host.insert(host_rq, now);
+                        // The host's block layer merges a request that
+                        // continues a queued one of the same VM, up to the
+                        // disk's largest request.
+                        match self.host.back_merge(&host_rq, self.max_sectors as u32, now) {
+                            Some(into) => self.merged.entry(into).or_default().push(host_rq.id),
+                            None => self.host.insert(host_rq, now),
+                        }
                     }
                     Next::Wait { until, .. } => {
                         g.timer = Some(until);
@@ -354,18 +368,6 @@ impl HostNode {
         self.next_rq += 1;
         self.parts.insert(rq.id, (owner, v, rq));
         self.guests[v].driver.insert(rq, self.now);
-    }
-
-    /// A request of pages `r` at `now`.
-    fn page_request(stream: StreamId, op: Op, r: Run, now: Nanos) -> Request {
-        Request::new(
-            0,
-            stream,
-            op,
-            r.first * PAGE_SECTORS,
-            (r.pages * PAGE_SECTORS) as u32,
-            now,
-        )
     }
 
     /// An operation of VM `v` through its page cache: a write dirties its
@@ -411,7 +413,7 @@ impl HostNode {
                 self.send(
                     v,
                     Owner::CacheRead(r),
-                    Self::page_request(op.thread as StreamId, Op::Read, r, now).with_sync(true),
+                    Engine::page_request(op.thread as StreamId, Op::Read, r, now).with_sync(true),
                 );
             }
         }
@@ -430,7 +432,7 @@ impl HostNode {
             }
             if let Some(r) = cache.wb_queue.pop_front() {
                 cache.wb_inflight += 1;
-                let rq = Self::page_request(FLUSHER_STREAM, Op::Write, r, self.now);
+                let rq = Engine::page_request(FLUSHER_STREAM, Op::Write, r, self.now);
                 self.send(v, Owner::Writeback(r), rq);
                 continue;
             }
@@ -466,6 +468,27 @@ impl HostNode {
         let more = cache.pages.nr_dirty() > 0 || cache.pages.nr_writeback() > 0 || !cache.wb_queue.is_empty();
         cache.flusher_at = more.then_some(now + period);
         self.flusher_pump(v);
+    }
+
+    /// Guest request `id` is done at `t`: its ring slot frees, its guest
+    /// scheduler hears of it, and so does what it was for.
+    fn guest_done(&mut self, id: RequestId, t: Nanos) {
+        let Some((owner, v, guest_rq)) = self.parts.remove(&id) else {
+            return;
+        };
+        let g = &mut self.guests[v];
+        g.ring_used -= 1;
+        g.driver.completed(&guest_rq, t);
+        let Owner::Op(op) = owner else {
+            self.cache_done(v, owner, t);
+            return;
+        };
+        let left = self.left.get_mut(&op).expect("an operation in flight is counted");
+        *left -= 1;
+        if *left == 0 {
+            self.left.remove(&op);
+            self.done.push((op, t));
+        }
     }
 
     /// A request of VM `v` for the cache finished at `t`.
@@ -537,21 +560,9 @@ impl NodeIo for HostNode {
             self.device.advance(t, &mut self.completions);
             for c in std::mem::take(&mut self.completions) {
                 self.host.completed(&c.rq, c.done);
-                let Some((owner, v, guest_rq)) = self.parts.remove(&c.rq.id) else {
-                    continue;
-                };
-                let g = &mut self.guests[v];
-                g.ring_used -= 1;
-                g.driver.completed(&guest_rq, c.done);
-                let Owner::Op(op) = owner else {
-                    self.cache_done(v, owner, c.done);
-                    continue;
-                };
-                let left = self.left.get_mut(&op).expect("an operation in flight is counted");
-                *left -= 1;
-                if *left == 0 {
-                    self.left.remove(&op);
-                    self.done.push((op, c.done));
+                let merged = self.merged.remove(&c.rq.id).unwrap_or_default();
+                for id in std::iter::once(c.rq.id).chain(merged) {
+                    self.guest_done(id, c.done);
                 }
             }
             if self.host_timer.is_some_and(|at| at <= t) {
@@ -823,7 +834,16 @@ mod tests {
         let plain = run(&NodeSpec::new("cfq", "cfq", 2));
         let with_cache = run(&NodeSpec::new("cfq", "cfq", 2).with_page_cache(hadoop_page_cache()));
         assert_eq!(plain.stats, with_cache.stats);
-        assert_ne!(plain.phases.job(), with_cache.phases.job());
+        // The cache serves the merges' re-reads and hides the writes, and
+        // the host merges blkfront's 44 KiB pieces back into large
+        // requests: sort is faster through it. (Without the host's merge
+        // every 44 KiB piece paid its own seek: 5 times slower.)
+        assert!(
+            with_cache.phases.job() < plain.phases.job(),
+            "{} against {} ns",
+            with_cache.phases.job(),
+            plain.phases.job()
+        );
         assert_eq!(
             run(&NodeSpec::new("cfq", "cfq", 2).with_page_cache(hadoop_page_cache())),
             with_cache
