@@ -228,3 +228,36 @@ def test_pregather_table4_compares_the_schedulers_on_the_four_vms():
     assert sum(1 for title in r.tables if title.startswith("Goals, ")) == 6, "one per guest model"
     blktap = r.tables["Table 4: distribution of seek distances (%), page-cache+blktap guests"]
     assert list(blktap["seek distance"][-2:]) == ["0, bio arrival order", "[± image], bio arrival order"]
+
+
+def test_pregather_fig5_sweeps_the_zone_size():
+    r = hvio.reproduce("pregather-fig5", quick=True)
+    t = r.tables["Fig. 5: two sequential readers in one VM"]
+    for guests in ("direct", "page-cache", "one-stream"):
+        mine = t[(t["guests"] == guests) & (t["scheduler"] == "pregather")]
+        assert list(mine["B (sectors)"]) == [10, 2000, 10000000], guests
+        assert ((t["guests"] == guests) & (t["scheduler"] == "cfq")).any()
+    # One-stream guests: one request in flight per reader; at B = 2000
+    # Pregather waits for the stream it serves and nearly every wait succeeds.
+    row = t[(t["guests"] == "one-stream") & (t["scheduler"] == "pregather") & (t["B (sectors)"] == 2000)]
+    assert row["wait success %"].iloc[0] > 80.0
+
+
+def test_pregather_table3_runs_seven_mixes():
+    r = hvio.reproduce("pregather-table3", quick=True)
+    times = r.tables[next(t for t in r.tables if t.startswith("Table 3: ") and t.endswith("O_DIRECT)"))]
+    assert len(times) == 14
+    assert times[times["application"] == "SR-M"]["paper Pregather"].tolist() == [26.92, 33.03]
+    waits = r.tables["Pregather's waits for a future request, direct guests"]
+    assert len(waits) == 8, "seven VMs and the total"
+    assert waits["waits started"].iloc[-1] == sum(waits["waits started"].iloc[:-1])
+
+
+def test_a_case_value_is_copied_into_each_run(tmp_path):
+    p = study(
+        tmp_path,
+        '[matrix]\nmix.cases.one = { vm = [{ name = "x", job = [{ rw = "read", requests = 10 }] }] }\n'
+        '"vm.*.job.*.iodepth" = [1, 4]\n',
+    )
+    runs = sw.plan(sw.load_study(p))
+    assert [r.config["vm"][0]["job"][0]["iodepth"] for r in runs] == [1, 4]

@@ -238,13 +238,14 @@ def _read_base(path: Path) -> dict[str, Any]:
         raise StudyError(f"{path}: not a TOML file: {e}") from None
 
 
-def _set(config: dict[str, Any], key: str, value: Any, where: str) -> None:
+def _set(config: dict[str, Any], key: str, value: Any, where: str, missed: list[str]) -> int:
     """Set dotted config key ``key`` (``host.params.quantum``,
     ``vm.0.weight``, ``vm.vm2.weight``, ``vm.*.virtio_depth``,
     ``vm.*.job.*.iodepth``) in ``config``; ``*`` is every element. Under a
     ``*``, a name sets the elements that have it (``vm.*.job.SR-M.bs``: the
-    job SR-M of every VM that has one); some element must have it."""
-    missed: list[str] = []
+    job SR-M of every VM that has one) and may set none in this run (it
+    must set some in one run of the study: :func:`plan` checks); otherwise
+    a name no element has is an error. The number of values set."""
 
     def walk(node: Any, parts: list[str]) -> int:
         head, rest = parts[0], parts[1:]
@@ -270,13 +271,17 @@ def _set(config: dict[str, Any], key: str, value: Any, where: str) -> None:
                     raise StudyError(f"{where}: `{key}` = {value}: keeps 1 to {len(node[head])} elements")
                 node[head] = node[head][:value]
             else:
-                node[head] = value
+                # A copy: a later key of this run may change inside it, and
+                # the next run sets the same value again.
+                node[head] = copy.deepcopy(value)
             return 1
         # Arrays of tables take their TOML name: `vm` is the `[[vm]]` list.
         return walk(node.setdefault(head, {}), rest)
 
-    if walk(config, key.split(".")) == 0:
+    count = walk(config, key.split("."))
+    if count == 0 and "*" not in key.split("."):
         raise StudyError(f"{where}: `{key}`: {missed[0]}")
+    return count
 
 
 def _settings(study: Study, params: dict[str, Any]) -> dict[str, Any]:
@@ -290,7 +295,11 @@ def _settings(study: Study, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _apply(config: dict[str, Any], params: dict[str, Any], where: str) -> dict[str, Any]:
+def _apply(
+    config: dict[str, Any], params: dict[str, Any], where: str, hits: dict[str, list[Any]] | None = None
+) -> dict[str, Any]:
+    """``config`` with the run's settings; ``hits`` counts, per dotted key,
+    the values set and the first element missed."""
     c = copy.deepcopy(config)
     if SCHEDULER in params:
         host = c.setdefault("host", {})
@@ -305,7 +314,12 @@ def _apply(config: dict[str, Any], params: dict[str, Any], where: str) -> dict[s
         c["seed"] = params[SEED]
     for k, v in params.items():
         if k not in (SCHEDULER, GUEST, SEED):
-            _set(c, k, v, where)
+            missed: list[str] = []
+            count = _set(c, k, v, where, missed)
+            if hits is not None:
+                h = hits.setdefault(k, [0, None])
+                h[0] += count
+                h[1] = h[1] or (missed[0] if missed else None)
     return c
 
 
@@ -341,12 +355,16 @@ def plan(study: Study) -> list[Run]:
                     f"{study.path}: matrix key `{key}`: unknown scheduler {s!r} (known: {names})"
                 )
     runs = []
+    hits: dict[str, list[Any]] = {}
     for base in study.bases:
         config = _read_base(base)
         for values in product(*(study.matrix[k] for k in keys)):
             params = dict(zip(keys, values))
-            c = _apply(config, _settings(study, params), f"{study.path}")
+            c = _apply(config, _settings(study, params), f"{study.path}", hits)
             runs.append(Run(index=len(runs), base=base, params=params, config=c, key=run_key(c, base)))
+    for k, (count, missed) in hits.items():
+        if count == 0:
+            raise StudyError(f"{study.path}: `{k}`: {missed or 'sets nothing'} in any run")
     return runs
 
 

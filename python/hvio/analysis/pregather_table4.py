@@ -21,28 +21,10 @@ import pandas as pd
 
 from ..studies import Analysis, Table, number_text
 from ..sweeps import StudyError, Sweep
+from .pregather import DISK, MISSING, check_claims, claim, counter, exec_time, guest_label
 
 SCHEDULERS = ["pregather", "cfq", "anticipatory", "deadline"]
 LABELS = ["Pregather", "CFQ", "AS", "Deadline"]
-MISSING = "—"
-
-DISK = (
-    "hvio's HDD model (7200 RPM, 1 TB: seek curve, rotation, zones, read-ahead cache; write cache off "
-    'unless the guest model says "write cache on"; one command at a time unless it says "NCQ")'
-)
-
-# What each guest model of the study is, for the notes (a case not named
-# here is shown by its name).
-GUEST_LABELS = {
-    "direct": "direct I/O guests (hvio's sysbench presets: 16 threads, 16 KiB, O_DIRECT)",
-    "page-cache": "page-cache guests (sysbench defaults: buffered, fsync every 100 requests; "
-    "read-ahead and write-back of a 1 GiB guest)",
-    "one-stream": "one-stream guests (each sequential application one 44 KiB stream, one request in flight)",
-    "page-cache+wc": "page-cache guests, drive write cache on",
-    "page-cache+blktap": "page-cache guests through blktap2/tapdisk AIO (io_merge, dom0 elevator merges)",
-    "page-cache+ncq": "page-cache guests, drive with NCQ (queue depth 32, SPTF), write cache off",
-}
-
 # hvio's goals: (name, target, as a percentage).
 GOALS = [
     ("total bandwidth vs CFQ", 1.3, False),
@@ -71,26 +53,13 @@ def load_paper(paper: dict[str, Any], where: Path) -> dict[str, Any]:
         ratio.append(r["ratio"])
     if "vm4_vs_cfq" not in paper:
         raise StudyError(f"{where}: no [vm4_vs_cfq]")
-    for figure in ("Fig. 6(a)", "Fig. 7"):
-        if not any(c.get("figure") == figure for c in paper.get("claims", [])):
-            raise StudyError(f'{where}: no [[claims]] with figure = "{figure}"')
+    check_claims(paper, where, ["Fig. 6(a)", "Fig. 7"])
     return {"seek": seek, "ratio": ratio, "vm4": paper["vm4_vs_cfq"], "claims": paper["claims"]}
-
-
-def _counter(r: dict[str, Any], name: str) -> float:
-    """A host counter of a run (0 when the scheduler does not report it)."""
-    return next((v for k, v in r["host"]["counters"] if k == name), 0.0)
 
 
 def _sum_vm_bandwidth(r: dict[str, Any]) -> float:
     """The sum of the VMs' bandwidths, each over its own active period (the bars of Fig. 6b)."""
     return sum(v["mb_per_s"] for v in r["vms"])
-
-
-def _exec(r: dict[str, Any] | None, vm: str, job: str) -> float | None:
-    if r is None:
-        return None
-    return next((j["exec_time_s"] for j in r["jobs"] if j["vm"] == vm and j["job"] == job), None)
 
 
 def _per_window(series: dict[str, Any]) -> int:
@@ -124,7 +93,8 @@ def tables_for(g: str, rs: list[dict[str, Any] | None], paper: dict[str, Any]) -
     vms = [v["vm"] for v in r0["vms"]] if r0 else []
 
     rows = [
-        [j["vm"], j["job"]] + [_exec(r, j["vm"], j["job"]) for r in rs] for j in (r0["jobs"] if r0 else [])
+        [j["vm"], j["job"]] + [exec_time(r, j["vm"], j["job"]) for r in rs]
+        for j in (r0["jobs"] if r0 else [])
     ]
     t6a = _frame(
         f"Fig. 6(a): execution time per application (s), {g} guests",
@@ -193,7 +163,7 @@ def tables_for(g: str, rs: list[dict[str, Any] | None], paper: dict[str, Any]) -
         ):
             row = [label]
             for i, r in enumerate(rs):
-                row += [pct(r, lambda r, name=name: _counter(r, name)), paper["seek"][i][k]]
+                row += [pct(r, lambda r, name=name: counter(r, name)), paper["seek"][i][k]]
             rows.append(row)
     t4 = _frame(
         f"Table 4: distribution of seek distances (%), {g} guests", cols, rows, {c: 2 for c in cols[1:]}
@@ -253,7 +223,7 @@ def tables_for(g: str, rs: list[dict[str, Any] | None], paper: dict[str, Any]) -
         for vm in vms:
 
             def c(k: str, vm: str = vm) -> float:
-                return _counter(p, f"{k}.{vm}")
+                return counter(p, f"{k}.{vm}")
 
             rows.append(
                 [
@@ -315,23 +285,18 @@ def analyse(s: Sweep, paper_file: dict[str, Any], where: Path) -> Analysis:
         data.append({"guests": g, "runs": [r for r in rs if r is not None]})
     notes = [
         f"disk: {DISK}; 12 GiB images; each application moves 160 MB (16 MB when quick); guests: "
-        + " / ".join(GUEST_LABELS.get(g, g) for g in guests),
+        + " / ".join(guest_label(g) for g in guests),
         "total bandwidth = the sum of the VMs' bandwidths, each VM's bytes over its own active period "
         '(the bars of Fig. 6b); "all bytes / makespan" is dominated by the slowest VM',
-        _claim(paper, "Fig. 6(a)"),
+        claim(paper, "Fig. 6(a)"),
         "seek distance between consecutive dispatches as blktrace's btt computes it (seek_dist in "
         "btt/seek.c): 0 when a request overlaps or touches the previous one at either end, else from "
         'its end (forward) or its start (backward); "0, head travel only" counts only a start at the '
         'previous end; "0, most any order gives" is the most zero seeks any dispatch order of the same '
         "requests could have (n requests in c groups of overlapping or touching ranges: (n − c) of them)",
-        _claim(paper, "Fig. 7"),
+        claim(paper, "Fig. 7"),
     ]
     missing = [sched for sched in SCHEDULERS if sched not in s.study.matrix.get("scheduler", [])]
     if missing:
         notes.append(f'not run, left out: {", ".join(missing)} (their columns show "{MISSING}")')
     return Analysis(tables=tables, notes=notes, data=data)
-
-
-def _claim(paper: dict[str, Any], figure: str) -> str:
-    c = next(c for c in paper["claims"] if c["figure"] == figure)
-    return f"paper, {figure}: {c['text']}"

@@ -95,8 +95,6 @@ pub struct Experiment {
 /// Every experiment, by name.
 pub static EXPERIMENTS: &[Experiment] = &[
     htbs_rates::EXPERIMENT,
-    pregather::FIG5,
-    pregather::TABLE3,
     pregather::OVERHEAD,
     ishare_tables::EXPERIMENT,
     ishare_fig4::EXPERIMENT,
