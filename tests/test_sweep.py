@@ -108,6 +108,32 @@ def test_the_cache_computes_only_what_changed(tmp_path):
     assert sw.sweep(p, out=out, cache=False).computed == 6
 
 
+def test_another_build_of_hvio_misses_the_cache(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    p = study(tmp_path, 'scheduler = ["deadline", "cfq"]')
+    first = sw.sweep(p, out=out)
+    assert first.computed == 2
+    assert sw.build_identity().startswith(hvio._hvio.version() + "+")
+    assert json.loads((first.out / "runs.json").read_text())["build"] == sw.build_identity()
+    # The same package version, other code: every run is computed again.
+    monkeypatch.setattr(sw, "build_identity", lambda: hvio._hvio.version() + "+0000000000000000")
+    rebuilt = sw.sweep(p, out=out)
+    assert rebuilt.computed == 2 and rebuilt.results == first.results
+    assert {r.key for r in rebuilt.runs}.isdisjoint(r.key for r in first.runs)
+
+
+def test_the_build_identity_is_the_extension_modules_bytes(tmp_path, monkeypatch):
+    ext = Path(hvio._hvio.__file__)
+    same, changed = tmp_path / "same.so", tmp_path / "changed.so"
+    same.write_bytes(ext.read_bytes())
+    changed.write_bytes(ext.read_bytes() + b"\0")
+    identity = sw.build_identity.__wrapped__
+    monkeypatch.setattr(hvio._hvio, "__file__", str(same))
+    assert identity() == sw.build_identity()
+    monkeypatch.setattr(hvio._hvio, "__file__", str(changed))
+    assert identity() != sw.build_identity()
+
+
 def test_the_long_form_table_has_a_row_per_run_vm_and_job(tmp_path):
     s = sw.sweep(SMALL, out=tmp_path)
     where = tmp_path / "sweep" / "small-sweep"
@@ -273,3 +299,4 @@ def test_a_worker_killed_mid_sweep_and_the_sweep_still_completes(tmp_path):
         assert s.computed == 16 and s.results == local.results
     finally:
         c.close()
+

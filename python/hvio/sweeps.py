@@ -13,7 +13,9 @@ runs given to another. Every run is deterministic, so where it ran changes
 nothing: the results are those of running the runs one by one.
 
 Each result is cached under ``<out>/cache`` by a hash of (config, seed,
-hvio version): a re-run computes only the runs whose config changed. The
+hvio build): the build is the compiled extension module's own hash, so a
+rebuilt hvio whose code changed computes every run again, while a re-run of
+the same build computes only the runs whose config changed. The
 sweep writes ``<out>/sweep/<study>/results.parquet`` and each run's JSON
 (``runs/NNNN.json``) with an index of what each run was (``runs.json``).
 """
@@ -21,6 +23,7 @@ sweep writes ``<out>/sweep/<study>/results.parquet`` and each run's JSON
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -323,10 +326,23 @@ def _apply(
     return c
 
 
+@functools.cache
+def build_identity() -> str:
+    """The identity of the simulator that computes the runs: hvio's version and
+    a hash of the compiled extension module's bytes. The package version alone
+    would not do: a rebuild with changed code keeps it, and would be served
+    the old build's results."""
+    h = hashlib.sha256()
+    with open(_hvio.__file__, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return f"{_hvio.version()}+{h.hexdigest()[:16]}"
+
+
 def run_key(config: dict[str, Any], base: Path) -> str:
     """The cache key of one run: a hash of its config (seed included), the
-    folder its relative paths resolve in, and hvio's version."""
-    ident = {"config": config, "dir": str(base.resolve().parent), "hvio": _hvio.version()}
+    folder its relative paths resolve in, and the build (:func:`build_identity`)."""
+    ident = {"config": config, "dir": str(base.resolve().parent), "hvio": build_identity()}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
@@ -410,8 +426,9 @@ class _Cache:
         _write_whole(p, text)
 
 
-def _progress(total: int, desc: str, show: bool | None):
-    """A tqdm bar (count, rate, ETA) on stderr when it is a terminal."""
+def _progress(total: int | None, desc: str, show: bool | None):
+    """A tqdm bar (count, rate, ETA) on stderr when it is a terminal
+    (``show`` None), or as ``show`` says."""
     from tqdm import tqdm
 
     disable = not sys.stderr.isatty() if show is None else not show
@@ -564,9 +581,12 @@ def sweep(
     started = time.perf_counter()
     bar = _progress(len(todo), st.name, progress)
     by_key: dict[str, str] = {}
+    # Each result is parsed as it arrives, while the other workers simulate.
+    parsed: dict[str, dict[str, Any]] = {}
 
     def done(r: Run, text: str) -> None:
         by_key[r.key] = text
+        parsed[r.key] = json.loads(text)
         store.put(r.key, text)
         bar.update(1)
 
@@ -581,7 +601,8 @@ def sweep(
     for r in runs:
         if r.index not in texts:
             texts[r.index] = by_key[r.key]
-    results = [json.loads(texts[r.index]) for r in runs]
+    # A run whose config another run shares gets a result object of its own.
+    results = [parsed.pop(r.key) if r.key in parsed else json.loads(texts[r.index]) for r in runs]
     s = Sweep(study=st, runs=runs, results=results, computed=len(todo), seconds=seconds)
     if out_dir is not None:
         s.out = write(s, out_dir / "sweep" / st.name, texts)
@@ -596,7 +617,13 @@ def write(s: Sweep, where: Path, texts: dict[int, str]) -> Path:
         name = f"runs/{r.index:04d}.json"
         _write_whole(where / name, texts[r.index])
         index.append({"run": r.index, "key": r.key, "base": str(r.base), "params": r.params, "result": name})
-    meta = {"study": str(s.study.path), "name": s.study.name, "hvio": _hvio.version(), "runs": index}
+    meta = {
+        "study": str(s.study.path),
+        "name": s.study.name,
+        "hvio": _hvio.version(),
+        "build": build_identity(),
+        "runs": index,
+    }
     _write_whole(where / "runs.json", json.dumps(meta, indent=1))
     tmp = where / ".results.parquet.tmp"
     s.frame.to_parquet(tmp, index=False)
