@@ -300,3 +300,17 @@ def test_a_worker_killed_mid_sweep_and_the_sweep_still_completes(tmp_path):
     finally:
         c.close()
 
+
+def test_long_commands_show_a_bar_with_count_and_eta_only_when_asked_or_on_a_terminal(tmp_path, capsys):
+    p = study(tmp_path, 'scheduler = ["deadline", "cfq"]')
+    sw.sweep(p, out=None, progress=True)
+    bar = capsys.readouterr().err
+    assert "2/2" in bar and "<" in bar, bar  # count and tqdm's elapsed<remaining (ETA)
+    small = ROOT / "experiments" / "small-two-vms.toml"
+    hvio.comparison(small, ["noop", "deadline"], progress=True)
+    bar = capsys.readouterr().err
+    assert "compare" in bar and "6/6" in bar and "<" in bar, bar
+    # Not a terminal (pytest's captured stderr): quiet by default.
+    sw.sweep(p, out=None)
+    hvio.comparison(small, ["noop"])
+    assert capsys.readouterr().err == ""

@@ -223,17 +223,32 @@ class Comparison:
 
 
 def comparison(
-    config: ConfigLike | None = None, schedulers: list[str] | None = None, *, seeds: int = 1
+    config: ConfigLike | None = None,
+    schedulers: list[str] | None = None,
+    *,
+    seeds: int = 1,
+    progress: bool | None = None,
 ) -> Comparison:
     """Compare host schedulers on a config (default: paper 000's four VMs):
     per-VM MB/s, IOPS, latency percentiles, disk share against weight share
     and slowdown against running alone; per scheduler total, Jain's index,
-    worst p99; a verdict. ``seeds`` runs each with that many seeds."""
+    worst p99; a verdict. ``seeds`` runs each with that many seeds.
+    ``progress`` shows a bar of the runs done with an ETA (default: when
+    stderr is a terminal)."""
+    from .sweeps import _progress
+
     text, origin = (
         _config_text(config) if config is not None else (default_scenario(), "paper000-four-vms.toml")
     )
     names = schedulers if schedulers is not None else [s["name"] for s in schedulers_list()]
-    return Comparison(json.loads(_hvio.comparison(text, origin, names, seeds)))
+    with _progress(None, "compare", progress) as bar:
+
+        def tick(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        raw = _hvio.comparison(text, origin, names, seeds, tick if not bar.disable else None)
+    return Comparison(json.loads(raw))
 
 
 def load_comparison(path: str | PathLike) -> Comparison:

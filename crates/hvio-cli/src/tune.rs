@@ -77,9 +77,11 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     }
     let bar = indicatif::ProgressBar::with_draw_target(Some(bound as u64), indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos} runs (at most {len}) {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos} runs (at most {len}) {elapsed}, ETA at most {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     bar.set_prefix("tune");
     let tuned = workload::tune(&cfg, &opts, &|| bar.inc(1));

@@ -57,13 +57,17 @@ fn simulate(
     seed: Option<u64>,
     json: bool,
 ) -> PyResult<String> {
-    let mut cfg = parse_as(text, origin, json || origin.ends_with(".json"))?;
-    override_scheduler(&mut cfg, scheduler)?;
-    if let Some(s) = seed {
-        cfg.seed = s;
-    }
-    let r = py.allow_threads(|| hvio_sim::run(&cfg)).map_err(err)?;
-    serde_json::to_string(&r).map_err(err)
+    // All of it without the GIL (reading the config and writing the result
+    // too): a sweep's threads run it at once.
+    py.allow_threads(|| {
+        let mut cfg = parse_as(text, origin, json || origin.ends_with(".json"))?;
+        override_scheduler(&mut cfg, scheduler)?;
+        if let Some(s) = seed {
+            cfg.seed = s;
+        }
+        let r = hvio_sim::run(&cfg).map_err(err)?;
+        serde_json::to_string(&r).map_err(err)
+    })
 }
 
 /// The `schedulers=` list, checked: at least one, every name known.
@@ -91,8 +95,17 @@ fn compare(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>) ->
 
 /// Compare host schedulers on a config with `seeds` seeds: per-VM and
 /// per-scheduler figures, verdict, notes and every run (`hvio compare`'s JSON).
+/// `progress(done, total)` is called as each run ends (a progress bar).
 #[pyfunction]
-fn comparison(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>, seeds: u64) -> PyResult<String> {
+#[pyo3(signature = (text, origin, schedulers, seeds, progress=None))]
+fn comparison(
+    py: Python<'_>,
+    text: &str,
+    origin: &str,
+    schedulers: Vec<String>,
+    seeds: u64,
+    progress: Option<PyObject>,
+) -> PyResult<String> {
     let cfg = parse(text, origin)?;
     let names = scheduler_names(&schedulers)?;
     if !(1..=hvio_sim::compare::MAX_SEEDS).contains(&seeds) {
@@ -101,8 +114,16 @@ fn comparison(py: Python<'_>, text: &str, origin: &str, schedulers: Vec<String>,
             hvio_sim::compare::MAX_SEEDS
         )));
     }
+    let tick = |done: usize, total: usize| {
+        if let Some(p) = &progress {
+            Python::with_gil(|py| {
+                // A failing progress callback must not fail the comparison.
+                let _ = p.call1(py, (done, total));
+            });
+        }
+    };
     let c = py
-        .allow_threads(|| hvio_sim::compare::comparison(&cfg, &names, seeds))
+        .allow_threads(|| hvio_sim::compare::comparison_with_progress(&cfg, &names, seeds, &tick))
         .map_err(err)?;
     serde_json::to_string(&c).map_err(err)
 }
