@@ -9,7 +9,7 @@ CARGO ?= cargo
 HVIO := target/release/hvio
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help run test lint fmt release venv python bench clean test-rust test-python deps bad-input load
+.PHONY: help run test lint fmt release venv python bench clean test-rust test-python deps bad-input load fuzz-campaign
 
 .DEFAULT_GOAL := run
 
@@ -81,6 +81,11 @@ bad-input: release ## every case of the bad-input campaign (docs/bad-input.md); 
 # sample of it (tests/test_serve_load.py).
 load: release ## hvio serve: 8 exports x 4 NBD connections of verified fio randrw for 60 s; p99 and RSS
 	python3 bench/serve-load.py --hvio $(HVIO) --seconds 60
+
+# Every fuzz target for 10 CPU-minutes from its seed corpus, resumable
+# (docs/fuzzing.md); long, so never part of `make test`.
+fuzz-campaign: ## every cargo-fuzz target 10 CPU-minutes (resumable; results in target/fuzz-campaign.tsv)
+	nice -n 19 python3 scripts/fuzz-campaign.py
 
 clean: ## remove target/, the venv and out/
 	$(CARGO) clean
