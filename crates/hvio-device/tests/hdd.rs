@@ -1,7 +1,7 @@
 //! HDD model: hand-computed cases and the sanity figures of device-models.md.
 
 use hvio_core::{Completion, Device, Nanos, Op, Request};
-use hvio_device::hdd::{Hdd, HddParams, ReadAheadPolicy, MAX_SEGMENTS};
+use hvio_device::hdd::{Hdd, HddParams, ReadAheadExtent, ReadAheadPolicy, MAX_SEGMENTS};
 use hvio_device::{build_device, DeviceConfig};
 
 fn disk(p: HddParams) -> Hdd {
@@ -149,6 +149,62 @@ fn minimum_read_ahead_holds_the_mechanism() {
         b3.service.cache_hit,
         "the minimum read-ahead holds the next 1000 sectors"
     );
+}
+
+/// DiskSim's `Buffer continuous read` on the default disk (2673 sectors per
+/// track on the outer zone, 4 surfaces), its segments widened to 32,768
+/// sectors so that the segment never stops the read-ahead first: a read of
+/// `a..b`, then 50 ms of idle time (six revolutions: the read-ahead has
+/// gone as far as it may), then a one-sector read of `probe`. Returns
+/// whether the probe hit the buffer.
+fn read_ahead_reaches(extent: ReadAheadExtent, a: u64, b: u64, probe: u64) -> bool {
+    let mut m = HddParams {
+        segment_sectors: Some(32_768),
+        read_ahead_sectors: Some(32_768),
+        ..Default::default()
+    }
+    .build()
+    .unwrap();
+    m.cache.read_ahead_extent = extent;
+    let track = 2673;
+    assert_eq!(m.geom.track_end_lbn(m.geom.locate(0)), track, "the outer zone's track");
+    let mut d = Hdd::new(m);
+    let c1 = run_one(&mut d, Request::new(1, 0, Op::Read, a, (b - a) as u32, 0), 0);
+    assert!(!c1.service.cache_hit);
+    let t = c1.done + 50_000_000;
+    let c2 = run_one(&mut d, Request::new(2, 0, Op::Read, probe, 1, t), t);
+    c2.service.cache_hit
+}
+
+#[test]
+fn buffer_continuous_read_bounds_the_read_ahead() {
+    use ReadAheadExtent::*;
+    let (track, cylinder) = (2673, 4 * 2673);
+    // To the segment's end (3): on past the track and the cylinder.
+    assert!(read_ahead_reaches(Segment, 0, 8, track - 1));
+    assert!(read_ahead_reaches(Segment, 0, 8, cylinder + 10));
+    // To the track's end (1): not one block further.
+    assert!(read_ahead_reaches(Track, 0, 8, track - 1));
+    assert!(!read_ahead_reaches(Track, 0, 8, track));
+    // A read ending with its track: no read-ahead at all.
+    assert!(!read_ahead_reaches(Track, track - 8, track, track));
+    // To the cylinder's end (2): the other surfaces, not the next cylinder.
+    assert!(read_ahead_reaches(Cylinder, 0, 8, cylinder - 1));
+    assert!(!read_ahead_reaches(Cylinder, 0, 8, cylinder));
+    // Decreasing prefetch (4): a read within one track reads to its end;
+    // a read that began on an earlier track (sequential) one track further.
+    assert!(read_ahead_reaches(DecreasingPrefetch, 0, 8, track - 1));
+    assert!(!read_ahead_reaches(DecreasingPrefetch, 0, 8, track));
+    assert!(read_ahead_reaches(
+        DecreasingPrefetch,
+        track - 8,
+        track + 8,
+        3 * track - 1
+    ));
+    assert!(!read_ahead_reaches(DecreasingPrefetch, track - 8, track + 8, 3 * track));
+    // Ending exactly at a track's end: the next track and one more.
+    assert!(read_ahead_reaches(DecreasingPrefetch, track - 8, track, 3 * track - 1));
+    assert!(!read_ahead_reaches(DecreasingPrefetch, track - 8, track, 3 * track));
 }
 
 /// Reads one after another, each arriving as the previous completes:

@@ -7,8 +7,8 @@
 
 use super::parse::{read_seek_table, read_spec, Block, Entry, SpecError, SpecFile, Value};
 use crate::hdd::{
-    CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, ReadAheadPolicy, SeekCurve,
-    SurfaceOrder, Zone,
+    CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, ReadAheadExtent,
+    ReadAheadPolicy, SeekCurve, SurfaceOrder, Zone,
 };
 use std::path::Path;
 
@@ -419,12 +419,19 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     // Without read-ahead (`Buffer continuous read` = 0) DiskSim zeroes both.
     let read_ahead = if continuous == 0 { 0 } else { max_ra };
     let min_read_ahead = if continuous == 0 { 0 } else { min_ra.max(0.0) as u64 };
-    if continuous != 0 && continuous != 3 {
-        ctx.warnings.push(format!(
-            "{}: `Buffer continuous read` = {continuous}: modelled as read-ahead to the segment end",
-            disk.place.file
-        ));
-    }
+    let read_ahead_extent = match continuous {
+        1 => ReadAheadExtent::Track,
+        2 => ReadAheadExtent::Cylinder,
+        4 => ReadAheadExtent::DecreasingPrefetch,
+        // 0: no read-ahead at all (above).
+        0 | 3 => ReadAheadExtent::Segment,
+        other => {
+            return Err(kerr(
+                k.entry("Buffer continuous read").unwrap(),
+                format!("{other}: DiskSim 4.0 knows 0 (none), 1 (track end), 2 (cylinder end), 3 (segment end) and 4 (decreasing prefetch)"),
+            ))
+        }
+    };
     let fast_write = k.num("Fast write level", 0.0)?;
     let write_segs = k
         .count_max("Maximum number of write segments", 1.0, crate::hdd::MAX_SEGMENTS as f64)?
@@ -493,6 +500,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             read_ahead,
             min_read_ahead: min_read_ahead.min(read_ahead),
             read_ahead_policy: ReadAheadPolicy::Drive,
+            read_ahead_extent,
             sequential_gap: 0,
             read_hits_on_write_data: hits_on_writes,
             write_back: fast_write > 0.0 && segments > 0,

@@ -1,7 +1,9 @@
 //! The running disk: queue, mechanism timeline, buffer cache, completions.
 
 use super::geometry::Loc;
-use super::model::{round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadPolicy};
+use super::model::{
+    round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
+};
 use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -686,13 +688,53 @@ impl Hdd {
         Some(p)
     }
 
+    /// Where the read-ahead after a read of `a..b` may go, held in a segment
+    /// that starts at `seg_start` (before the segment's own bound).
+    fn read_ahead_end(&self, seg_start: u64, a: u64, b: u64) -> u64 {
+        let c = &self.m.cache;
+        let g = &self.m.geom;
+        let ahead = b.saturating_add(c.read_ahead);
+        match c.read_ahead_extent {
+            ReadAheadExtent::Segment => ahead,
+            // The read-ahead never switches heads (or, for a cylinder, never
+            // seeks): it ends with the track (cylinder) the read ended on.
+            ReadAheadExtent::Track if b > 0 => ahead.min(g.track_end_lbn(g.locate(b - 1))),
+            ReadAheadExtent::Cylinder if b > 0 => {
+                let cyl = g.cylinder_of(b - 1);
+                let mut end = g.track_end_lbn(g.locate(b - 1));
+                while end < g.capacity() && end < ahead {
+                    let next = g.locate(end);
+                    if next.cyl != cyl {
+                        break;
+                    }
+                    end = g.track_end_lbn(next);
+                }
+                ahead.min(end)
+            }
+            ReadAheadExtent::Track | ReadAheadExtent::Cylinder => ahead,
+            ReadAheadExtent::DecreasingPrefetch => {
+                if b >= g.capacity() {
+                    return b;
+                }
+                let loc = g.locate(b);
+                let end = g.track_end_lbn(loc);
+                if seg_start < g.track_start_lbn(loc) {
+                    // (DiskSim counts the sectors of the read's first track.)
+                    end + g.spt(g.locate(a)) as u64
+                } else {
+                    end
+                }
+            }
+        }
+    }
+
     /// The host consumed `a..b` of segment `i`: if it is being prefetched
     /// into, keep reading ahead of the host (the segment is a ring buffer).
     fn extend_prefetch(&mut self, i: usize, a: u64, b: u64) {
         if self.prefetch.is_some_and(|p| p.seg == i) {
             let c = &self.m.cache;
-            let until = b
-                .saturating_add(c.read_ahead)
+            let until = self
+                .read_ahead_end(self.segs[i].start, a, b)
                 .min(b.max(a.saturating_add(c.segment_sectors)))
                 .min(self.m.geom.capacity());
             let s = &mut self.segs[i];
@@ -766,8 +808,8 @@ impl Hdd {
             self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
         };
         // Saturating: read-ahead and segment sizes are user input.
-        let limit = b
-            .saturating_add(c.read_ahead)
+        let limit = self
+            .read_ahead_end(start, a, b)
             .min(start.saturating_add(c.segment_sectors))
             .max(b)
             .min(self.m.geom.capacity());

@@ -353,6 +353,14 @@ impl Geometry {
         ((loc.cyl - z.first_cyl) as u64 * self.heads as u64 + index as u64) * z.spt as u64 + loc.sector as u64
     }
 
+    /// First LBN on the track holding `loc` (or after it, when the track
+    /// holds none: all its sectors are holes).
+    #[inline]
+    pub fn track_start_lbn(&self, loc: Loc) -> u64 {
+        let z = &self.zones[loc.zone as usize];
+        z.first_lbn + z.pbn_to_lbn_ceil(self.pbn_of(z, loc) - loc.sector as u64)
+    }
+
     /// First LBN after the track holding `loc` (its logical end).
     #[inline]
     pub fn track_end_lbn(&self, loc: Loc) -> u64 {

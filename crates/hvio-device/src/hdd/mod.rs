@@ -12,7 +12,8 @@ pub mod speed;
 pub use device::{Hdd, HddStats};
 pub use geometry::{Geometry, GeometryError, Hole, Loc, SurfaceOrder, Zone};
 pub use model::{
-    Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadPolicy,
+    Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadExtent,
+    ReadAheadPolicy,
 };
 pub use params::{
     HddParams, SeekSpec, DEFAULT_CAPACITY, MAX_POLICY_MS, MAX_QUEUE_DEPTH, MAX_SECTORS_PER_TRACK, MAX_SEGMENTS,

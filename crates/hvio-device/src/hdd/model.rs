@@ -62,6 +62,8 @@ pub struct CacheParams {
     pub min_read_ahead: u64,
     /// Which reads `min_read_ahead` follows.
     pub read_ahead_policy: ReadAheadPolicy,
+    /// Where the read-ahead after a read stops (DiskSim's `Buffer continuous read`).
+    pub read_ahead_extent: ReadAheadExtent,
     /// `ReadAheadPolicy::Adaptive`: a read continues a sequential run when it
     /// starts at most this many sectors past where an earlier read ended.
     pub sequential_gap: u64,
@@ -104,6 +106,25 @@ pub enum ReadAheadPolicy {
     /// read gets no minimum (the drive still reads ahead until the next
     /// command), and a sequential miss refills its run's own segment.
     Adaptive,
+}
+
+/// Where the read-ahead after a read stops, besides `CacheParams::read_ahead`
+/// and the segment's end: DiskSim 4.0's `Buffer continuous read` 3, 1, 2, 4
+/// (`disk_initiate_seek` stops a background read-ahead that would switch
+/// heads (1) or seek (2); `disk_buffer_get_max_readahead` sets scheme 4's target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAheadExtent {
+    /// On to the end of the segment (3; the default disk).
+    Segment,
+    /// No further than the end of the track the read ended on (1).
+    Track,
+    /// No further than the end of the cylinder the read ended on (2).
+    Cylinder,
+    /// DiskSim's decreasing prefetch (4): to the end of the track holding
+    /// the block after the read, and one track's worth further when the
+    /// segment already began before that track (the reads are sequential);
+    /// `CacheParams::read_ahead` does not apply.
+    DecreasingPrefetch,
 }
 
 /// The order in which the write-back buffer is destaged.

@@ -2,7 +2,9 @@
 //! 7200 RPM 1 TB SATA disk of ca. 2012 of `shared/design/device-models.md`.
 
 use super::geometry::{Geometry, Hole, Zone};
-use super::model::{CacheParams, DestagePolicy, HddModel, Overheads, Phases, QueuePolicy, ReadAheadPolicy};
+use super::model::{
+    CacheParams, DestagePolicy, HddModel, Overheads, Phases, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
+};
 use super::seek::SeekCurve;
 use crate::DeviceError;
 use serde::Deserialize;
@@ -372,6 +374,7 @@ impl HddParams {
                 read_ahead: self.read_ahead_sectors.unwrap_or(4096),
                 min_read_ahead,
                 read_ahead_policy,
+                read_ahead_extent: ReadAheadExtent::Segment,
                 sequential_gap: self.sequential_gap_sectors.unwrap_or(0),
                 read_hits_on_write_data: true,
                 write_back: self.write_cache.unwrap_or(false),
