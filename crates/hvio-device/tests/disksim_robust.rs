@@ -621,3 +621,25 @@ fn negative_max_read_ahead_is_clamped_as_disksim_does() {
     assert_eq!(load("Maximum read-ahead (blks) = 0,"), seg);
     assert_ne!(load("Maximum read-ahead (blks) = 128,"), seg);
 }
+
+/// `Buffer continuous read` outside DiskSim's 0–4 is an error naming the
+/// file, line and key.
+#[test]
+fn unknown_continuous_read_is_a_key_error() {
+    if !common::have_hdd_validation() {
+        return;
+    }
+    for bad in ["5", "-1"] {
+        let e = hp_error(
+            &format!("contread{bad}"),
+            "hp_c2247a.diskspecs",
+            "Buffer continuous read = 3,",
+            &format!("Buffer continuous read = {bad},"),
+        );
+        assert!(
+            e.contains("hp_c2247a.diskspecs:43: key `Buffer continuous read`: ")
+                && e.contains(&format!("{bad}: DiskSim 4.0 knows 0 (none)")),
+            "{e}"
+        );
+    }
+}
