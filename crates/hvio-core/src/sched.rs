@@ -168,6 +168,15 @@ pub trait Scheduler: Send {
         Vec::new()
     }
 
+    /// Whether [`Scheduler::take_slices`] can return any slice: `true` for
+    /// a scheduler that logs them. A caller that takes slices at every
+    /// dispatch (the simulator's host) asks only schedulers that do.
+    /// Default: `false`, as the default `take_slices` has none; a scheduler
+    /// overriding one overrides both (the conformance suite checks it).
+    fn logs_slices(&self) -> bool {
+        false
+    }
+
     /// Hand over every queued request (inserted, not yet dispatched), in
     /// any order, and forget them: afterwards `queued()` is 0 and
     /// `has_work()` false, and the scheduler still takes `completed` for
@@ -222,6 +231,9 @@ impl<S: Scheduler + ?Sized> Scheduler for &mut S {
     }
     fn take_slices(&mut self) -> Vec<SliceGrant> {
         (**self).take_slices()
+    }
+    fn logs_slices(&self) -> bool {
+        (**self).logs_slices()
     }
     fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
         (**self).take_queued(now)

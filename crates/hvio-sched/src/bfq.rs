@@ -1489,6 +1489,10 @@ impl Scheduler for Bfq {
     fn take_slices(&mut self) -> Vec<SliceGrant> {
         self.slice_log.take()
     }
+
+    fn logs_slices(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -1392,6 +1392,10 @@ impl Scheduler for Cfq {
     fn take_slices(&mut self) -> Vec<SliceGrant> {
         self.slice_log.take()
     }
+
+    fn logs_slices(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

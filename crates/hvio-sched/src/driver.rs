@@ -244,6 +244,10 @@ pub struct Driver<S: Scheduler + ?Sized = dyn Scheduler> {
     reports: Vec<SwitchReport>,
     /// Slices the replaced schedulers ended and nobody took yet.
     retired_slices: Vec<SliceGrant>,
+    /// Whether the scheduler in charge logs slices
+    /// ([`Scheduler::logs_slices`]): [`Driver::take_slices_with`], called
+    /// at every dispatch, asks only one that does.
+    logs_slices: bool,
     stats: DriverStats,
 }
 
@@ -275,6 +279,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     /// Drive `sched`, built for `ctx`, in simulated time (resolution 1 ns).
     pub fn new(sched: Box<S>, ctx: SchedContext) -> Self {
         Driver {
+            logs_slices: sched.logs_slices(),
             sched,
             ctx,
             resolution: 1,
@@ -371,7 +376,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     /// Where a request arriving now goes during a switch: held (`freeze`),
     /// straight to the dispatch list (`drain`), or into the new scheduler
     /// (`migrate`); else into the scheduler.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, rq: Request, now: Nanos) {
         self.stats.inserted += 1;
         match &mut self.switch {
@@ -399,7 +404,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
 
     /// The device can take a request: the next one, or when to ask again,
     /// or nothing until a request arrives or completes.
-    #[inline]
+    #[inline(always)]
     pub fn poll(&mut self, now: Nanos) -> Next {
         // No switch and no dispatch list: the scheduler decides (the hot path).
         let d = if self.switch.is_none() && self.dispatch_list.is_empty() {
@@ -445,7 +450,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         Next::Wait { until, new }
     }
 
-    #[inline]
+    #[inline(always)]
     fn dispatched(&mut self, rq: Request) -> Next {
         self.in_flight += 1;
         self.stats.dispatched += 1;
@@ -454,7 +459,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
 
     /// A request [`poll`](Driver::poll) gave has completed at `now`; the
     /// scheduler that dispatched it hears of it.
-    #[inline]
+    #[inline(always)]
     pub fn completed(&mut self, rq: &Request, now: Nanos) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.stats.completed += 1;
@@ -583,6 +588,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         let Some(sw) = self.switch.take() else { return };
         let mut old = std::mem::replace(&mut self.sched, sw.new);
         self.retired_slices.extend(old.take_slices());
+        self.logs_slices = self.sched.logs_slices();
         let held = sw.held.len();
         for (rq, _) in sw.held {
             self.sched.insert(rq, now);
@@ -616,15 +622,17 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     /// As [`Driver::take_slices`], each slice handed to `f` in the same
     /// order, without building a list: a caller taking slices at every
     /// dispatch (the simulator's host) pays little when there are none.
-    #[inline]
+    #[inline(always)]
     pub fn take_slices_with(&mut self, mut f: impl FnMut(&SliceGrant)) {
         if !self.retired_slices.is_empty() {
             for g in self.retired_slices.drain(..) {
                 f(&g);
             }
         }
-        for g in self.sched.take_slices() {
-            f(&g);
+        if self.logs_slices {
+            for g in self.sched.take_slices() {
+                f(&g);
+            }
         }
     }
 
@@ -636,6 +644,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     pub fn replace(&mut self, sched: Box<S>, requeue: Vec<Request>, now: Nanos) -> Option<&'static str> {
         let abandoned = self.switch.take().map(|sw| sw.new.name());
         self.sched = sched;
+        self.logs_slices = self.sched.logs_slices();
         self.dispatch_list.clear();
         self.unowned.clear();
         self.wake = None;

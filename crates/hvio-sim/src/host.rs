@@ -130,11 +130,13 @@ impl HostSide {
     }
 
     /// A request reaches the host scheduler.
+    #[inline]
     pub fn insert(&mut self, rq: Request, now: Nanos) {
         self.driver.insert(rq, now);
     }
 
     /// Dispatch from the host scheduler while the device accepts.
+    #[inline]
     pub fn kick(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
         self.slices.take_from(&mut self.driver);
         while self.device.can_accept() {

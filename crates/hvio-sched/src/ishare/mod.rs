@@ -862,6 +862,10 @@ impl Scheduler for IShare {
     fn take_slices(&mut self) -> Vec<SliceGrant> {
         self.slice_log.take()
     }
+
+    fn logs_slices(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

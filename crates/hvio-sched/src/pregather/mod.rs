@@ -1054,6 +1054,10 @@ impl Scheduler for Pregather {
         self.slice_log.take()
     }
 
+    fn logs_slices(&self) -> bool {
+        true
+    }
+
     fn counters(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         let ratio = if s.waits_started == 0 {

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use hvio_core::{DeviceInfo, Dispatch, Nanos, Op, Request, SchedContext, Scheduler, StreamInfo};
+use hvio_core::{DeviceInfo, Dispatch, Nanos, Op, Request, SchedContext, Scheduler, SliceGrant, StreamInfo};
 use hvio_sched::{Driver, Next, SwitchError, SwitchPolicy};
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -110,6 +110,20 @@ impl Checked {
     }
 }
 
+impl Checked {
+    /// A scheduler that says it logs no slices has none to take (the
+    /// simulator's host does not ask it).
+    fn no_unannounced_slices(&mut self) {
+        if !self.inner.logs_slices() {
+            assert!(
+                self.inner.take_slices().is_empty(),
+                "{}: ended slices but logs_slices() is false",
+                self.inner.name()
+            );
+        }
+    }
+}
+
 impl Scheduler for Checked {
     fn name(&self) -> &'static str {
         self.inner.name()
@@ -122,6 +136,7 @@ impl Scheduler for Checked {
         if let Dispatch::Request(rq) = d {
             self.mine.insert(rq.id);
         }
+        self.no_unannounced_slices();
         d
     }
     fn completed(&mut self, rq: &Request, now: Nanos) {
@@ -131,7 +146,14 @@ impl Scheduler for Checked {
             self.name(),
             rq.id
         );
-        self.inner.completed(rq, now)
+        self.inner.completed(rq, now);
+        self.no_unannounced_slices();
+    }
+    fn take_slices(&mut self) -> Vec<SliceGrant> {
+        self.inner.take_slices()
+    }
+    fn logs_slices(&self) -> bool {
+        self.inner.logs_slices()
     }
     fn has_work(&self) -> bool {
         self.inner.has_work()

@@ -5,19 +5,25 @@ use super::*;
 impl Engine {
     pub(crate) fn guest_done(&mut self, slot: u32) -> Result<()> {
         let now = self.now;
-        let s = self.requests[slot];
+        let Slot {
+            vm: vi,
+            owner,
+            guest,
+            issued,
+            ..
+        } = self.requests[slot];
         self.requests.release(slot);
-        let Owner::Guest { thread, kind } = s.owner else {
+        let Owner::Guest { thread, kind } = owner else {
             return Err(SimError::Other(format!(
                 "request {} reached the guest but is not the guest's",
-                s.guest.id
+                guest.id
             )));
         };
-        let vi = s.vm as usize;
+        let vi = vi as usize;
         let interval = self.interval;
         let vm = &mut self.vms[vi];
         vm.ring_used -= 1;
-        vm.sched.completed(&s.guest, now);
+        vm.sched.completed(&guest, now);
         match kind {
             Kind::Journal => {}
             Kind::FsyncJournal if vm.barrier => {
@@ -33,28 +39,21 @@ impl Engine {
             }
             Kind::Data => {
                 vm.threads[thread as usize].outstanding -= 1;
-                vm.record_op(
-                    thread,
-                    s.guest.is_read(),
-                    s.guest.bytes(),
-                    now - s.issued,
-                    now,
-                    interval,
-                );
+                vm.record_op(thread, guest.is_read(), guest.bytes(), now - issued, now, interval);
                 match vm.jobs[vm.threads[thread as usize].job as usize].job.inode_lock {
-                    Some(how) if !s.guest.is_read() => self.release_inode_lock(vi, thread, s.guest.sector, how)?,
+                    Some(how) if !guest.is_read() => self.release_inode_lock(vi, thread, guest.sector, how)?,
                     _ => self.after_thread_completion(vi, thread)?,
                 }
             }
             Kind::CacheRead => {
-                let run = Self::pages_of(&s.guest);
+                let run = Self::pages_of(&guest);
                 let woken = vm.cache.as_mut().map(|c| c.read_done(run)).unwrap_or_default();
                 for t in woken {
                     self.page_arrived(vi, t, now)?;
                 }
             }
             Kind::CacheWrite { flusher } => {
-                let run = Self::pages_of(&s.guest);
+                let run = Self::pages_of(&guest);
                 vm.wb_inflight -= flusher as u32;
                 let woken = vm.cache.as_mut().map(|c| c.write_done(run)).unwrap_or_default();
                 for t in woken {

@@ -10,12 +10,12 @@ impl Engine {
         let now = self.now;
         let mut done = std::mem::take(&mut self.completions);
         self.host.complete(now, &mut done);
-        for c in done.drain(..) {
+        for c in &done {
             let slot = slot_of(c.rq.id);
-            let s = self.requests[slot];
+            let s = &self.requests[slot];
             let vm = &self.vms[s.vm as usize];
             if let Some(w) = &mut self.records {
-                w.write(&vm.layout.name, &c, s.host_arrival, s.host_dispatch);
+                w.write(&vm.layout.name, c, s.host_arrival, s.host_dispatch);
             }
             let t = c.done.max(now) + vm.latency;
             // Every request merged into this one completes with it.
@@ -26,6 +26,7 @@ impl Engine {
                 next = after;
             }
         }
+        done.clear();
         self.completions = done;
         let (host, queue) = (&mut self.host, &mut self.queue);
         host.schedule_device(now, &mut |e| {
@@ -64,7 +65,10 @@ impl Engine {
     /// released.
     fn request_done(&mut self, slot: u32, t: Nanos) -> Result<()> {
         let vi = self.requests[slot].vm as usize;
-        self.with_stage(vi, |stage, cx| stage.done(slot, cx))?;
+        // The direct path has nothing to hear.
+        if !matches!(self.paths[vi].stage, Stage::Direct(_)) {
+            self.with_stage(vi, |stage, cx| stage.done(slot, cx))?;
+        }
         match self.requests[slot].owner {
             Owner::Guest { .. } => self.push(t, Ev::GuestDone { slot }),
             Owner::Stage { .. } => self.requests.release(slot),

@@ -14,10 +14,10 @@ impl Engine {
         }
         for ((vm, path), s) in self.vms.iter().zip(&self.paths).zip(&self.host.streams) {
             let name = &vm.layout.name;
-            if path.stage.held() > 0 {
+            if path.stage.as_dyn().held() > 0 {
                 return fail(format!(
                     "VM {name}'s host path still holds {} requests",
-                    path.stage.held()
+                    path.stage.as_dyn().held()
                 ));
             }
             if s.offered != s.bytes + s.stage_completed {
@@ -93,7 +93,7 @@ impl Engine {
             // The stages' counters, summed over the VMs, in the first VM's order.
             let mut sums: Vec<(&'static str, f64)> = Vec::new();
             for p in &self.paths {
-                for (k, v) in p.stage.counters() {
+                for (k, v) in p.stage.as_dyn().counters() {
                     match sums.iter_mut().find(|s| s.0 == k) {
                         Some(s) => s.1 += v,
                         None => sums.push((k, v)),
@@ -121,7 +121,7 @@ impl Engine {
             .host
             .run_result(run, &vms, jobs, |b| b as f64 / 1e6 / interval_s, counters);
         for (row, path) in result.vms.iter_mut().zip(&self.paths) {
-            row.reshape = path.stage.reshape();
+            row.reshape = path.stage.as_dyn().reshape();
         }
         let reshape = ReshapeResult::total(result.vms.iter().filter_map(|v| v.reshape.as_ref()));
         let (phases, switches) = self.phase_results();

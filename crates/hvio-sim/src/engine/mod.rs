@@ -242,9 +242,9 @@ impl Engine {
             .iter()
             .map(|vm| VmPath {
                 stage: match (&vm.layout.reshape, &cfg.host.blktap) {
-                    (Some(l), _) => Box::new(Reshape::new(&vm.layout.name, l.clone())) as Box<dyn HostPath>,
-                    (None, Some(b)) => Box::new(Blktap::new(b.clone(), vm.ring_depth)),
-                    (None, None) => Box::new(Direct),
+                    (Some(l), _) => Stage::Other(Box::new(Reshape::new(&vm.layout.name, l.clone()))),
+                    (None, Some(b)) => Stage::Other(Box::new(Blktap::new(b.clone(), vm.ring_depth))),
+                    (None, None) => Stage::Direct(Direct),
                 },
                 map: vm.layout.map.clone(),
             })
@@ -311,7 +311,7 @@ impl Engine {
     /// Put `stage` on VM `vi`'s host path.
     #[cfg(test)]
     pub(crate) fn set_stage(&mut self, vi: usize, stage: Box<dyn HostPath>) {
-        self.paths[vi].stage = stage;
+        self.paths[vi].stage = Stage::Other(stage);
     }
 
     /// Dispatch from the host scheduler while the device accepts.

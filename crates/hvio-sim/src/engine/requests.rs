@@ -105,22 +105,30 @@ impl Requests {
     #[inline]
     pub(crate) fn alloc(&mut self, slot: Slot) -> Result<u32> {
         let idx = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i
-            }
-            None => {
-                if self.slots.len() as u64 > SLOT_MASK {
-                    return Err(SimError::Other(format!("more than {SLOT_MASK} requests outstanding")));
-                }
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
+            Some(i) => i,
+            None => self.grow()?,
         };
         self.next_id += 1;
         self.live += 1;
-        self.slots[idx as usize].guest.id = (self.next_id << SLOT_BITS) | idx as u64;
+        let s = &mut self.slots[idx as usize];
+        *s = slot;
+        s.guest.id = (self.next_id << SLOT_BITS) | idx as u64;
         Ok(idx)
+    }
+
+    /// A new place at the end of the table (its content is overwritten).
+    #[cold]
+    fn grow(&mut self) -> Result<u32> {
+        if self.slots.len() as u64 > SLOT_MASK {
+            return Err(SimError::Other(format!("more than {SLOT_MASK} requests outstanding")));
+        }
+        self.slots.push(Slot::new(
+            0,
+            Owner::Stage { tag: 0 },
+            Request::new(0, 0, Op::Flush, 0, 0, 0),
+            0,
+        ));
+        Ok((self.slots.len() - 1) as u32)
     }
 
     /// The request in `slot` is done: its place can be reused.

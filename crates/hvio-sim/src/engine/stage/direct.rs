@@ -6,11 +6,13 @@ use super::*;
 pub(crate) struct Direct;
 
 impl HostPath for Direct {
+    #[inline]
     fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
         let rq = cx.host_request(slot);
         cx.send(rq)
     }
 
+    #[inline]
     fn done(&mut self, _slot: u32, _cx: &mut PathCx) -> Result<()> {
         Ok(())
     }

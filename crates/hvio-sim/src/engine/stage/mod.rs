@@ -48,8 +48,52 @@ pub(crate) trait HostPath {
 
 /// A VM's stage and the map of its image.
 pub(crate) struct VmPath {
-    pub(crate) stage: Box<dyn HostPath>,
+    pub(crate) stage: Stage,
     pub(crate) map: ExtentMap,
+}
+
+/// A VM's [`HostPath`]. The direct path is called without a trait
+/// object: most runs take it, and its calls then inline into the engine's
+/// (its `done` is nothing at all).
+pub(crate) enum Stage {
+    Direct(Direct),
+    Other(Box<dyn HostPath>),
+}
+
+impl Stage {
+    /// The stage, for calls off the hot path.
+    pub(crate) fn as_dyn(&self) -> &dyn HostPath {
+        match self {
+            Stage::Direct(d) => d,
+            Stage::Other(s) => s.as_ref(),
+        }
+    }
+
+    /// [`HostPath::arrive`].
+    #[inline]
+    pub(crate) fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
+        match self {
+            Stage::Direct(d) => d.arrive(slot, cx),
+            Stage::Other(s) => s.arrive(slot, cx),
+        }
+    }
+
+    /// [`HostPath::wake`].
+    pub(crate) fn wake(&mut self, cx: &mut PathCx) -> Result<()> {
+        match self {
+            Stage::Direct(d) => d.wake(cx),
+            Stage::Other(s) => s.wake(cx),
+        }
+    }
+
+    /// [`HostPath::done`].
+    #[inline]
+    pub(crate) fn done(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
+        match self {
+            Stage::Direct(d) => d.done(slot, cx),
+            Stage::Other(s) => s.done(slot, cx),
+        }
+    }
 }
 
 /// What a stage may do: see its requests, send host requests, merge, be
@@ -98,6 +142,8 @@ impl PathCx<'_> {
 
     /// Send `rq` to the host scheduler as a part per extent of
     /// `self.extents`.
+    #[cold]
+    #[inline(never)]
     fn split(&mut self, rq: &Request) -> Result<()> {
         let parent = slot_of(rq.id);
         self.requests[parent].parts = self.extents.len() as u32;
@@ -186,6 +232,7 @@ impl PathCx<'_> {
 
 /// Dispatch from the host scheduler while the device accepts, stamping
 /// each dispatched request and scheduling the wake-ups the host asks for.
+#[inline]
 pub(crate) fn kick_host(host: &mut HostSide, requests: &mut Requests, queue: &mut EventQueue, now: Nanos) {
     host.kick(now, &mut |e| match e {
         HostEvent::Dispatched(rq) => requests[slot_of(rq.id)].host_dispatch = now,
@@ -196,7 +243,8 @@ pub(crate) fn kick_host(host: &mut HostSide, requests: &mut Requests, queue: &mu
 
 impl Engine {
     /// Run `f` on VM `vi`'s stage with its context.
-    pub(crate) fn with_stage<R>(&mut self, vi: usize, f: impl FnOnce(&mut dyn HostPath, &mut PathCx) -> R) -> R {
+    #[inline]
+    pub(crate) fn with_stage<R>(&mut self, vi: usize, f: impl FnOnce(&mut Stage, &mut PathCx) -> R) -> R {
         let p = &mut self.paths[vi];
         let mut cx = PathCx {
             now: self.now,
@@ -208,7 +256,7 @@ impl Engine {
             host: &mut self.host,
             queue: &mut self.queue,
         };
-        f(p.stage.as_mut(), &mut cx)
+        f(&mut p.stage, &mut cx)
     }
 
     /// Guest request `slot` reaches the host: to its VM's stage.
