@@ -90,18 +90,20 @@ def test_a_number_for_an_array_of_tables_keeps_its_first_elements(tmp_path):
         sw.plan(sw.load_study(p))
 
 
-def test_the_quick_matrix_replaces_its_keys_for_a_quick_run(tmp_path):
-    p = study(tmp_path, '[matrix]\nseed = [1, 2, 3]\nguest = ["noop"]\n[quick.matrix]\nseed = [7]\n')
+def test_the_quick_matrix_replaces_or_adds_its_keys_for_a_quick_run(tmp_path):
+    p = study(
+        tmp_path, '[matrix]\nseed = [1, 2, 3]\nguest = ["noop"]\n[quick.matrix]\nseed = [7]\nmax_time_s = 5\n'
+    )
     assert sw.load_study(p).matrix == {"seed": [1, 2, 3], "guest": ["noop"]}
-    assert sw.load_study(p, quick=True).matrix == {"seed": [7], "guest": ["noop"]}
+    assert sw.load_study(p, quick=True).matrix == {"seed": [7], "guest": ["noop"], "max_time_s": [5]}
 
 
 @pytest.mark.parametrize(
     "text,needle",
     [
         (
-            '[matrix]\nseed = [1]\n[quick.matrix]\nguest = ["noop"]\n',
-            "[quick.matrix] key `guest` is not a key of [matrix]",
+            '[matrix.setup.cases]\na = { guest = "noop" }\n[quick.matrix]\nsetup = ["b"]\n',
+            "[quick.matrix] `setup`: ['b']: name cases of [matrix]",
         ),
         ("[matrix]\nsetup = { cases = {} }\n", "matrix key `setup`: cases are a table"),
         ("[matrix.setup.cases]\na = 3\n", "matrix key `setup`: case 'a' must be a table"),
@@ -261,3 +263,37 @@ def test_a_case_value_is_copied_into_each_run(tmp_path):
     )
     runs = sw.plan(sw.load_study(p))
     assert [r.config["vm"][0]["job"][0]["iodepth"] for r in runs] == [1, 4]
+
+
+def test_ishare_paper_file_covers_every_workload_and_scheduler():
+    with (EXPERIMENTS / "ishare-tables.paper.toml").open("rb") as f:
+        rows = tomllib.load(f)["bandwidth"]
+    st = sw.load_study(EXPERIMENTS / "ishare-tables.study.toml")
+    have = {(r["workload"], r["scheduler"]) for r in rows}
+    assert have == {(w, s) for w in st.matrix["vm.*.job.*.preset"] for s in ("cfq", "blkio", "ishare")}
+    # Table II's U-SW: Blkio 84.1 MB/s in total.
+    usw = next(r for r in rows if r["workload"] == "U-SW" and r["scheduler"] == "blkio")
+    assert (usw["vm1_kb_s"] + usw["vm2_kb_s"]) / 1000 == pytest.approx(84.051)
+
+
+def test_ishare_tables_quick_prints_every_disk_with_its_goals():
+    r = hvio.reproduce("ishare-tables", quick=True)
+    for disk in ("write cache off", "controller write cache"):
+        t = r.tables[f"{disk} — blkio: bandwidth, MB/s (paper: Table II, KB/s ÷ 1000)"]
+        assert len(t) == 12 and t["paper total"].iloc[0] == pytest.approx(42.635)
+        goals = r.tables[f"{disk} — goals"]
+        assert set(goals["met"]) <= {"yes", "NO"} and len(goals) == 6 * 3 + 6
+    # Overloaded, Blkio splits the disk 2:1 on the write-through disk (VM1:VM2 near 2).
+    t = r.tables["write cache off — blkio: bandwidth, MB/s (paper: Table II, KB/s ÷ 1000)"]
+    assert all(1.6 <= x <= 3.0 for x in t[t["workload"].str.startswith("O-")]["VM1:VM2"])
+
+
+def test_ishare_fig4_runs_seven_phases_one_after_another():
+    for quick, phase_s in ((False, 100), (True, 6)):
+        runs = sw.plan(sw.load_study(EXPERIMENTS / "ishare-fig4.study.toml", quick=quick))
+        assert len(runs) == 6, "three schedulers on two disks"
+        for r in runs:
+            for vm in r.config["vm"]:
+                assert [(j["start_s"], j["runtime_s"]) for j in vm["job"]] == [
+                    (i * phase_s, phase_s) for i in range(7)
+                ]

@@ -189,8 +189,8 @@ def reproduce(
     if path is None:
         raise sweeps.StudyError(f"experiment {name}: no study {name}.study.toml in {_where()}")
     st = sweeps.load_study(path, quick=quick)
-    if not st.analysis or st.reference is None:
-        raise sweeps.StudyError(f"{path}: [study] needs `analysis` and `reference` to be reproduced")
+    if not st.analysis:
+        raise sweeps.StudyError(f"{path}: [study] needs `analysis` to be reproduced")
     st.matrix[sweeps.SEED] = [seed]
     try:
         module = importlib.import_module(f"hvio.analysis.{st.analysis}")
@@ -198,11 +198,13 @@ def reproduce(
         raise sweeps.StudyError(
             f"{path}: [study] analysis {st.analysis!r}: no module hvio.analysis.{st.analysis}"
         ) from None
-    try:
-        with st.reference.open("rb") as f:
-            paper = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise sweeps.StudyError(f"{st.reference}: not a TOML file: {e}") from None
+    paper: dict[str, Any] = {}
+    if st.reference is not None:
+        try:
+            with st.reference.open("rb") as f:
+                paper = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise sweeps.StudyError(f"{st.reference}: not a TOML file: {e}") from None
     s = sweeps.sweep(st, out=None, workers=workers, progress=progress)
     a: Analysis = module.analyse(s, paper, st.reference)
     return {

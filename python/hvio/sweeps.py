@@ -184,9 +184,7 @@ def load_study(path: str | PathLike, *, quick: bool = False) -> Study:
             f"{path}: [quick] holds one table, [quick.matrix]: the matrix keys a quick run changes"
         )
     for k, v in quick_table.get("matrix", {}).items():
-        if k not in entries:
-            raise StudyError(f"{path}: [quick.matrix] key `{k}` is not a key of [matrix]")
-        was = entries[k]
+        was = entries.get(k)
         if isinstance(v, list) and isinstance(was, dict) and "cases" in was:
             # A list of case names keeps those cases.
             unknown = [name for name in v if name not in was["cases"]]

@@ -1,24 +1,15 @@
 //! Paper 003 §5.3, Fig. 4: two VMs (weights 2:1) whose workload changes
-//! every 100 s (§5.3) — O-SW, U-SR, U-SR, O-SR, U-SW, O-SW, O-RW — under CFQ, Blkio
-//! and iShare; per-VM bandwidth over time, and per phase.
+//! every 100 s (§5.3) — O-SW, U-SR, U-SR, O-SR, U-SW, O-SW, O-RW — under CFQ,
+//! Blkio and iShare: the runs and per-phase means `ishare-destage-idle`
+//! takes at each of its idle delays.
 //!
-//! The workloads are those of `ishare-tables` (Table I; U-SW is one writer
-//! at a time on one file). The paper shows Fig. 4 as a plot only; its text states what
-//! to expect: iShare keeps the 2:1 split like Blkio while the disk is
-//! overloaded, and reaches CFQ's bandwidth while it is underloaded.
+//! `ishare-fig4` itself is a study, `experiments/ishare-fig4.study.toml` on
+//! `experiments/ishare-fig4.toml` (the same phases), with its tables and
+//! goals in `hvio.analysis.ishare_fig4`.
 
-use super::ishare_tables::{bw, disks, job, run_on_disk, two_vms, Bw, SCHEDULERS};
-use super::{ExpOptions, Experiment, Report};
+use super::ishare_tables::{bw, job, run_on_disk, two_vms, Bw, SCHEDULERS};
+use super::ExpOptions;
 use crate::error::Result;
-use crate::report::{f, Table};
-use serde_json::json;
-
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "ishare-fig4",
-    title: "Changing load: a new Table I workload every 100 s under CFQ, Blkio and iShare",
-    paper: "003 §5.3, Fig. 4",
-    run,
-};
 
 /// The phases of §5.3, in order.
 pub(crate) const PHASES: [&str; 7] = ["O-SW", "U-SR", "U-SR", "O-SR", "U-SW", "O-SW", "O-RW"];
@@ -83,26 +74,6 @@ pub(crate) fn run_on(opts: &ExpOptions, disk: &str) -> Result<Fig4Runs> {
     Ok(out)
 }
 
-pub fn run(opts: &ExpOptions) -> Result<Report> {
-    let (phase_s, interval_s) = timing(opts);
-    let mut tables = Vec::new();
-    let mut data = Vec::new();
-    for (label, disk) in disks() {
-        let r = run_on(opts, &disk)?;
-        tables.extend(disk_tables(label, &r.phases, phase_s));
-        data.push(json!({ "disk": label, "series": r.series, "phase_means": r.phases, "run_means": r.totals }));
-    }
-    Ok(Report {
-        tables,
-        notes: vec![
-            format!("{phase_s} s per phase; series at {interval_s} s intervals in the JSON (data.runs[disk].series[scheduler].mb_per_s[vm][bucket]), schedulers in the order CFQ, Blkio, iShare"),
-            "Fig. 4 is a plot without numbers: the goals are the behaviour §5.3 describes".into(),
-        ],
-        data: json!({ "phases": PHASES, "phase_s": phase_s, "schedulers": SCHEDULERS, "runs": data }),
-        ..Default::default()
-    })
-}
-
 /// Fig. 4's goal for phase `p` of `phases[scheduler][phase]`: iShare keeps
 /// 2:1 (1.7–2.3) in an overloaded phase and reaches 0.9× CFQ's total in an
 /// underloaded one.
@@ -131,36 +102,9 @@ pub(crate) const PHASE_COLUMNS: [&str; 7] = [
     "iShare/CFQ total",
 ];
 
-/// The per-phase table and the goals of one disk.
-fn disk_tables(label: &str, phases: &[Vec<Bw>], phase_s: f64) -> [Table; 2] {
-    let mut t = Table::new(
-        format!("{label} — mean bandwidth per phase, MB/s (VM1 / VM2 / total)"),
-        &PHASE_COLUMNS,
-    );
-    let mut goals = Table::new(format!("{label} — goals"), &["goal", "met"]);
-    for (p, w) in PHASES.iter().enumerate() {
-        let cell = |k: usize| {
-            let b = &phases[k][p];
-            format!("{} / {} / {}", f(b.vm1, 1), f(b.vm2, 1), f(b.total(), 1))
-        };
-        let (c, i) = (&phases[0][p], &phases[2][p]);
-        t.row(vec![
-            format!("{}–{} s", p as f64 * phase_s, (p + 1) as f64 * phase_s),
-            w.to_string(),
-            cell(0),
-            cell(1),
-            cell(2),
-            f(i.ratio(), 2),
-            f(i.total() / c.total().max(1e-9), 2),
-        ]);
-        let (line, ok) = phase_goal(p, phases);
-        goals.row(vec![line, if ok { "yes".into() } else { "NO".into() }]);
-    }
-    [t, goals]
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::ishare_tables::disks;
     use super::*;
 
     /// The scaled-down run on the write-through disk keeps near 2:1 in every

@@ -1,7 +1,13 @@
-//! Paper 003 (iShare, Wu et al., CCPE 2016) §3.2 and §5.1–5.2: two VMs with
-//! weights 2:1 run the same fio workload of Table I under CFQ, Blkio (CFQ
-//! with one weighted group per VM) and iShare; per-VM and total bandwidth
-//! beside the paper's Tables II, III and IV.
+//! Paper 003 (iShare, Wu et al., CCPE 2016): the set-up `ishare-fig4` and
+//! `ishare-destage-idle` share (two VMs weighted 2:1 running Table I's fio
+//! workloads under CFQ, Blkio and iShare, on the HDD model write-through and
+//! behind a controller cache) and the goals of Tables II–IV.
+//!
+//! `ishare-tables` itself (§3.2, §5.1–5.2, Tables II–IV) is a study,
+//! `experiments/ishare-tables.study.toml` on `experiments/ishare-two-vms.toml`
+//! (the same VMs, guests and disks as here), with the paper's numbers in
+//! `experiments/ishare-tables.paper.toml` and its tables in
+//! `hvio.analysis.ishare_tables`.
 //!
 //! The setup of §3.1: one physical disk, two guests with 30 GB virtual
 //! disks, fio with synchronous direct I/O, 30 % 4 KiB / 40 % 8 KiB / 30 %
@@ -15,19 +21,10 @@
 //! see [`job`] for how hvio models them and why (one writer at a time).
 //! docs/ishare.md has the numbers, and those of a rotational guest disk.
 
-use super::{ExpOptions, Experiment, Report};
+use super::ExpOptions;
 use crate::error::{Result, SimError};
 use crate::metrics::SimResult;
-use crate::report::{f, Table};
 use crate::Config;
-use serde_json::json;
-
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "ishare-tables",
-    title: "Two VMs 2:1 running Table I's workloads under CFQ, Blkio and iShare",
-    paper: "003 §3.2, §5.1–5.2, Tables II–IV",
-    run,
-};
 
 /// The three host schedulers of the paper, in its column order.
 pub(crate) const SCHEDULERS: [&str; 3] = ["cfq", "blkio", "ishare"];
@@ -35,10 +32,11 @@ pub(crate) const SCHEDULERS: [&str; 3] = ["cfq", "blkio", "ishare"];
 /// VM weights 2:1 (§3.1), as blkio weights.
 pub(crate) const WEIGHTS: [u32; 2] = [1000, 500];
 
-/// The disks of the runs (`hvio_device::DeviceConfig`): the built-in 7200
-/// RPM 1 TB disk as it is (write-through), and the same disk behind a
-/// controller's write-back cache ([`controller_cache`] with
-/// [`CONTROLLER_DESTAGE_IDLE_MS`]).
+/// The disks the tests run on (`hvio_device::DeviceConfig`; the `disk`
+/// cases of the iShare studies): the built-in 7200 RPM 1 TB disk as it is
+/// (write-through), and the same disk behind a controller's write-back
+/// cache ([`controller_cache`] with [`CONTROLLER_DESTAGE_IDLE_MS`]).
+#[cfg(test)]
 pub(crate) fn disks() -> [(&'static str, String); 2] {
     [
         ("write cache off", "model = \"hdd\"\n".to_string()),
@@ -193,31 +191,6 @@ pub(crate) fn two_vms(sched: &str, jobs: &str, seed: u64, max_time_s: f64, inter
     Config::from_toml_str(&t, "ishare experiment")
 }
 
-/// The paper's bandwidths in KB/s: (VM1, VM2) under CFQ, Blkio, iShare
-/// (Tables II, III, IV; reads and writes of the mixed workloads summed).
-const PAPER: [(&str, [(f64, f64); 3]); 12] = [
-    ("O-SR", [(22829., 20109.), (28403., 14232.), (28614., 14461.)]),
-    ("O-SW", [(80176., 65061.), (105783., 52876.), (102847., 51483.)]),
-    ("O-RR", [(4925., 4448.), (6162., 3113.), (6136., 3120.)]),
-    ("O-RW", [(6716., 3446.), (6766., 3431.), (6517., 3623.)]),
-    ("O-RRW", [(5588., 4468.), (6239., 3174.), (6127., 3281.)]),
-    ("O-SRW", [(16286., 14281.), (20649., 10322.), (20306., 10530.)]),
-    ("U-SR", [(26765., 28054.), (58691., 29975.), (61773., 31849.)]),
-    ("U-SW", [(73348., 73409.), (56063., 27988.), (66539., 66590.)]),
-    ("U-RR", [(3676., 6142.), (6311., 3147.), (6603., 3284.)]),
-    ("U-RW", [(4875., 5833.), (6858., 3425.), (5524., 5517.)]),
-    ("U-RRW", [(3500., 3468.), (3279., 1635.), (2893., 2963.)]),
-    ("U-SRW", [(85620., 85691.), (65862., 33116.), (70653., 71148.)]),
-];
-
-/// The paper's (VM1, VM2) in MB/s (1 KB = 1000 bytes) for workload `w` under scheduler index `k`.
-pub(crate) fn paper(w: &str, k: usize) -> Option<(f64, f64)> {
-    PAPER
-        .iter()
-        .find(|p| p.0 == w)
-        .map(|p| (p.1[k].0 / 1000.0, p.1[k].1 / 1000.0))
-}
-
 /// One run's numbers.
 #[derive(Clone, Debug, serde::Serialize)]
 pub(crate) struct Bw {
@@ -298,120 +271,17 @@ pub(crate) fn goals(m: &[[Bw; 3]]) -> Goals {
     Goals { lines }
 }
 
-pub fn run(opts: &ExpOptions) -> Result<Report> {
-    let runtime_s = if opts.quick { 4.0 } else { 60.0 };
-    let mut tables = Vec::new();
-    let mut data = Vec::new();
-    for (label, disk) in disks() {
-        let m = measure(opts, runtime_s, &disk)?;
-        tables.extend(disk_tables(label, &m));
-        data.push(json!({ "disk": label, "measured": m }));
-    }
-    Ok(Report {
-        tables,
-        notes: vec![
-            format!("two VMs, weights {}:{}, 30 GiB images, {runtime_s} s of each workload per run, guests running {GUEST_SCHEDULER} (slice_idle 8 ms) on a non-rotational virtual disk (Xen blkfront), on the HDD model write-through and behind a controller cache (256 MiB write-back destaged in CSCAN order, 60 s age bound, destaging after {CONTROLLER_DESTAGE_IDLE_MS} ms of quiet, destaged data kept clean until LRU eviction; adaptive read-ahead of 64 KiB per sequential read, 64 segments)", WEIGHTS[0], WEIGHTS[1]),
-            "MB/s = 10^6 bytes/s of the VM's application I/O; the paper's KB/s are divided by 1000".into(),
-            "U-* are 32 fio threads on one file (fio's shared filename: each thread its own offset from the file's start); their direct writes take the file's inode lock one at a time, as ext4 in 2.6.32 does (see docs/ishare.md)".into(),
-            "iShare underloaded % = share of busy time its disk-state detector saw an active VM without pending requests".into(),
-        ],
-        data: json!({ "workloads": WORKLOADS, "schedulers": SCHEDULERS, "runs": data }),
-        ..Default::default()
-    })
-}
-
-/// The tables of one disk: per scheduler beside the paper, totals, goals.
-fn disk_tables(label: &str, m: &[[Bw; 3]]) -> Vec<Table> {
-    let mut tables = Vec::new();
-    for (k, s) in SCHEDULERS.iter().enumerate() {
-        let table = ["Table II", "Table II", "Tables III–IV"][k];
-        let mut t = Table::new(
-            format!("{label} — {s}: bandwidth, MB/s (paper: {table}, KB/s ÷ 1000)"),
-            &[
-                "workload",
-                "VM1",
-                "VM2",
-                "total",
-                "VM1:VM2",
-                "paper VM1",
-                "paper VM2",
-                "paper total",
-                "paper VM1:VM2",
-            ],
-        );
-        for (w, r) in WORKLOADS.iter().zip(m) {
-            let x = &r[k];
-            let (p1, p2) = paper(w, k).expect("every workload has paper numbers");
-            t.row(vec![
-                w.to_string(),
-                f(x.vm1, 2),
-                f(x.vm2, 2),
-                f(x.total(), 2),
-                f(x.ratio(), 2),
-                f(p1, 1),
-                f(p2, 1),
-                f(p1 + p2, 1),
-                f(p1 / p2, 2),
-            ]);
-        }
-        tables.push(t);
-    }
-    let mut t = Table::new(
-        format!("{label} — totals side by side, MB/s (paper in brackets)"),
-        &[
-            "workload",
-            "CFQ",
-            "Blkio",
-            "iShare",
-            "Blkio/CFQ",
-            "iShare/Blkio",
-            "iShare underloaded %",
-        ],
-    );
-    for (w, r) in WORKLOADS.iter().zip(m) {
-        let pt = |k: usize| paper(w, k).map(|p| p.0 + p.1).expect("paper numbers");
-        t.row(vec![
-            w.to_string(),
-            format!("{} [{}]", f(r[0].total(), 2), f(pt(0), 1)),
-            format!("{} [{}]", f(r[1].total(), 2), f(pt(1), 1)),
-            format!("{} [{}]", f(r[2].total(), 2), f(pt(2), 1)),
-            format!(
-                "{} [{}]",
-                f(r[1].total() / r[0].total().max(1e-9), 2),
-                f(pt(1) / pt(0), 2)
-            ),
-            format!(
-                "{} [{}]",
-                f(r[2].total() / r[1].total().max(1e-9), 2),
-                f(pt(2) / pt(1), 2)
-            ),
-            r[2].underloaded.map_or("-".into(), |u| f(100.0 * u, 1)),
-        ]);
-    }
-    tables.push(t);
-    let mut t = Table::new(format!("{label} — goals"), &["goal", "met"]);
-    for (line, ok) in goals(m).lines {
-        t.row(vec![line, if ok { "yes".into() } else { "NO".into() }]);
-    }
-    tables.push(t);
-    tables
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn configs_parse_and_paper_numbers_cover_every_workload() {
+    fn configs_parse_for_every_workload() {
         for w in WORKLOADS {
-            assert!(paper(w, 2).is_some(), "{w}");
             let cfg = two_vms("ishare", &job(w, 0.0, 1.0), 1, 10.0, 1.0).unwrap();
             assert_eq!(cfg.vms.len(), 2);
             assert_eq!(cfg.vms[0].weight, 2 * cfg.vms[1].weight);
         }
-        // Table II's U-SW: Blkio 84.1 MB/s in total.
-        let (a, b) = paper("U-SW", 1).unwrap();
-        assert!((a + b - 84.051).abs() < 1e-9);
     }
 
     /// The scaled-down run on the write-through disk holds what hvio meets

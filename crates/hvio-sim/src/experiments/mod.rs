@@ -96,8 +96,6 @@ pub struct Experiment {
 pub static EXPERIMENTS: &[Experiment] = &[
     htbs_rates::EXPERIMENT,
     pregather::OVERHEAD,
-    ishare_tables::EXPERIMENT,
-    ishare_fig4::EXPERIMENT,
     ishare_destage_idle::EXPERIMENT,
     meta_paper002::TABLE1,
     meta_paper002::ADAPTIVE,
