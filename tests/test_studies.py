@@ -297,3 +297,23 @@ def test_ishare_fig4_runs_seven_phases_one_after_another():
                 assert [(j["start_s"], j["runtime_s"]) for j in vm["job"]] == [
                     (i * phase_s, phase_s) for i in range(7)
                 ]
+
+
+def test_ishare_destage_idle_runs_every_workload_and_fig4_at_each_delay():
+    from hvio.analysis.ishare_destage_idle import split_goal
+
+    st = sw.load_study(EXPERIMENTS / "ishare-destage-idle.study.toml", quick=True)
+    runs = sw.plan(st)
+    assert len(runs) == 8 * 13 * 3
+    fig4 = [r for r in runs if r.params["workload"] == "Fig. 4"]
+    assert {r.config["disk"]["destage_idle_ms"] for r in fig4} == {0, 1, 2, 5, 10, 20, 50, 100}
+    assert all(len(vm["job"]) == 7 and r.config["max_time_s"] == 84 for r in fig4 for vm in r.config["vm"])
+    assert split_goal("U-SRW: iShare total ≥ 1.2× Blkio (1.71×)") == (
+        "U-SRW: iShare total ≥ 1.2× Blkio",
+        "1.71×",
+    )
+    assert split_goal("O-SR: iShare total within 5 % of Blkio (-4.6 %)") == (
+        "O-SR: iShare total within 5 % of Blkio",
+        "-4.6 %",
+    )
+    assert split_goal("no value") == ("no value", "")

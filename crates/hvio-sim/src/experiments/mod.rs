@@ -8,9 +8,6 @@
 //! hands those to `python3 -m hvio reproduce`.
 
 mod htbs_rates;
-mod ishare_destage_idle;
-mod ishare_fig4;
-mod ishare_tables;
 mod meta_paper002;
 pub mod pregather;
 mod reshape_paper001;
@@ -96,7 +93,6 @@ pub struct Experiment {
 pub static EXPERIMENTS: &[Experiment] = &[
     htbs_rates::EXPERIMENT,
     pregather::OVERHEAD,
-    ishare_destage_idle::EXPERIMENT,
     meta_paper002::TABLE1,
     meta_paper002::ADAPTIVE,
     meta_paper002::FIG5,

@@ -1,43 +1,25 @@
-//! Paper 003 (iShare, Wu et al., CCPE 2016): the set-up `ishare-fig4` and
-//! `ishare-destage-idle` share (two VMs weighted 2:1 running Table I's fio
-//! workloads under CFQ, Blkio and iShare, on the HDD model write-through and
-//! behind a controller cache) and the goals of Tables II–IV.
-//!
-//! `ishare-tables` itself (§3.2, §5.1–5.2, Tables II–IV) is a study,
-//! `experiments/ishare-tables.study.toml` on `experiments/ishare-two-vms.toml`
-//! (the same VMs, guests and disks as here), with the paper's numbers in
-//! `experiments/ishare-tables.paper.toml` and its tables in
-//! `hvio.analysis.ishare_tables`.
-//!
-//! The setup of §3.1: one physical disk, two guests with 30 GB virtual
-//! disks, fio with synchronous direct I/O, 30 % 4 KiB / 40 % 8 KiB / 30 %
-//! 16 KiB requests, CFQ in the guests on the non-rotational virtual disk
-//! Xen's blkfront declares (see [`GUEST_SCHEDULER`], [`GUEST_VM_KEYS`]).
-//! Overloaded workloads (O-*) are the simulator's presets: 32 threads on 32
-//! files with no think time; the guest CFQ does not idle on its
-//! non-rotational disk, so a VM's 32 threads have their requests at the
-//! host together (up to 32 per VM) and the host is backlogged by both VMs,
-//! as §5.1 says. Underloaded workloads (U-*) are 32 threads on "1 file":
-//! see [`job`] for how hvio models them and why (one writer at a time).
-//! docs/ishare.md has the numbers, and those of a rotational guest disk.
+//! The iShare set-up (paper 003) the iShare studies run, checked on the
+//! model: two VMs weighted 2:1 running Table I's fio workloads under CFQ,
+//! Blkio and iShare, on the HDD model write-through and behind a RAID
+//! controller's cache. The studies (`experiments/ishare-*.study.toml`) hold
+//! the same VMs, guests and disks as data; docs/ishare.md has why each key
+//! is what it is. These tests hold the results docs/ishare.md documents.
 
-use super::ExpOptions;
-use crate::error::{Result, SimError};
-use crate::metrics::SimResult;
-use crate::Config;
+use hvio_sim::experiments::ExpOptions;
+use hvio_sim::metrics::SimResult;
+use hvio_sim::{Config, Result, SimError};
 
 /// The three host schedulers of the paper, in its column order.
-pub(crate) const SCHEDULERS: [&str; 3] = ["cfq", "blkio", "ishare"];
+const SCHEDULERS: [&str; 3] = ["cfq", "blkio", "ishare"];
 
 /// VM weights 2:1 (§3.1), as blkio weights.
-pub(crate) const WEIGHTS: [u32; 2] = [1000, 500];
+const WEIGHTS: [u32; 2] = [1000, 500];
 
 /// The disks the tests run on (`hvio_device::DeviceConfig`; the `disk`
 /// cases of the iShare studies): the built-in 7200 RPM 1 TB disk as it is
 /// (write-through), and the same disk behind a controller's write-back
 /// cache ([`controller_cache`] with [`CONTROLLER_DESTAGE_IDLE_MS`]).
-#[cfg(test)]
-pub(crate) fn disks() -> [(&'static str, String); 2] {
+fn disks() -> [(&'static str, String); 2] {
     [
         ("write cache off", "model = \"hdd\"\n".to_string()),
         ("controller write cache", controller_cache(CONTROLLER_DESTAGE_IDLE_MS)),
@@ -61,7 +43,7 @@ pub(crate) fn disks() -> [(&'static str, String); 2] {
 /// model's own default stays 0 (a drive's 4 MiB buffer), and so do the
 /// other experiments. `hvio reproduce ishare-destage-idle` shows every
 /// goal over 0–100 ms (docs/ishare.md).
-pub(crate) const CONTROLLER_DESTAGE_IDLE_MS: f64 = 100.0;
+const CONTROLLER_DESTAGE_IDLE_MS: f64 = 100.0;
 
 /// The paper's disk is a SAS RAID5 volume (§3.1), i.e. behind a RAID
 /// controller, whose cache §3.3.2 credits for the small, even write
@@ -96,7 +78,7 @@ pub(crate) const CONTROLLER_DESTAGE_IDLE_MS: f64 = 100.0;
 /// data together (docs/hdd-model.md, "Destaged data kept clean").
 ///
 /// Reads: the controller's adaptive read-ahead ([`CONTROLLER_READ_AHEAD`]).
-pub(crate) fn controller_cache(destage_idle_ms: f64) -> String {
+fn controller_cache(destage_idle_ms: f64) -> String {
     format!(
         "model = \"hdd\"\nwrite_cache = true\nwrite_buffer_sectors = 524288\ndestage = \"cscan\"\ndestage_max_age_ms = 60000\ndestage_idle_ms = {destage_idle_ms}\nkeep_destaged = true\n{CONTROLLER_READ_AHEAD}"
     )
@@ -122,21 +104,21 @@ pub(crate) fn controller_cache(destage_idle_ms: f64) -> String {
 ///   each are 64 streams, one segment each (32 segments: O-SR falls back to
 ///   1.6 MB/s, docs/ishare.md); 64 × 2 MiB (`segment_sectors`' default) is
 ///   128 MiB of read cache, half the 256 MiB the write side models.
-pub(crate) const CONTROLLER_READ_AHEAD: &str =
+const CONTROLLER_READ_AHEAD: &str =
     "read_ahead_policy = \"adaptive\"\nmin_read_ahead_sectors = 128\ncache_segments = 64\n";
 
 /// Run `cfg` on `disk` (the TOML of a `[disk]` table).
-pub(crate) fn run_on_disk(cfg: &Config, disk: &str) -> Result<SimResult> {
+fn run_on_disk(cfg: &Config, disk: &str) -> Result<SimResult> {
     let bad = |e: String| SimError::invalid("ishare experiment [disk]", "model", disk.trim(), e);
     let dc: hvio_device::DeviceConfig = toml::from_str(disk).map_err(|e| bad(e.to_string()))?;
     let dev = hvio_device::build_device(&dc, std::path::Path::new(".")).map_err(|e| bad(e.to_string()))?;
-    crate::run_with_device(cfg, dev)
+    hvio_sim::run_with_device(cfg, dev)
 }
 
 /// The guests' I/O scheduler: CentOS 6.4's kernel 2.6.32 (§3.1) runs CFQ by
 /// default, on the virtual disk Xen 4.0's blkfront gives it (see
 /// [`GUEST_VM_KEYS`]).
-pub(crate) const GUEST_SCHEDULER: &str = "cfq";
+const GUEST_SCHEDULER: &str = "cfq";
 
 /// The guests' view of their virtual disk, as `[[vm]]` keys: blkfront marks
 /// its queue `QUEUE_FLAG_VIRT` (`xen-blkfront.c`, `xlvbd_init_blk_queue`,
@@ -149,10 +131,10 @@ pub(crate) const GUEST_SCHEDULER: &str = "cfq";
 /// each fio thread with a file of its own (O-*) has its request at the host
 /// at the same time as the others' (up to 32 per VM), while the writers of
 /// one file (U-SW, U-RW) still go one at a time (the inode lock, [`job`]).
-pub(crate) const GUEST_VM_KEYS: &str = "guest_params = { slice_idle = 8 }\nguest_disk_rotational = false\n";
+const GUEST_VM_KEYS: &str = "guest_params = { slice_idle = 8 }\nguest_disk_rotational = false\n";
 
 /// Table I's twelve workloads, in the paper's order.
-pub(crate) const WORKLOADS: [&str; 12] = [
+const WORKLOADS: [&str; 12] = [
     "O-SR", "O-SW", "O-RR", "O-RW", "O-RRW", "O-SRW", "U-SR", "U-SW", "U-RR", "U-RW", "U-RRW", "U-SRW",
 ];
 
@@ -170,7 +152,7 @@ pub(crate) const WORKLOADS: [&str; 12] = [
 /// not have backlogged requests", §3.3.1) — while the reads of U-RR, U-RRW
 /// and U-SRW run in parallel. O-*'s threads never share a file: the lock
 /// changes nothing there.
-pub(crate) fn job(w: &str, start_s: f64, runtime_s: f64) -> String {
+fn job(w: &str, start_s: f64, runtime_s: f64) -> String {
     let mut s = format!("[[vm.job]]\npreset = \"{w}\"\nstart_s = {start_s}\nruntime_s = {runtime_s}\n");
     s.push_str("inode_lock = \"steal\"\n");
     s
@@ -178,7 +160,7 @@ pub(crate) fn job(w: &str, start_s: f64, runtime_s: f64) -> String {
 
 /// Two VMs (30 GiB images, weights 2:1) each running `jobs` (TOML of their
 /// `[[vm.job]]` tables) under host scheduler `sched`; run it with [`run_on_disk`].
-pub(crate) fn two_vms(sched: &str, jobs: &str, seed: u64, max_time_s: f64, interval_s: f64) -> Result<Config> {
+fn two_vms(sched: &str, jobs: &str, seed: u64, max_time_s: f64, interval_s: f64) -> Result<Config> {
     let mut t = format!(
         "seed = {seed}\nmax_time_s = {max_time_s}\n[output]\ninterval_s = {interval_s}\n[host]\nscheduler = \"{sched}\"\n"
     );
@@ -193,7 +175,7 @@ pub(crate) fn two_vms(sched: &str, jobs: &str, seed: u64, max_time_s: f64, inter
 
 /// One run's numbers.
 #[derive(Clone, Debug, serde::Serialize)]
-pub(crate) struct Bw {
+struct Bw {
     pub vm1: f64,
     pub vm2: f64,
     /// Fraction of the busy time iShare's detector saw the disk underloaded (iShare runs only).
@@ -209,11 +191,11 @@ impl Bw {
     }
 }
 
-pub(crate) fn counter(r: &SimResult, name: &str) -> Option<f64> {
+fn counter(r: &SimResult, name: &str) -> Option<f64> {
     r.host.counters.iter().find(|c| c.0 == name).map(|c| c.1)
 }
 
-pub(crate) fn bw(r: &SimResult) -> Bw {
+fn bw(r: &SimResult) -> Bw {
     let under = counter(r, "state.underloaded_s");
     let over = counter(r, "state.overloaded_s");
     Bw {
@@ -224,7 +206,7 @@ pub(crate) fn bw(r: &SimResult) -> Bw {
 }
 
 /// Measured bandwidths of every workload under every scheduler on `disk`: `out[w][k]`.
-pub(crate) fn measure(opts: &ExpOptions, runtime_s: f64, disk: &str) -> Result<Vec<[Bw; 3]>> {
+fn measure(opts: &ExpOptions, runtime_s: f64, disk: &str) -> Result<Vec<[Bw; 3]>> {
     WORKLOADS
         .iter()
         .map(|w| {
@@ -238,132 +220,183 @@ pub(crate) fn measure(opts: &ExpOptions, runtime_s: f64, disk: &str) -> Result<V
         .collect()
 }
 
-/// What the issue asks of iShare, checked on the measured numbers.
-pub(crate) struct Goals {
-    pub lines: Vec<(String, bool)>,
-}
+/// The phases of §5.3, in order.
+const PHASES: [&str; 7] = ["O-SW", "U-SR", "U-SR", "O-SR", "U-SW", "O-SW", "O-RW"];
 
-pub(crate) fn goals(m: &[[Bw; 3]]) -> Goals {
-    let mut lines = Vec::new();
-    for (w, r) in WORKLOADS.iter().zip(m) {
-        let (b, i) = (&r[1], &r[2]);
-        let gain = i.total() / b.total().max(1e-9);
-        if w.starts_with("O-") {
-            lines.push((
-                format!("{w}: iShare total within 5 % of Blkio ({:+.1} %)", 100.0 * (gain - 1.0)),
-                (gain - 1.0).abs() <= 0.05,
-            ));
-            for (name, x) in [("Blkio", b), ("iShare", i)] {
-                lines.push((
-                    format!("{w}: {name} VM1:VM2 in 1.7..2.3 ({:.2})", x.ratio()),
-                    (1.7..=2.3).contains(&x.ratio()),
-                ));
-            }
-        } else {
-            let (need, what) = match *w {
-                "U-SW" => (1.3, "≥ 1.3× Blkio"),
-                "U-SRW" => (1.2, "≥ 1.2× Blkio"),
-                _ => (0.95, "≥ 0.95× Blkio"),
+/// Per-phase mean bandwidth of each VM from a run's series, leaving out the
+/// first tenth of each phase (the previous phase's requests drain, the new
+/// jobs start).
+fn phase_means(series: &[Vec<f64>], interval_s: f64, phase_s: f64) -> Vec<Bw> {
+    let per = (phase_s / interval_s).round().max(1.0) as usize;
+    let skip = per / 10;
+    (0..PHASES.len())
+        .map(|p| {
+            let mean = |v: &Vec<f64>| {
+                let xs: Vec<f64> = v.iter().skip(p * per + skip).take(per - skip).copied().collect();
+                xs.iter().sum::<f64>() / (per - skip) as f64
             };
-            lines.push((format!("{w}: iShare total {what} ({gain:.2}×)"), gain >= need));
-        }
-    }
-    Goals { lines }
+            Bw {
+                vm1: mean(&series[0]),
+                vm2: mean(&series[1]),
+                underloaded: None,
+            }
+        })
+        .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Fig. 4's phase length and series interval, s.
+fn timing(opts: &ExpOptions) -> (f64, f64) {
+    if opts.quick {
+        (6.0, 0.5)
+    } else {
+        (100.0, 1.0)
+    }
+}
 
-    #[test]
-    fn configs_parse_for_every_workload() {
-        for w in WORKLOADS {
-            let cfg = two_vms("ishare", &job(w, 0.0, 1.0), 1, 10.0, 1.0).unwrap();
-            assert_eq!(cfg.vms.len(), 2);
-            assert_eq!(cfg.vms[0].weight, 2 * cfg.vms[1].weight);
+/// One disk's three runs of Fig. 4 (CFQ, Blkio, iShare): per-phase means
+/// `phases[scheduler][phase]`, and each run's series and whole-run means.
+struct Fig4Runs {
+    pub phases: Vec<Vec<Bw>>,
+    pub series: Vec<hvio_sim::metrics::TimeSeries>,
+    pub totals: Vec<Bw>,
+}
+
+fn run_on(opts: &ExpOptions, disk: &str) -> Result<Fig4Runs> {
+    let (phase_s, interval_s) = timing(opts);
+    let jobs: String = PHASES
+        .iter()
+        .enumerate()
+        .map(|(i, w)| job(w, i as f64 * phase_s, phase_s))
+        .collect();
+    let mut out = Fig4Runs {
+        phases: Vec::new(),
+        series: Vec::new(),
+        totals: Vec::new(),
+    };
+    for s in SCHEDULERS {
+        let cfg = two_vms(s, &jobs, opts.seed, phase_s * PHASES.len() as f64 * 2.0, interval_s)?;
+        let r = run_on_disk(&cfg, disk)?;
+        out.totals.push(bw(&r));
+        out.phases.push(phase_means(&r.series.mb_per_s, interval_s, phase_s));
+        out.series.push(r.series);
+    }
+    Ok(out)
+}
+
+#[test]
+fn configs_parse_for_every_workload() {
+    for w in WORKLOADS {
+        let cfg = two_vms("ishare", &job(w, 0.0, 1.0), 1, 10.0, 1.0).unwrap();
+        assert_eq!(cfg.vms.len(), 2);
+        assert_eq!(cfg.vms[0].weight, 2 * cfg.vms[1].weight);
+    }
+}
+
+/// The scaled-down run on the write-through disk holds what hvio meets
+/// (see docs/ishare.md). The guests' CFQ does not idle on their
+/// non-rotational virtual disks, so every O-* workload is backlogged at
+/// the host: iShare's detector sees the disk overloaded (3 s: 1–5 % of
+/// the busy time underloaded; with a rotational guest disk O-SR was
+/// 25 %, O-SW 77 % behind the controller cache) and iShare stays within
+/// 5 % of Blkio near 2:1 (3 s runs: Blkio 2.2–2.75 as its first slices
+/// settle, 60 s: 2.0–2.5). Underloaded, it never falls more than 5 %
+/// below Blkio where one writer holds the file's inode lock (U-SW,
+/// U-RW), nor more than 10 % on the other U-* (3 s: 0.97–1.00×), except
+/// U-SR, whose first seconds are erratic (3 s: 0.55×; 60 s: 1.79×).
+#[test]
+fn quick_run_holds_the_documented_results() {
+    let m = measure(&ExpOptions { seed: 1, quick: true }, 3.0, &disks()[0].1).unwrap();
+    for (w, r) in WORKLOADS.iter().zip(&m) {
+        let gain = r[2].total() / r[1].total();
+        if w.starts_with("O-") {
+            let under = r[2].underloaded.expect("iShare's disk-state counters");
+            assert!(under < 0.1, "{w}: underloaded {:.1} % of the busy time", 100.0 * under);
+            if *w != "O-SR" {
+                // O-SR's 3 s run is 1.21× (60 s: 1.00×).
+                assert!((gain - 1.0).abs() <= 0.05, "{w}: iShare/Blkio {gain:.3}");
+            }
+            for x in &r[1..] {
+                assert!((1.6..=3.0).contains(&x.ratio()), "{w}: VM1:VM2 {:.2}", x.ratio());
+            }
+            continue;
+        }
+        match *w {
+            "U-SW" | "U-RW" => assert!(gain >= 0.95, "{w}: iShare/Blkio {gain:.3}"),
+            "U-SR" => {}
+            _ => assert!(gain >= 0.9, "{w}: iShare/Blkio {gain:.3}"),
         }
     }
+}
 
-    /// The scaled-down run on the write-through disk holds what hvio meets
-    /// (see docs/ishare.md). The guests' CFQ does not idle on their
-    /// non-rotational virtual disks, so every O-* workload is backlogged at
-    /// the host: iShare's detector sees the disk overloaded (3 s: 1–5 % of
-    /// the busy time underloaded; with a rotational guest disk O-SR was
-    /// 25 %, O-SW 77 % behind the controller cache) and iShare stays within
-    /// 5 % of Blkio near 2:1 (3 s runs: Blkio 2.2–2.75 as its first slices
-    /// settle, 60 s: 2.0–2.5). Underloaded, it never falls more than 5 %
-    /// below Blkio where one writer holds the file's inode lock (U-SW,
-    /// U-RW), nor more than 10 % on the other U-* (3 s: 0.97–1.00×), except
-    /// U-SR, whose first seconds are erratic (3 s: 0.55×; 60 s: 1.79×).
-    #[test]
-    fn quick_run_holds_the_documented_results() {
-        let m = measure(&ExpOptions { seed: 1, quick: true }, 3.0, &disks()[0].1).unwrap();
-        for (w, r) in WORKLOADS.iter().zip(&m) {
-            let gain = r[2].total() / r[1].total();
-            if w.starts_with("O-") {
-                let under = r[2].underloaded.expect("iShare's disk-state counters");
-                assert!(under < 0.1, "{w}: underloaded {:.1} % of the busy time", 100.0 * under);
-                if *w != "O-SR" {
-                    // O-SR's 3 s run is 1.21× (60 s: 1.00×).
-                    assert!((gain - 1.0).abs() <= 0.05, "{w}: iShare/Blkio {gain:.3}");
-                }
-                for x in &r[1..] {
-                    assert!((1.6..=3.0).contains(&x.ratio()), "{w}: VM1:VM2 {:.2}", x.ratio());
-                }
-                continue;
-            }
-            match *w {
-                "U-SW" | "U-RW" => assert!(gain >= 0.95, "{w}: iShare/Blkio {gain:.3}"),
-                "U-SR" => {}
-                _ => assert!(gain >= 0.9, "{w}: iShare/Blkio {gain:.3}"),
-            }
+/// The controller's adaptive read-ahead serves the 64 interleaved
+/// sequential streams of O-SR (60 s: 68.5 MB/s under Blkio against
+/// 1.59 write-through, VM1:VM2 2.07) and leaves random reads alone
+/// (O-RR 1.73 on both).
+#[test]
+fn controller_read_ahead_serves_sequential_streams_only() {
+    let total = |w: &str, disk: &str| {
+        let cfg = two_vms("blkio", &job(w, 0.0, 3.0), 1, 20.0, 1.0).unwrap();
+        bw(&run_on_disk(&cfg, disk).unwrap())
+    };
+    let (bare, cache) = (&disks()[0].1, &disks()[1].1);
+    let (a, b) = (total("O-SR", bare), total("O-SR", cache));
+    // 3 s: 1.72 -> 27.5 MB/s (the first seconds fill 64 segments).
+    assert!(a.total() < 3.0 && b.total() > 10.0 * a.total(), "O-SR {a:?} -> {b:?}");
+    let (a, b) = (total("O-RR", bare), total("O-RR", cache));
+    assert!((b.total() / a.total() - 1.0).abs() < 0.03, "O-RR {a:?} -> {b:?}");
+}
+
+/// Behind the controller write cache: O-SW, backlogged at the host now
+/// that the guests do not idle, is Blkio's (60 s: 1.00×; with the
+/// rotational guest disk it was 1.33× at VM1:VM2 1.67); U-SW, one
+/// writer at a time, gains from DyIso (4 s: 1.29×, 60 s: 1.33×); so
+/// does U-SRW, now that its threads read and write from positions of
+/// their own as fio's do (10 s: 1.17×, 60 s: 1.29×; with one cursor for
+/// both directions it was 0.99× at 60 s), see docs/ishare.md.
+#[test]
+fn controller_cache_gains_on_usw_and_usrw() {
+    let gain = |w: &str, idle_ms: f64, runtime_s: f64| {
+        let disk = controller_cache(idle_ms);
+        let t: Vec<f64> = ["blkio", "ishare"]
+            .iter()
+            .map(|s| {
+                let cfg = two_vms(s, &job(w, 0.0, runtime_s), 1, runtime_s + 22.0, 1.0).unwrap();
+                bw(&run_on_disk(&cfg, &disk).unwrap()).total()
+            })
+            .collect();
+        t[1] / t[0]
+    };
+    let osw = gain("O-SW", CONTROLLER_DESTAGE_IDLE_MS, 4.0);
+    assert!((osw - 1.0).abs() <= 0.05, "O-SW: iShare/Blkio {osw:.3}");
+    let usw = gain("U-SW", CONTROLLER_DESTAGE_IDLE_MS, 4.0);
+    assert!(usw >= 1.2, "U-SW: iShare/Blkio {usw:.3}");
+    let usrw = gain("U-SRW", CONTROLLER_DESTAGE_IDLE_MS, 10.0);
+    assert!(usrw >= 1.1, "U-SRW: iShare/Blkio {usrw:.3}");
+    assert_eq!(disks()[1].1, controller_cache(CONTROLLER_DESTAGE_IDLE_MS));
+}
+
+/// The scaled-down run on the write-through disk keeps near 2:1 in every
+/// overloaded phase (6 s phases are noisy: 1.5–2.8 in bandwidth) and at
+/// least 0.9× CFQ's total in every underloaded one.
+#[test]
+fn quick_run_meets_its_goals_on_the_write_through_disk() {
+    let opts = ExpOptions { seed: 1, quick: true };
+    let phases = run_on(&opts, &disks()[0].1).unwrap().phases;
+    for (p, w) in PHASES.iter().enumerate() {
+        let (c, i) = (&phases[0][p], &phases[2][p]);
+        if w.starts_with("O-") {
+            assert!(
+                (1.5..=2.8).contains(&i.ratio()),
+                "phase {p} {w}: VM1:VM2 {:.2}",
+                i.ratio()
+            );
+        } else {
+            assert!(
+                i.total() >= 0.9 * c.total(),
+                "phase {p} {w}: {:.2} vs CFQ {:.2}",
+                i.total(),
+                c.total()
+            );
         }
-    }
-
-    /// The controller's adaptive read-ahead serves the 64 interleaved
-    /// sequential streams of O-SR (60 s: 68.5 MB/s under Blkio against
-    /// 1.59 write-through, VM1:VM2 2.07) and leaves random reads alone
-    /// (O-RR 1.73 on both).
-    #[test]
-    fn controller_read_ahead_serves_sequential_streams_only() {
-        let total = |w: &str, disk: &str| {
-            let cfg = two_vms("blkio", &job(w, 0.0, 3.0), 1, 20.0, 1.0).unwrap();
-            bw(&run_on_disk(&cfg, disk).unwrap())
-        };
-        let (bare, cache) = (&disks()[0].1, &disks()[1].1);
-        let (a, b) = (total("O-SR", bare), total("O-SR", cache));
-        // 3 s: 1.72 -> 27.5 MB/s (the first seconds fill 64 segments).
-        assert!(a.total() < 3.0 && b.total() > 10.0 * a.total(), "O-SR {a:?} -> {b:?}");
-        let (a, b) = (total("O-RR", bare), total("O-RR", cache));
-        assert!((b.total() / a.total() - 1.0).abs() < 0.03, "O-RR {a:?} -> {b:?}");
-    }
-
-    /// Behind the controller write cache: O-SW, backlogged at the host now
-    /// that the guests do not idle, is Blkio's (60 s: 1.00×; with the
-    /// rotational guest disk it was 1.33× at VM1:VM2 1.67); U-SW, one
-    /// writer at a time, gains from DyIso (4 s: 1.29×, 60 s: 1.33×); so
-    /// does U-SRW, now that its threads read and write from positions of
-    /// their own as fio's do (10 s: 1.17×, 60 s: 1.29×; with one cursor for
-    /// both directions it was 0.99× at 60 s), see docs/ishare.md.
-    #[test]
-    fn controller_cache_gains_on_usw_and_usrw() {
-        let gain = |w: &str, idle_ms: f64, runtime_s: f64| {
-            let disk = controller_cache(idle_ms);
-            let t: Vec<f64> = ["blkio", "ishare"]
-                .iter()
-                .map(|s| {
-                    let cfg = two_vms(s, &job(w, 0.0, runtime_s), 1, runtime_s + 22.0, 1.0).unwrap();
-                    bw(&run_on_disk(&cfg, &disk).unwrap()).total()
-                })
-                .collect();
-            t[1] / t[0]
-        };
-        let osw = gain("O-SW", CONTROLLER_DESTAGE_IDLE_MS, 4.0);
-        assert!((osw - 1.0).abs() <= 0.05, "O-SW: iShare/Blkio {osw:.3}");
-        let usw = gain("U-SW", CONTROLLER_DESTAGE_IDLE_MS, 4.0);
-        assert!(usw >= 1.2, "U-SW: iShare/Blkio {usw:.3}");
-        let usrw = gain("U-SRW", CONTROLLER_DESTAGE_IDLE_MS, 10.0);
-        assert!(usrw >= 1.1, "U-SRW: iShare/Blkio {usrw:.3}");
-        assert_eq!(disks()[1].1, controller_cache(CONTROLLER_DESTAGE_IDLE_MS));
     }
 }
