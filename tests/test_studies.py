@@ -140,7 +140,9 @@ def test_every_paper_study_names_its_analysis_and_every_number_its_source():
     assert "htbs-paper004" in listed
     for name in listed:
         st = sw.load_study(EXPERIMENTS / f"{name}.study.toml")
-        assert st.paper and st.title and st.reference is not None
+        assert st.paper and st.title
+        if st.reference is None:
+            continue  # a figure without numbers (ishare-fig4)
         with st.reference.open("rb") as f:
             paper = tomllib.load(f)
         for key, rows in paper.items():
