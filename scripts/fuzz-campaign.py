@@ -8,7 +8,8 @@ process has used `--cpu-minutes` of CPU time (user + system, all threads, read
 from /proc: libFuzzer's own `-max_total_time` counts wall time, which on a
 shared machine is not the effort spent).
 
-Resumable: every run appends a row to the ledger (`target/fuzz-campaign.tsv`
+Resumable: SIGINT or SIGTERM stops the fuzzers, records what each used and
+exits; every run appends a row to the ledger (`target/fuzz-campaign.tsv`
 by default) keyed by the target's identity, a hash of its fuzz binary and its
 seed corpus. A target whose rows for the current identity already add up to
 the budget is skipped; one interrupted part-way resumes with what is left.
@@ -54,6 +55,8 @@ COLUMNS = [
 ]
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)")
 TICKS = os.sysconf("SC_CLK_TCK")
+# Set by SIGINT/SIGTERM: the fuzzers stop, their rows are written, no target starts.
+STOPPING = threading.Event()
 
 
 def targets_of(crate: Path) -> list[str]:
@@ -136,7 +139,7 @@ def fuzz(crate: Path, target: str, budget_s: float, log: Path) -> dict[str, obje
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if cpu_seconds(proc.pid) >= budget_s:
+            if STOPPING.is_set() or cpu_seconds(proc.pid) >= budget_s:
                 proc.send_signal(signal.SIGINT)
                 _, status, usage = os.wait4(proc.pid, 0)
                 break
@@ -222,6 +225,8 @@ def main() -> int:
                 if crate not in built and not a.no_build:
                     build(crate)
                 built.add(crate)
+        if STOPPING.is_set():
+            return False
         ident = identity(crate, target)
         with lock:
             rows = [r for r in read_ledger(a.ledger) if r["identity"] == ident and r["target"] == target]
@@ -245,6 +250,12 @@ def main() -> int:
         )
         return result["crash"] != "-"
 
+    def stop(signum: int, _frame: object) -> None:
+        print(f"fuzz-campaign: {signal.Signals(signum).name}: stopping the fuzzers", flush=True)
+        STOPPING.set()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     with ThreadPoolExecutor(max_workers=a.jobs) as pool:
         failed = sum(pool.map(lambda ct: one(*ct), plan))
     report(read_ledger(a.ledger), budget)
