@@ -749,11 +749,15 @@ impl ReshapedDisk {
             let hvio_reshape::Target::At(at) = t else { continue };
             let mut buf = vec![0u8; (sectors * SECTOR_BYTES) as usize];
             let file_off = self.header + at * SECTOR_BYTES;
-            if std::os::unix::fs::FileExt::read_exact_at(&f.buffered, &mut buf, file_off).is_err() {
+            let read_file = |b: &mut [u8]| {
+                std::os::unix::fs::FileExt::read_exact_at(&f.buffered, b, file_off).map_err(|_| libc::EIO)
+            };
+            let read = match &self.store.volatile {
+                Some(v) => v.read(self.file, file_off, &mut buf, read_file),
+                None => read_file(&mut buf),
+            };
+            if read.is_err() {
                 continue;
-            }
-            if let Some(v) = &self.store.volatile {
-                v.read(self.file, file_off, &mut buf);
             }
             // Copy the part inside [offset, offset + len).
             let (s, e) = (start * SECTOR_BYTES, (start + sectors) * SECTOR_BYTES);

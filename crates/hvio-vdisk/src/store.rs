@@ -622,11 +622,7 @@ impl Store {
             let persist = |file: usize, at: u64, data: &[u8]| self.files[file].write(data, at, false);
             match kind {
                 IoKind::Write if !fua => return v.write(d.file, off, buf.as_slice(), &persist),
-                IoKind::Read => {
-                    f.read(buf.as_mut_slice(), off)?;
-                    v.read(d.file, off, buf.as_mut_slice());
-                    return Ok(());
-                }
+                IoKind::Read => return v.read(d.file, off, buf.as_mut_slice(), |b| f.read(b, off)),
                 IoKind::Flush => v.flush(&persist)?,
                 _ => v.write_through(d.file, off, len),
             }

@@ -146,9 +146,19 @@ impl VolatileCache {
         self.lock().0.retain(|h| !overlaps(h, file, off, len));
     }
 
-    /// Overlay held writes on data just read from the file.
-    pub fn read(&self, file: usize, off: u64, buf: &mut [u8]) {
+    /// Read `buf.len()` bytes at `off` of `file`: what `read_file` reads
+    /// from the file, with the held writes laid over it. Both under the
+    /// cache's lock, so a held write persisted (and dropped from the cache)
+    /// meanwhile cannot be missed by both.
+    pub fn read(
+        &self,
+        file: usize,
+        off: u64,
+        buf: &mut [u8],
+        read_file: impl FnOnce(&mut [u8]) -> IoResult,
+    ) -> IoResult {
         let g = self.lock();
+        read_file(buf)?;
         let len = buf.len() as u64;
         for h in g.0.iter().filter(|h| overlaps(h, file, off, len)) {
             let start = h.off.max(off);
@@ -156,6 +166,7 @@ impl VolatileCache {
             buf[(start - off) as usize..(end - off) as usize]
                 .copy_from_slice(&h.data[(start - h.off) as usize..(end - h.off) as usize]);
         }
+        Ok(())
     }
 
     /// FLUSH: write everything held, in order (unless `ignore_flush`).
