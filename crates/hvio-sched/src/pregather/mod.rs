@@ -187,7 +187,7 @@ use hvio_core::{
     SliceLog, StreamId, StreamInfo,
 };
 use spla::{ArmInput, Timer};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use timeslice::{Locality, SliceParams};
 use vnavigator::{NavParams, VNavigator};
@@ -521,6 +521,85 @@ fn elevator_pick(
     }
 }
 
+/// The VMs (and the shared async queue) by stream id, in id order: the
+/// order rounds, ties between VMs and counters follow. Every hook looks a
+/// VM up several times, so ids below [`DIRECT_IDS`] find their VM through a
+/// table, one load, where a search of an ordered map compares keys with
+/// branches a processor cannot predict (VM ids come in random order).
+#[derive(Debug, Default, Clone)]
+struct VmTable {
+    /// Ids in increasing order, with their VMs at the same places.
+    ids: Vec<StreamId>,
+    vms: Vec<Vm>,
+    /// `place[id]`: one more than the id's place in `vms` (0: none), for
+    /// ids below [`DIRECT_IDS`].
+    place: Vec<u32>,
+}
+
+/// Stream ids below this are looked up through [`VmTable::place`]; others
+/// (the shared async queue's) by a binary search.
+const DIRECT_IDS: StreamId = 1 << 12;
+
+impl VmTable {
+    fn place_of(&self, id: StreamId) -> Option<usize> {
+        match self.place.get(id as usize) {
+            Some(&p) => (p as usize).checked_sub(1),
+            None => self.ids.binary_search(&id).ok(),
+        }
+    }
+
+    fn get(&self, id: &StreamId) -> Option<&Vm> {
+        self.place_of(*id).map(|i| &self.vms[i])
+    }
+
+    fn get_mut(&mut self, id: &StreamId) -> Option<&mut Vm> {
+        self.place_of(*id).map(|i| &mut self.vms[i])
+    }
+
+    fn contains_key(&self, id: &StreamId) -> bool {
+        self.place_of(*id).is_some()
+    }
+
+    /// VM `id`, made by `new` if it is not there yet.
+    fn get_or_insert_with(&mut self, id: StreamId, new: impl FnOnce() -> Vm) -> &mut Vm {
+        let i = match self.place_of(id) {
+            Some(i) => i,
+            None => {
+                let i = self.ids.partition_point(|&x| x < id);
+                self.ids.insert(i, id);
+                self.vms.insert(i, new());
+                if id < DIRECT_IDS && self.place.len() <= id as usize {
+                    self.place.resize(id as usize + 1, 0);
+                }
+                for (j, &x) in self.ids.iter().enumerate().skip(i) {
+                    if let Some(p) = self.place.get_mut(x as usize) {
+                        *p = j as u32 + 1;
+                    }
+                }
+                i
+            }
+        };
+        &mut self.vms[i]
+    }
+
+    /// (id, VM) in id order.
+    fn iter(&self) -> impl Iterator<Item = (&StreamId, &Vm)> + '_ {
+        self.ids.iter().zip(&self.vms)
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Vm> + '_ {
+        self.vms.iter_mut()
+    }
+}
+
+impl std::ops::Index<&StreamId> for VmTable {
+    type Output = Vm;
+
+    fn index(&self, id: &StreamId) -> &Vm {
+        self.get(id).expect("a known VM")
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Vm {
     name: String,
@@ -602,7 +681,7 @@ pub struct Pregather {
     seek: Arc<dyn SeekModel>,
     /// Add half a revolution to a non-zero seek estimate.
     seek_adds_rotation: bool,
-    vms: BTreeMap<StreamId, Vm>,
+    vms: VmTable,
     active: Option<Active>,
     /// VMs served in the current round.
     round: BTreeSet<StreamId>,
@@ -653,7 +732,7 @@ impl Pregather {
             slice_async_rq: p.u64("slice_async_rq").max(1),
             seek: ctx.device.seek.clone(),
             seek_adds_rotation: p.flag("seek_adds_rotation"),
-            vms: BTreeMap::new(),
+            vms: VmTable::default(),
             active: None,
             round: BTreeSet::new(),
             last_served: None,
@@ -674,7 +753,7 @@ impl Pregather {
     fn vm_mut(&mut self, id: StreamId) -> &mut Vm {
         let (nav, w, si) = (self.nav, self.avg_weight, self.si_window);
         let from_completion = nav.interval_from_completion;
-        self.vms.entry(id).or_insert_with(|| Vm {
+        self.vms.get_or_insert_with(id, || Vm {
             name: if id == ASYNC_QUEUE {
                 "async".to_string()
             } else {
@@ -750,7 +829,7 @@ impl Pregather {
         // The nearest (distance, VM) that is unserved this round, that is
         // not the last served, and of all, in one pass.
         let (mut unserved, mut not_last, mut any) = (None, None, None);
-        for (&id, v) in &self.vms {
+        for (&id, v) in self.vms.iter() {
             let Some((_, d)) = v.queue.nearest(head) else { continue };
             let c = Some((d, id));
             if !self.round.contains(&id) && (unserved.is_none() || c < unserved) {
@@ -1082,7 +1161,7 @@ impl Scheduler for Pregather {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let ms = |n: Nanos| n as f64 / 1e6;
-        for (&id, v) in &self.vms {
+        for (&id, v) in self.vms.iter() {
             let n = &v.name;
             let mean = if v.slices == 0 {
                 0.0

@@ -493,3 +493,36 @@ fn every_async_service_mode_drains_a_random_mix() {
         assert_eq!(s.queued(), 0);
     }
 }
+
+/// The VM table finds every VM by id, small or not (the shared async
+/// queue's is `u32::MAX`), whatever order they were added in, and lists
+/// them in id order.
+#[test]
+fn the_vm_table_finds_vms_and_lists_them_in_id_order() {
+    let s = sched(&[(0, 100)], &[]);
+    let mut t = VmTable::default();
+    let ids = [7u32, 2, ASYNC_QUEUE, 0, 5000, 3, DIRECT_IDS, 1];
+    for (n, &id) in ids.iter().enumerate() {
+        let mut vm = s.vms[&0].clone();
+        vm.slices = id as u64;
+        t.get_or_insert_with(id, || vm);
+        // Already there: not made again.
+        t.get_or_insert_with(id, || panic!("VM {id} made twice"));
+        for &seen in &ids[..=n] {
+            assert_eq!(t.get(&seen).map(|v| v.slices), Some(seen as u64));
+        }
+        for unseen in [4u32, 6, 4999, ASYNC_QUEUE - 1] {
+            assert!(!t.contains_key(&unseen));
+        }
+        let listed: Vec<StreamId> = t
+            .iter()
+            .map(|(&id, v)| {
+                assert_eq!(v.slices, id as u64);
+                id
+            })
+            .collect();
+        let mut want = ids[..=n].to_vec();
+        want.sort_unstable();
+        assert_eq!(listed, want);
+    }
+}

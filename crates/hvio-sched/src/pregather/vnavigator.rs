@@ -16,6 +16,7 @@
 //! interval would describe a past access pattern).
 
 use hvio_core::{Nanos, Sector};
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// The vNavigator's tunables (Table 2 of the paper).
@@ -141,8 +142,10 @@ impl VNavigator {
         self.advance(now);
         let j = sector / self.p.zone_sectors;
         let w = self.window;
-        match self.zones.get_mut(&j) {
-            Some(z) => {
+        // One search of the zone map per arrival, whether the zone is known or new.
+        match self.zones.entry(j) {
+            Entry::Occupied(mut e) => {
+                let z = e.get_mut();
                 let old = z.density;
                 z.density += 1.0;
                 if old >= 1.0 {
@@ -162,18 +165,15 @@ impl VNavigator {
                 z.accesses += 1;
                 z.last_arrival = now;
             }
-            None => {
-                self.zones.insert(
-                    j,
-                    Zone {
-                        density: 1.0,
-                        window: w,
-                        accesses: 1,
-                        last_arrival: now,
-                        mean_interval: 0.0,
-                        last_completion: None,
-                    },
-                );
+            Entry::Vacant(e) => {
+                e.insert(Zone {
+                    density: 1.0,
+                    window: w,
+                    accesses: 1,
+                    last_arrival: now,
+                    mean_interval: 0.0,
+                    last_completion: None,
+                });
                 self.sum_dense += 1.0;
                 self.n_dense += 1;
                 self.peak_zones = self.peak_zones.max(self.zones.len());
@@ -212,10 +212,6 @@ impl VNavigator {
             .map(|z| z.mean_interval.round() as Nanos)
     }
 
-    fn dense(&self, zone: u64, delta: f64) -> bool {
-        self.zones.get(&zone).is_some_and(|z| z.density >= delta)
-    }
-
     /// The sub-region unit containing `sector` at the window of `now`, if any
     /// (Eq. 5), with `ST(U_i)` from its dense zone (Eq. 6). A unit whose dense
     /// zone has only one access has no interval yet and is not returned.
@@ -223,16 +219,27 @@ impl VNavigator {
         let delta = self.threshold(now);
         let b = self.p.zone_sectors;
         let j = sector / b;
-        let dense_zone = if self.dense(j, delta) {
-            j
-        } else if j > 0 && self.dense(j - 1, delta) {
+        // Zones j − 1, j and j + 1 from one search of the map (one per call,
+        // not one per zone asked about).
+        let mut near: [Option<&Zone>; 3] = [None; 3];
+        for (&i, z) in self.zones.range(j.saturating_sub(1)..=j.saturating_add(1)) {
+            near[(i + 1 - j) as usize] = Some(z);
+        }
+        let dense = |i: usize| near[i].is_some_and(|z| z.density >= delta);
+        // `near[i]` is zone j − 1 + i.
+        let d = if dense(1) {
+            1
+        } else if j > 0 && dense(0) {
             // Z_j is the sparser right neighbour of a dense Z_{j−1}.
-            j - 1
+            0
         } else {
             return None;
         };
-        let width = if self.dense(dense_zone + 1, delta) { 1 } else { 2 };
-        let interval = self.zone_interval(dense_zone)?;
+        let width = if dense(d + 1) { 1 } else { 2 };
+        let interval = near[d]
+            .filter(|z| z.accesses >= 2)
+            .map(|z| z.mean_interval.round() as Nanos)?;
+        let dense_zone = if d == 1 { j } else { j - 1 };
         Some(Unit {
             start: dense_zone * b,
             end: (dense_zone + width) * b,
