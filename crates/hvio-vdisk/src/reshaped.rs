@@ -159,6 +159,8 @@ struct State {
     parked: VecDeque<IoJob>,
     /// A write finished while requests are parked: take them again.
     unpark_wanted: bool,
+    /// Cleaning I/O issued while a commit was in progress, in order.
+    clean_held: VecDeque<(IoJob, Shape)>,
 }
 
 /// A guest request that is not whole sectors. A read reads the sectors it
@@ -305,6 +307,7 @@ impl ReshapedDisk {
                 next_unaligned: 1,
                 parked: VecDeque::new(),
                 unpark_wanted: false,
+                clean_held: VecDeque::new(),
             }),
             engine: OnceLock::new(),
             fault,
@@ -795,6 +798,7 @@ impl ReshapedDisk {
             }
         }
         Self::note_timing(st, Instant::now());
+        self.release_cleaning(st);
     }
 
     fn part_done(&self, st: &mut State, rq: RequestId, r: IoResult, done: &mut Finished) {
@@ -881,10 +885,29 @@ impl ReshapedDisk {
             buf,
             done: Box::new(move |r, b| me.io_done(id, r, b)),
         };
+        if shape.class == IoClass::Idle && st.reshaper.committing().is_some() {
+            // Cleaning waits for the commit in progress: under a scheduler
+            // that ignores classes the commit would queue behind it.
+            st.clean_held.push_back((job, shape));
+            return;
+        }
         self.engine
             .get()
             .expect("attached before serving")
             .submit_stage(job, shape);
+    }
+
+    /// Cleaning I/O held while a commit ran goes to the scheduler once none runs.
+    fn release_cleaning(&self, st: &mut State) {
+        if st.reshaper.committing().is_some() {
+            return;
+        }
+        for (job, shape) in st.clean_held.drain(..) {
+            self.engine
+                .get()
+                .expect("attached before serving")
+                .submit_stage(job, shape);
+        }
     }
 
     /// Apply a test fault to `io`: `Some(true)` completes it without doing
