@@ -370,6 +370,56 @@ fn preconditioning_reaches_steady_state_and_counts_from_zero() {
     );
 }
 
+#[test]
+fn trimming_after_preconditioning_unmaps_the_range_and_frees_the_drive() {
+    let steady = |trim: Option<(u64, u64)>| {
+        SsdParams {
+            precondition: Some(Precondition {
+                trim_offset: trim.map(|t| t.0),
+                trim_bytes: trim.map(|t| t.1),
+                ..Default::default()
+            }),
+            ..model_drive(0.10, 0.125, 64, GcPolicy::Greedy)
+        }
+        .build()
+        .unwrap()
+    };
+    let mut full = steady(None);
+    let n = full.logical_pages();
+    let page_bytes = full.capacity() * 512 / n;
+    // Half the drive, starting a sector into page 0: pages 1 to n/2 are
+    // covered whole, page 0 and page n/2 + 1 only in part and keep their data.
+    let mut trimmed = steady(Some((512, n / 2 * page_bytes)));
+    let r = trimmed.precondition_report().unwrap();
+    assert_eq!(r.trimmed_pages, n / 2 - 1, "{r:?}");
+    assert_eq!(trimmed.stats().pages_trimmed, 0, "counters start after preconditioning");
+    assert_eq!(full.precondition_report().unwrap().trimmed_pages, 0);
+    // Random writes into the trimmed half find blocks half empty: garbage
+    // collection copies far less than on the drive full of live data.
+    let pattern = Pattern::UniformRandom { n: n / 2, seed: 9 };
+    let wa_full = full.overwrite_untimed(pattern, n / 4).write_amplification();
+    let wa_trimmed = trimmed.overwrite_untimed(pattern, n / 4).write_amplification();
+    eprintln!("random writes to half the drive: WA {wa_full:.2} full, {wa_trimmed:.2} with that half trimmed");
+    assert!(wa_trimmed < 0.6 * wa_full, "{wa_trimmed} vs {wa_full}");
+    // A range past the end is refused, naming the key and the value.
+    let past = SsdParams {
+        precondition: Some(Precondition {
+            trim_offset: Some(page_bytes),
+            trim_bytes: Some(n * page_bytes),
+            ..Default::default()
+        }),
+        ..model_drive(0.10, 0.125, 64, GcPolicy::Greedy)
+    }
+    .build()
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        past.contains("precondition.trim_bytes") && past.contains(&(n * page_bytes).to_string()),
+        "{past}"
+    );
+}
+
 fn one_plane_params(op: f64) -> SsdParams {
     SsdParams {
         capacity_gib: Some(0.0625),

@@ -144,6 +144,54 @@ fn bad_reshape_keys_name_the_vm_the_key_and_the_value() {
             &["vm \"vm1\"", "reshape.clean_hard", "0.5"][..],
         ),
         (
+            // A region that is not a whole number of segments.
+            r#"reshape = { segment_bytes = "1MiB", data_region_bytes = "2500KiB" }"#,
+            &[
+                "vm \"vm1\"",
+                "reshape.data_region_bytes",
+                "2560000",
+                "multiple of segment_bytes",
+            ][..],
+        ),
+        (
+            // A region too small to clean.
+            r#"reshape = { segment_bytes = "1MiB", meta_region_bytes = "2MiB" }"#,
+            &[
+                "vm \"vm1\"",
+                "reshape.meta_region_bytes",
+                "2097152",
+                "at least 3 segments",
+            ][..],
+        ),
+        (
+            r#"reshape = { segment_bytes = 0 }"#,
+            &["vm \"vm1\"", "reshape.segment_bytes", "0", "non-zero multiple"][..],
+        ),
+        (
+            r#"reshape = { block_bytes = 3000 }"#,
+            &["vm \"vm1\"", "reshape.block_bytes", "3000", "power of two"][..],
+        ),
+        (
+            r#"reshape = { log_bytes = "64KiB" }"#,
+            &["vm \"vm1\"", "reshape.log_bytes", "65536", "four full transactions"][..],
+        ),
+        (
+            r#"reshape = { clean_start = 0.0 }"#,
+            &["vm \"vm1\"", "reshape.clean_start", "0", "(0, 1)"][..],
+        ),
+        (
+            r#"reshape = { clean_start = nan }"#,
+            &["vm \"vm1\"", "reshape.clean_start", "NaN", "(0, 1)"][..],
+        ),
+        (
+            r#"reshape = { clean_hard = -0.01 }"#,
+            &["vm \"vm1\"", "reshape.clean_hard", "-0.01", "[0, clean_start]"][..],
+        ),
+        (
+            r#"reshape = { checkpoint_at = 1.0 }"#,
+            &["vm \"vm1\"", "reshape.checkpoint_at", "1", "(0, 1)"][..],
+        ),
+        (
             r#"reshape = { data_region_bytes = "10x" }"#,
             &["reshape.data_region_bytes", "10x"][..],
         ),

@@ -102,6 +102,15 @@ pub struct Precondition {
     pub max_drive_writes: Option<f64>,
     /// Seed of the overwrite addresses (default 1).
     pub seed: Option<u64>,
+    /// Byte offset of a range trimmed once the overwrites are done (default 0).
+    pub trim_offset: Option<u64>,
+    /// Bytes of that range (default 0: nothing trimmed). Trimming the range
+    /// an image file will occupy is what a host file system that discards
+    /// (ext4 `-o discard`, or `fstrim`) leaves behind when the image is a
+    /// freshly created file: the drive holds the rest of its data, not the
+    /// image's former contents. Only pages the range covers whole are
+    /// unmapped.
+    pub trim_bytes: Option<u64>,
 }
 
 /// What preconditioning did.
@@ -115,6 +124,8 @@ pub struct PreconditionReport {
     pub write_amplification: f64,
     /// Whether it settled within the tolerance before `max_drive_writes`.
     pub settled: bool,
+    /// Pages unmapped by `trim_offset` / `trim_bytes` afterwards.
+    pub trimmed_pages: u64,
 }
 
 /// An address pattern for [`Ssd::overwrite_untimed`].
@@ -447,7 +458,7 @@ impl SsdParams {
             None
         };
         let precondition = match &p.precondition {
-            Some(pc) => Some(pc.checked()?),
+            Some(pc) => Some(pc.checked(page_bytes / 512, lpns)?),
             None => None,
         };
         let mut ssd = Ssd {
@@ -503,10 +514,13 @@ struct PreconditionPlan {
     tolerance: f64,
     max_drive_writes: f64,
     seed: u64,
+    /// Logical pages trimmed at the end.
+    trim: std::ops::Range<u64>,
 }
 
 impl Precondition {
-    fn checked(&self) -> Result<PreconditionPlan, DeviceError> {
+    /// The plan for a drive of `sectors_per_page` and `lpns` logical pages.
+    fn checked(&self, sectors_per_page: u64, lpns: u64) -> Result<PreconditionPlan, DeviceError> {
         let fill = self.fill.unwrap_or(1.0);
         if !(fill.is_finite() && fill > 0.0 && fill <= 1.0) {
             return Err(DeviceError::param(
@@ -531,11 +545,30 @@ impl Precondition {
                 format!("must be between 0 and {MAX_DRIVE_WRITES}"),
             ));
         }
+        let capacity = lpns * sectors_per_page * 512;
+        let offset = self.trim_offset.unwrap_or(0);
+        let bytes = self.trim_bytes.unwrap_or(0);
+        if offset > capacity {
+            return Err(DeviceError::param(
+                "precondition.trim_offset",
+                offset,
+                format!("must be at most the drive's capacity, {capacity} bytes"),
+            ));
+        }
+        if bytes > capacity - offset {
+            return Err(DeviceError::param(
+                "precondition.trim_bytes",
+                bytes,
+                format!("the range from trim_offset ({offset}) must end within the drive's {capacity} bytes"),
+            ));
+        }
+        let page_bytes = sectors_per_page * 512;
         Ok(PreconditionPlan {
             fill,
             tolerance,
             max_drive_writes,
             seed: self.seed.unwrap_or(1),
+            trim: offset.div_ceil(page_bytes)..(offset + bytes) / page_bytes,
         })
     }
 }
@@ -586,7 +619,8 @@ impl Ssd {
     }
 
     /// Fill, then random overwrites in windows of half the filled pages until
-    /// two successive windows agree; the counters start again from zero.
+    /// two successive windows agree, then the trim; the counters start again
+    /// from zero.
     fn precondition(&mut self, plan: &PreconditionPlan) -> PreconditionReport {
         let fill = ((self.lpns as f64 * plan.fill).round() as u64).clamp(1, self.lpns);
         self.overwrite_untimed(Pattern::Sequential { n: fill, start: 0 }, fill);
@@ -599,6 +633,7 @@ impl Ssd {
             random_pages: 0,
             write_amplification: 1.0,
             settled: false,
+            trimmed_pages: 0,
         };
         let mut seed = plan.seed;
         while random < max_pages {
@@ -616,6 +651,9 @@ impl Ssd {
             previous = Some(wa);
         }
         report.random_pages = random;
+        for lpn in plan.trim.clone() {
+            report.trimmed_pages += self.ftl.trim(lpn) as u64;
+        }
         self.ftl.stats = SsdStats::default();
         report
     }
@@ -795,6 +833,9 @@ impl Device for Ssd {
         ];
         if let Some(p) = self.preconditioned {
             out.push(("ssd_precondition_write_amplification".into(), p.write_amplification));
+            if p.trimmed_pages > 0 {
+                out.push(("ssd_precondition_pages_trimmed".into(), p.trimmed_pages as f64));
+            }
         }
         out
     }

@@ -104,6 +104,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     reshape_paper001::FIG7,
     reshape_paper001::FIG8,
     reshape_paper001::FIG9,
+    reshape_paper001::DRIVE_STATE,
     reshape_paper001::FILL,
 ];
 

@@ -42,6 +42,45 @@ impl System {
     }
 }
 
+/// The drive's state when a run begins: what the paper never states, and
+/// what decides whether turning random writes sequential pays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DriveState {
+    /// Fresh out of the box: every page free, garbage collection idle.
+    Fresh,
+    /// Every logical page written once, in order (an image file written
+    /// out whole, fio's files laid out), never overwritten at random: each
+    /// flash block holds consecutive addresses.
+    Filled,
+    /// Preconditioned to steady state over the whole drive (filled, then
+    /// random overwrites until write amplification settles): every logical
+    /// page holds live data, the image's range included.
+    Steady,
+    /// Preconditioned as `Steady`, then the image file's range trimmed: a
+    /// freshly created image file on a host file system that discards
+    /// (ext4 `-o discard`, or `fstrim` since the old contents were deleted),
+    /// on a drive whose other pages all hold live data.
+    SteadyImageTrimmed,
+}
+
+const DRIVE_STATES: [DriveState; 4] = [
+    DriveState::Fresh,
+    DriveState::Filled,
+    DriveState::Steady,
+    DriveState::SteadyImageTrimmed,
+];
+
+impl DriveState {
+    fn label(self) -> &'static str {
+        match self {
+            DriveState::Fresh => "fresh",
+            DriveState::Filled => "filled in order",
+            DriveState::Steady => "steady state",
+            DriveState::SteadyImageTrimmed => "steady state, image trimmed",
+        }
+    }
+}
+
 /// A drive of the paper, scaled to `capacity_gib`.
 #[derive(Clone, Copy, Debug)]
 struct Drive {
@@ -82,8 +121,10 @@ impl Drive {
 }
 
 /// One run: a drive, the host's scheduler, a system and the VM's jobs.
+#[derive(Clone)]
 struct Run<'a> {
     drive: Drive,
+    state: DriveState,
     scheduler: &'a str,
     system: System,
     /// The guest's disk and, for the reshaped system, its data region.
@@ -94,7 +135,18 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn config(&self, seed: u64) -> String {
+    /// The config of the run; `trim` is the image file's byte range, trimmed
+    /// after preconditioning in `DriveState::SteadyImageTrimmed`.
+    fn config(&self, seed: u64, trim: (u64, u64)) -> String {
+        let precondition = match self.state {
+            DriveState::Fresh => String::new(),
+            DriveState::Filled => format!("precondition = {{ seed = {seed}, max_drive_writes = 0 }}\n"),
+            DriveState::Steady => format!("precondition = {{ seed = {seed} }}\n"),
+            DriveState::SteadyImageTrimmed => format!(
+                "precondition = {{ seed = {seed}, trim_offset = {}, trim_bytes = {} }}\n",
+                trim.0, trim.1
+            ),
+        };
         let vm = match self.system {
             System::BareMetal => "virtio_depth = 1024\nvirt_latency_us = 0".to_string(),
             System::Baseline => "virtio_depth = 128".to_string(),
@@ -110,8 +162,7 @@ model = "ssd"
 preset = "{preset}"
 capacity_gib = {cap}
 pages_per_block = {ppb}
-precondition = {{ seed = {seed} }}
-[[vm]]
+{precondition}[[vm]]
 name = "vm"
 image_size = "{image}"
 {vm}
@@ -126,7 +177,21 @@ image_size = "{image}"
     }
 
     fn run(&self, seed: u64) -> Result<SimResult> {
-        let cfg = Config::from_toml_str(&self.config(seed), "paper001")?;
+        let mut cfg = Config::from_toml_str(&self.config(seed, (0, 0)), "paper001")?;
+        if self.state == DriveState::SteadyImageTrimmed {
+            // Where the image file lies on the drive: the reshaped image's
+            // layout (the larger file, its base the guest's disk), on a disk
+            // of the drive's logical size. Every system gets the same drive
+            // state, so the range is the same whichever system runs.
+            let reshaped = Run {
+                system: System::Reshaped,
+                ..self.clone()
+            };
+            let layout = Config::from_toml_str(&reshaped.config(seed, (0, 0)), "paper001")?;
+            let sectors = u64::from(self.drive.capacity_gib) << 21;
+            let (start, end) = layout.layout(sectors)?[0].span();
+            cfg = Config::from_toml_str(&self.config(seed, (start * 512, (end - start) * 512)), "paper001")?;
+        }
         crate::run(&cfg)
     }
 }
@@ -185,7 +250,13 @@ fn point(r: &SimResult) -> FioPoint {
 
 /// fio's sequential and random writes on `drive` under `scheduler`, on
 /// `systems`: `[rw][system]`.
-fn fio_grid(opts: &ExpOptions, drive: Drive, scheduler: &str, systems: &[System]) -> Result<Vec<Vec<FioPoint>>> {
+fn fio_grid(
+    opts: &ExpOptions,
+    drive: Drive,
+    state: DriveState,
+    scheduler: &str,
+    systems: &[System],
+) -> Result<Vec<Vec<FioPoint>>> {
     let drive = drive.scaled(opts);
     let mib = fio_file_mib(opts);
     let threads = 8u32;
@@ -202,6 +273,7 @@ fn fio_grid(opts: &ExpOptions, drive: Drive, scheduler: &str, systems: &[System]
         .map(|&(rw, system)| {
             let run = Run {
                 drive,
+                state,
                 scheduler,
                 system,
                 image: &image,
@@ -319,7 +391,7 @@ fn bandwidth_report(
     paper_gain: [f64; 2],
     paper_vs_metal: [f64; 2],
 ) -> Result<Report> {
-    let grid = fio_grid(opts, drive, "noop", &SYSTEMS)?;
+    let grid = fio_grid(opts, drive, DriveState::Steady, "noop", &SYSTEMS)?;
     let t = bandwidth_table(title, &grid, paper_gain, paper_vs_metal);
     Ok(Report {
         tables: vec![t],
@@ -350,7 +422,7 @@ pub const FIG6: Experiment = Experiment {
 };
 
 fn run_fig6(opts: &ExpOptions) -> Result<Report> {
-    let grid = fio_grid(opts, SATA, "noop", &SYSTEMS)?;
+    let grid = fio_grid(opts, SATA, DriveState::Steady, "noop", &SYSTEMS)?;
     let mut t = Table::new(
         "fio mean latency, SATA SSD (850 PRO preset), host noop",
         &[
@@ -403,6 +475,83 @@ fn run_fig9(opts: &ExpOptions) -> Result<Report> {
     )
 }
 
+pub const DRIVE_STATE: Experiment = Experiment {
+    name: "paper001-drive-state",
+    title: "fio sequential and random 4 KiB writes on both SSDs with the drive fresh, filled in order, at steady state, or at steady state with the image's range trimmed: baseline and reshaped QEMU",
+    paper: "Kim, Eom and Son, Improving Spatial Locality in Virtual Machine for Flash Storage (IEEE Access 2018), Fig. 5 and 9, under drive states the paper does not state",
+    run: run_drive_state,
+};
+
+/// Fig. 8 compares QEMU with and without reshaping, as does the drive-state
+/// sweep; bare metal is Fig. 5's.
+const QEMU_SYSTEMS: [System; 2] = [System::Baseline, System::Reshaped];
+
+fn run_drive_state(opts: &ExpOptions) -> Result<Report> {
+    let drives = [
+        ("SATA (850 PRO)", SATA, PAPER_SATA_GAIN),
+        ("NVMe (P3700)", NVME, PAPER_NVME_GAIN),
+    ];
+    let cases: Vec<(usize, DriveState)> = (0..drives.len())
+        .flat_map(|d| DRIVE_STATES.iter().map(move |&st| (d, st)))
+        .collect();
+    let grids: Vec<Vec<Vec<FioPoint>>> = cases
+        .par_iter()
+        .map(|&(d, state)| fio_grid(opts, drives[d].1, state, "noop", &QEMU_SYSTEMS))
+        .collect::<Result<_>>()?;
+    let mut t = Table::new(
+        "fio bandwidth by drive state, host noop",
+        &[
+            "drive",
+            "state",
+            "workload",
+            "baseline MB/s",
+            "reshaped MB/s",
+            "reshaped vs baseline",
+            "paper",
+            "device WA baseline",
+            "device WA reshaped",
+            "host WA reshaped",
+        ],
+    );
+    let mut data = Vec::new();
+    for (&(d, state), g) in cases.iter().zip(&grids) {
+        for (rw, p) in g.iter().enumerate() {
+            t.row(vec![
+                drives[d].0.into(),
+                state.label().into(),
+                RW_LABELS[rw].into(),
+                f(p[0].mb_per_s, 1),
+                f(p[1].mb_per_s, 1),
+                pct(gain(p[1].mb_per_s, p[0].mb_per_s)),
+                pct(drives[d].2[rw]),
+                f(p[0].device_wa, 2),
+                f(p[1].device_wa, 2),
+                f(p[1].host_wa, 3),
+            ]);
+            data.push(json!({
+                "drive": drives[d].1.preset,
+                "state": state.label(),
+                "workload": RW_LABELS[rw],
+                "baseline": p[0],
+                "reshaped": p[1],
+            }));
+        }
+    }
+    Ok(Report {
+        tables: vec![t],
+        notes: vec![
+            format!(
+                "scale: 8 threads × {} MiB, 4 KiB O_DIRECT writes at iodepth 64, each drive scaled to {} GiB; the fio files are written once, the reshaped image is fresh",
+                fio_file_mib(opts),
+                SATA.scaled(opts).capacity_gib
+            ),
+            "states: fresh = no page written; filled in order = every logical page written once, in order; steady state = every logical page written, then random overwrites until write amplification settles (fig5–fig9's state); image trimmed = steady state, then the image file's range trimmed, as a freshly created image file on a host file system that discards".into(),
+        ],
+        data: json!(data),
+        ..Report::default()
+    })
+}
+
 pub const FIG8: Experiment = Experiment {
     name: "paper001-fig8",
     title: "fio on the SATA SSD under the host's noop, CFQ and deadline: baseline and reshaped QEMU",
@@ -412,13 +561,11 @@ pub const FIG8: Experiment = Experiment {
 };
 
 const FIG8_SCHEDULERS: [&str; 3] = ["noop", "cfq", "deadline"];
-/// Fig. 8 compares QEMU with and without reshaping; bare metal is Fig. 5's.
-const FIG8_SYSTEMS: [System; 2] = [System::Baseline, System::Reshaped];
 
 fn run_fig8(opts: &ExpOptions) -> Result<Report> {
     let grids: Vec<Vec<Vec<FioPoint>>> = FIG8_SCHEDULERS
         .iter()
-        .map(|s| fio_grid(opts, SATA, s, &FIG8_SYSTEMS))
+        .map(|s| fio_grid(opts, SATA, DriveState::Steady, s, &QEMU_SYSTEMS))
         .collect::<Result<_>>()?;
     let mut t = Table::new(
         "fio bandwidth by host scheduler, SATA SSD (850 PRO preset)",
@@ -518,6 +665,7 @@ fn run_fig7(opts: &ExpOptions) -> Result<Report> {
         .map(|&system| {
             let run = Run {
                 drive: SATA.scaled(opts),
+                state: DriveState::Steady,
                 scheduler: "noop",
                 system,
                 image: &image,
@@ -612,6 +760,7 @@ fn run_fill(opts: &ExpOptions) -> Result<Report> {
             let data_kib = ((FILL_UTILISATION[u] * region_mib as f64 * 1024.0) as u64) / 32 * 32;
             let run = Run {
                 drive,
+                state: DriveState::Steady,
                 scheduler: "noop",
                 system: if reshaped { System::Reshaped } else { System::Baseline },
                 image: &image,
