@@ -151,6 +151,17 @@ fn minimum_read_ahead_holds_the_mechanism() {
     );
 }
 
+/// The default disk with segments of `sectors` sectors and a read-ahead of as many.
+fn segments_of(sectors: u64) -> hvio_device::hdd::HddModel {
+    HddParams {
+        segment_sectors: Some(sectors),
+        read_ahead_sectors: Some(sectors),
+        ..Default::default()
+    }
+    .build()
+    .unwrap()
+}
+
 /// DiskSim's `Buffer continuous read` on the default disk (2673 sectors per
 /// track on the outer zone, 4 surfaces), its segments widened to 32,768
 /// sectors so that the segment never stops the read-ahead first: a read of
@@ -158,13 +169,7 @@ fn minimum_read_ahead_holds_the_mechanism() {
 /// gone as far as it may), then a one-sector read of `probe`. Returns
 /// whether the probe hit the buffer.
 fn read_ahead_reaches(extent: ReadAheadExtent, a: u64, b: u64, probe: u64) -> bool {
-    let mut m = HddParams {
-        segment_sectors: Some(32_768),
-        read_ahead_sectors: Some(32_768),
-        ..Default::default()
-    }
-    .build()
-    .unwrap();
+    let mut m = segments_of(32_768);
     m.cache.read_ahead_extent = extent;
     let track = 2673;
     assert_eq!(m.geom.track_end_lbn(m.geom.locate(0)), track, "the outer zone's track");
@@ -205,6 +210,33 @@ fn buffer_continuous_read_bounds_the_read_ahead() {
     // Ending exactly at a track's end: the next track and one more.
     assert!(read_ahead_reaches(DecreasingPrefetch, track - 8, track, 3 * track - 1));
     assert!(!read_ahead_reaches(DecreasingPrefetch, track - 8, track, 3 * track));
+}
+
+/// DiskSim's `Read-ahead over requested` on the default disk (segments of
+/// 4096 sectors, read-ahead up to 4096): a read of 0..8, then 50 ms of idle
+/// time, then a re-read of 0..8 and a read of 4100. Returns whether each hit.
+fn over_requested(over: bool, drop: bool) -> (bool, bool) {
+    let mut m = segments_of(4096);
+    m.cache.read_ahead_over_request = over;
+    m.cache.drop_read_data = drop;
+    let mut d = Hdd::new(m);
+    let c1 = run_one(&mut d, Request::new(1, 0, Op::Read, 0, 8, 0), 0);
+    let t = c1.done + 50_000_000;
+    let reread = run_one(&mut d, Request::new(2, 0, Op::Read, 0, 8, t), t);
+    let t = reread.done;
+    let past = run_one(&mut d, Request::new(3, 0, Op::Read, 4100, 1, t), t);
+    (reread.service.cache_hit, past.service.cache_hit)
+}
+
+#[test]
+fn read_ahead_over_requested() {
+    // Kept (DiskSim's 0): the segment holds the read and 4088 sectors after it.
+    assert_eq!(over_requested(false, false), (true, false));
+    // Over the request (1 with no maximum): the read-ahead goes a whole
+    // segment past the read, whose own blocks give way.
+    assert_eq!(over_requested(true, false), (false, true));
+    // Dropped once sent (−1): a re-read misses; the read-ahead is as kept.
+    assert_eq!(over_requested(false, true), (false, false));
 }
 
 /// Reads one after another, each arriving as the previous completes:

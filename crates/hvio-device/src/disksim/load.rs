@@ -411,6 +411,22 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     let max_ra = k.num("Maximum read-ahead (blks)", seg_size as f64)?;
     let min_ra = k.num("Minimum read-ahead (blks)", 0.0)?;
     let max_ra = if max_ra < min_ra { min_ra } else { max_ra };
+    // `Read-ahead over requested` as DiskSim 4.0 stores it
+    // (`disk_postpass_perdisk`: v ≥ 0 becomes |v − 1|): > 0 keeps the read's
+    // blocks in the segment; otherwise, with no maximum, the read-ahead goes
+    // a whole segment past the read (`disk_buffer_get_max_readahead`); −1
+    // also takes the read's blocks out of the segment once sent
+    // (`disk_request_complete`). A maximum above 0 makes 0 and 1 the same.
+    let over = k.num("Read-ahead over requested", 0.0)?;
+    if !over.is_finite() || over.abs() > 1e9 {
+        return Err(kerr(
+            k.entry("Read-ahead over requested").unwrap(),
+            format!("{over}: expected -1, 0 or 1"),
+        ));
+    }
+    let over = over as i64;
+    let keep_request_data = if over >= 0 { (over - 1).abs() } else { over };
+    let over_request = max_ra == 0.0 && keep_request_data <= 0;
     let max_ra = if max_ra == 0.0 {
         seg_size
     } else {
@@ -450,7 +466,6 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         "Use separate write segment",
         "Low (write) water mark",
         "Calc sector by sector",
-        "Read-ahead over requested",
         "Read-ahead on idle hit",
         "Read any free blocks",
         "Immediate buffer read",
@@ -501,6 +516,9 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             min_read_ahead: min_read_ahead.min(read_ahead),
             read_ahead_policy: ReadAheadPolicy::Drive,
             read_ahead_extent,
+            // (Scheme 4's target does not depend on it.)
+            read_ahead_over_request: over_request && continuous != 0 && continuous != 4,
+            drop_read_data: keep_request_data == -1,
             sequential_gap: 0,
             read_hits_on_write_data: hits_on_writes,
             write_back: fast_write > 0.0 && segments > 0,

@@ -673,6 +673,11 @@ impl Hdd {
     /// continued a sequential run (the minimum read-ahead follows it).
     fn read_ended(&mut self, i: usize, b: u64, run: Option<usize>) {
         self.segs[i].read_end = b;
+        if self.m.cache.drop_read_data {
+            // The read's blocks were sent: they leave the segment.
+            let s = &mut self.segs[i];
+            s.start = s.start.max(b);
+        }
         if run.is_some() {
             self.sequential = Some(i);
         }
@@ -808,8 +813,15 @@ impl Hdd {
             self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
         };
         // Saturating: read-ahead and segment sizes are user input.
-        let limit = self
-            .read_ahead_end(start, a, b)
+        let ahead = self.read_ahead_end(start, a, b);
+        // The read's blocks may give way to the read-ahead (the segment
+        // slides at once, as it does under a host consuming a stream).
+        let start = if c.read_ahead_over_request {
+            start.max(ahead.saturating_sub(c.segment_sectors)).min(b)
+        } else {
+            start
+        };
+        let limit = ahead
             .min(start.saturating_add(c.segment_sectors))
             .max(b)
             .min(self.m.geom.capacity());

@@ -64,6 +64,15 @@ pub struct CacheParams {
     pub read_ahead_policy: ReadAheadPolicy,
     /// Where the read-ahead after a read stops (DiskSim's `Buffer continuous read`).
     pub read_ahead_extent: ReadAheadExtent,
+    /// The read-ahead may take the place of the read's own blocks in the
+    /// segment: it goes on `read_ahead` sectors past the read, and the
+    /// segment slides past the read's blocks to make room (DiskSim's
+    /// `Read-ahead over requested` 1 or −1 with a `Maximum read-ahead` of 0;
+    /// off: the segment holds the read and the read-ahead after it).
+    pub read_ahead_over_request: bool,
+    /// A read's blocks leave its segment once sent to the host, so a
+    /// re-read of them misses (DiskSim's `Read-ahead over requested` = −1).
+    pub drop_read_data: bool,
     /// `ReadAheadPolicy::Adaptive`: a read continues a sequential run when it
     /// starts at most this many sectors past where an earlier read ended.
     pub sequential_gap: u64,
