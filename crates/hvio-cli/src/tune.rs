@@ -26,9 +26,15 @@ pub struct TuneArgs {
     /// How the plan's switches treat queued requests: drain, freeze or migrate.
     #[arg(long, default_value = "drain")]
     policy: String,
-    /// Write the config with the chosen plan as `[[phase]]` tables here.
+    /// Write the config with the chosen plan as `[[phase]]` tables here
+    /// (with `--online`: the daemon's config with its classes filled in).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// A daemon config (`hvio serve`) with an `[online]` table: `--out`
+    /// gets it with each `[[online.class]]` named after a phase switching
+    /// the host to the scheduler the plan runs in that phase.
+    #[arg(long, requires = "out")]
+    online: Option<PathBuf>,
 }
 
 fn list(option: &str, text: &str) -> Result<Vec<String>> {
@@ -59,10 +65,23 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         brute_force: a.brute_force,
         policy,
     };
+    // The daemon config is read (and its `[online]` checked) before the
+    // search, so a mistake in it costs no runs.
+    let online = match &a.online {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--online {}: {e}", path.display()))?;
+            hvio_vdisk::config::Config::from_toml_str(&text, &path.display().to_string())?;
+            Some((path, text))
+        }
+        None => None,
+    };
     if let Some(out) = &a.out {
         check_not_dir(out)?;
-        cfg.check_outputs(&[("--out", out)], &[])?;
-        check_relative_paths(&cfg, out)?;
+        if online.is_none() {
+            cfg.check_outputs(&[("--out", out)], &[])?;
+            check_relative_paths(&cfg, out)?;
+        }
     }
     let pairs = opts.hosts.len() * opts.guests.len();
     let phases = cfg.workload_phases().len().max(1);
@@ -88,15 +107,92 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     bar.finish_and_clear();
     let tuned = tuned?;
     print(&a, &cfg, &tuned)?;
-    if let Some(out) = &a.out {
-        write_atomic(out, &workload::plan_config(&cfg, &tuned.plan)?)?;
-        outln!(
-            "plan written: {} (run it with `hvio sim {}`)",
-            out.display(),
-            out.display()
-        );
+    match (&a.out, online) {
+        (Some(out), Some((path, text))) => {
+            let hosts = phase_hosts(&tuned);
+            let (written, missing) = online_classes(&text, &path.display().to_string(), &hosts)?;
+            // What is written must load as the daemon's config.
+            hvio_vdisk::config::Config::from_toml_str(&written, &out.display().to_string())?;
+            write_atomic(out, &written)?;
+            outln!(
+                "daemon config written: {} ([[online.class]] hosts: {}; run it with `hvio serve {}`)",
+                out.display(),
+                hosts
+                    .iter()
+                    .filter(|(p, _)| !missing.contains(p))
+                    .map(|(p, h)| format!("{p} -> {h}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                out.display()
+            );
+            if !missing.is_empty() {
+                outln!(
+                    "no [[online.class]] is named {}: those phases are not written",
+                    missing.join(", ")
+                );
+            }
+        }
+        (Some(out), None) => {
+            write_atomic(out, &workload::plan_config(&cfg, &tuned.plan)?)?;
+            outln!(
+                "plan written: {} (run it with `hvio sim {}`)",
+                out.display(),
+                out.display()
+            );
+        }
+        _ => {}
     }
     Ok(())
+}
+
+/// Each phase and the host scheduler Algorithm 1's plan runs in it.
+fn phase_hosts(t: &Tuned) -> Vec<(String, String)> {
+    t.phases
+        .iter()
+        .zip(&t.comparison.heuristic.plan)
+        .map(|(phase, &p)| (phase.clone(), t.pairs[p].host.clone()))
+        .collect()
+}
+
+/// The daemon config `text` (read from `origin`) with `host` of every
+/// `[[online.class]]` named after a phase set to that phase's scheduler
+/// (the daemon runs no guest schedulers: only the host's is written);
+/// the rest of the file is kept as written. Also the phases no class is
+/// named after. An error when the file has no `[online]` classes or none
+/// is named after a phase.
+fn online_classes(text: &str, origin: &str, hosts: &[(String, String)]) -> Result<(String, Vec<String>)> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| anyhow::anyhow!("--online {origin}: {e}"))?;
+    let phases = || hosts.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", ");
+    let Some(classes) = doc
+        .get_mut("online")
+        .and_then(|o| o.get_mut("class"))
+        .and_then(|c| c.as_array_of_tables_mut())
+    else {
+        bail!(
+            "--online {origin}: no [[online.class]] tables; give one per phase ({}), named after it, with the request mix it takes (docs/serve.md)",
+            phases()
+        );
+    };
+    let mut missing = Vec::new();
+    for (phase, host) in hosts {
+        let mut found = false;
+        for class in classes.iter_mut() {
+            if class.get("name").and_then(|n| n.as_str()) == Some(phase.as_str()) {
+                class.insert("host", toml_edit::value(host.as_str()));
+                found = true;
+            }
+        }
+        if !found {
+            missing.push(phase.clone());
+        }
+    }
+    if missing.len() == hosts.len() {
+        bail!(
+            "--online {origin}: no [[online.class]] is named after a phase ({}); name the classes after the phases",
+            phases()
+        );
+    }
+    Ok((doc.to_string(), missing))
 }
 
 /// A config that reads other files (fio job files, a DiskSim spec) names
@@ -194,4 +290,75 @@ fn print(a: &TuneArgs, cfg: &Config, t: &Tuned) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAEMON: &str = r#"[store]
+kind = "emulator"
+path = "/tmp/hvio-tune-online/data.img"
+
+[store.device]
+model = "hdd"
+
+[scheduler]
+name = "cfq"
+
+[nbd]
+unix = "/tmp/hvio-tune-online/nbd.sock"
+
+[online]
+window_ms = 500
+
+[[online.class]]
+name = "scan"      # sequential reads
+host = "cfq"
+read_share = [0.5, 1.0]
+
+[[online.class]]
+name = "other"
+host = "cfq"
+
+[[vm]]
+name = "vm1"
+size = "1GiB"
+"#;
+
+    fn hosts() -> Vec<(String, String)> {
+        vec![
+            ("scan".into(), "anticipatory".into()),
+            ("update".into(), "deadline".into()),
+        ]
+    }
+
+    #[test]
+    fn the_classes_named_after_phases_get_the_plans_host_and_the_daemon_loads_it() {
+        let (text, missing) = online_classes(DAEMON, "d.toml", &hosts()).unwrap();
+        assert_eq!(missing, vec!["update".to_string()]);
+        let cfg = hvio_vdisk::config::Config::from_toml_str(&text, "written").unwrap();
+        let online = cfg.online.as_ref().unwrap().check().unwrap();
+        let host = |name: &str| online.classes.iter().find(|c| c.name == name).unwrap().host.clone();
+        assert_eq!(host("scan"), "anticipatory");
+        assert_eq!(host("other"), "cfq");
+        assert_eq!(online.classes[0].read_share, [0.5, 1.0]);
+        // The rest of the file as written, comments too.
+        assert!(text.contains("# sequential reads"), "{text}");
+        assert!(text.contains("window_ms = 500"), "{text}");
+    }
+
+    #[test]
+    fn a_daemon_config_without_classes_for_the_phases_is_an_error_naming_them() {
+        let err = online_classes("[scheduler]\nname = \"cfq\"\n", "d.toml", &hosts())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("d.toml") && err.contains("[[online.class]]") && err.contains("scan, update"),
+            "{err}"
+        );
+        let other = DAEMON.replace("\"scan\"", "\"map\"").replace("\"other\"", "\"more\"");
+        let err = online_classes(&other, "d.toml", &hosts()).unwrap_err().to_string();
+        assert!(err.contains("no [[online.class]] is named after a phase"), "{err}");
+    }
 }
