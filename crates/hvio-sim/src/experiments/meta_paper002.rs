@@ -804,4 +804,28 @@ mod tests {
         assert_eq!(code(3 * 4 + 1), "nd");
         assert_eq!(goal(true, "x", "1 %".into()), "goal met: x (hvio: 1 %).");
     }
+
+    #[test]
+    fn more_waves_of_maps_make_a_longer_job_with_a_shuffle_after_the_last_map() {
+        // Table II's runs on a small cluster: one wave, then two.
+        let cluster = ClusterSpec {
+            nodes: 2,
+            vms_per_node: 1,
+            ..ClusterSpec::default()
+        };
+        let sort = JobSpec::preset(Benchmark::Sort);
+        let wave = sort.block * sort.map_slots as u64;
+        let run = |waves: u64| {
+            let spec = JobSpec {
+                input_per_vm: waves * wave,
+                ..sort.clone()
+            };
+            run_plan(&spec, &cluster, &[0]).unwrap()
+        };
+        let (one, two) = (run(1), run(2));
+        assert_eq!(one.progress.maps_done.len(), 4);
+        assert_eq!(two.progress.maps_done.len(), 8);
+        assert!(two.phases.job() > one.phases.job());
+        assert!(one.phases.non_concurrent_shuffle_pct() > 0.0);
+    }
 }
