@@ -165,8 +165,9 @@ def fuzz(crate: Path, target: str, budget_s: float, log: Path) -> dict[str, obje
     }
 
 
-def report(rows: list[dict[str, str]], budget_s: float) -> None:
-    """The latest identity of each target: CPU so far, last coverage, crashes."""
+def report(rows: list[dict[str, str]], budget_s: float, targets: list[str]) -> None:
+    """The latest identity of each target: CPU so far, last coverage, crashes;
+    the targets not run yet at the end."""
     latest: dict[str, dict[str, object]] = {}
     for r in rows:
         t = latest.get(r["target"])
@@ -184,8 +185,11 @@ def report(rows: list[dict[str, str]], budget_s: float) -> None:
             f"| `{name}` | {t['cpu'] / 60:.1f}{mark} | {t['runs']:,} | {t['cov']} | {t['ft']} "
             f"| {t['corpus']} | {t['crashes']} | {t['commit']} |"
         )
+    for name in sorted(set(targets) - set(latest)):
+        print(f"| `{name}` | not run | | | | | | |")
     done = sum(t["cpu"] >= budget_s for t in latest.values())
-    print(f"\n{done} of {len(latest)} targets ran at least {budget_s / 60:g} CPU-minutes")
+    total = len(set(targets) | set(latest))
+    print(f"\n{done} of {total} targets ran at least {budget_s / 60:g} CPU-minutes")
 
 
 def main() -> int:
@@ -198,10 +202,10 @@ def main() -> int:
     ap.add_argument("--report", action="store_true", help="print the ledger as a table and stop")
     a = ap.parse_args()
     budget = a.cpu_minutes * 60
-    if a.report:
-        report(read_ledger(a.ledger), budget)
-        return 0
     plan = [(c, t) for c in CRATES for t in targets_of(c)]
+    if a.report:
+        report(read_ledger(a.ledger), budget, [t for _, t in plan])
+        return 0
     if a.targets:
         wanted = a.targets.split(",")
         unknown = set(wanted) - {t for _, t in plan}
@@ -218,6 +222,8 @@ def main() -> int:
 
     def one(crate: Path, target: str) -> bool:
         """Fuzzes one target for what is left of its budget; True when it crashed."""
+        if STOPPING.is_set():
+            return False
         # Each crate is built when its first target comes up, so fuzzing starts
         # while the other crate still builds.
         if crate not in built:
@@ -225,8 +231,6 @@ def main() -> int:
                 if crate not in built and not a.no_build:
                     build(crate)
                 built.add(crate)
-        if STOPPING.is_set():
-            return False
         ident = identity(crate, target)
         with lock:
             rows = [r for r in read_ledger(a.ledger) if r["identity"] == ident and r["target"] == target]
@@ -258,7 +262,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     with ThreadPoolExecutor(max_workers=a.jobs) as pool:
         failed = sum(pool.map(lambda ct: one(*ct), plan))
-    report(read_ledger(a.ledger), budget)
+    report(read_ledger(a.ledger), budget, [t for _, t in plan])
     return 1 if failed else 0
 
 
