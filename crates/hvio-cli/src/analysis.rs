@@ -61,10 +61,30 @@ pub fn report(a: ReportArgs) -> Result<()> {
     python_hvio("report", args)
 }
 
-/// Run `python3 -m hvio COMMAND ARGS` (`HVIO_PYTHON` names another Python)
-/// and end with its exit status: it has said on stderr why it failed.
+/// The Python that runs hvio's package: `HVIO_PYTHON` if set; else the
+/// project's `.venv/bin/python` (what `make run` sets up) when this binary
+/// was built in that project (`target/<profile>/hvio`) or the current
+/// directory holds one; else `python3` from the `PATH`.
+pub fn python() -> OsString {
+    if let Some(p) = std::env::var_os("HVIO_PYTHON") {
+        return p;
+    }
+    let venv = |dir: &std::path::Path| dir.join(".venv/bin/python");
+    let from_build = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent()?.parent().map(venv));
+    let from_cwd = Some(venv(std::path::Path::new(".")));
+    from_build
+        .into_iter()
+        .chain(from_cwd)
+        .find(|p| p.is_file())
+        .map_or_else(|| "python3".into(), |p| p.into_os_string())
+}
+
+/// Run `PYTHON -m hvio COMMAND ARGS` ([`python`]) and end with its exit
+/// status: it has said on stderr why it failed.
 pub fn python_hvio(command: &str, args: Vec<OsString>) -> Result<()> {
-    let python = std::env::var_os("HVIO_PYTHON").unwrap_or_else(|| "python3".into());
+    let python = python();
     let status = std::process::Command::new(&python)
         .args(["-m", "hvio", command])
         .args(args)

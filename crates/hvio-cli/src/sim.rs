@@ -163,7 +163,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
 
 /// Draw a comparison's figures with hvio's Python package.
 fn figures(json: &std::path::Path, dir: &std::path::Path) -> Result<()> {
-    let python = std::env::var_os("HVIO_PYTHON").unwrap_or_else(|| "python3".into());
+    let python = crate::analysis::python();
     let status = std::process::Command::new(&python)
         .args(["-m", "hvio", "figures"])
         .arg(json)

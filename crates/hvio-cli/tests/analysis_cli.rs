@@ -54,3 +54,33 @@ fn a_python_that_cannot_run_is_named() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`--workers` must be a positive integer, got 0"));
 }
+
+#[test]
+fn without_hvio_python_the_projects_venv_beside_the_build_runs() {
+    // A project laid out as `make run` leaves it: the binary under
+    // target/release, a `.venv/bin/python` at the top (here a script that
+    // says it ran). The binary is started from elsewhere.
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("target/release");
+    let venv_bin = dir.path().join(".venv/bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::create_dir_all(&venv_bin).unwrap();
+    let bin = bin_dir.join("hvio");
+    std::fs::copy(env!("CARGO_BIN_EXE_hvio"), &bin).unwrap();
+    let python = venv_bin.join("python");
+    std::fs::write(&python, "#!/bin/sh\necho \"venv python $*\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = Command::new(&bin)
+        .env_remove("HVIO_PYTHON")
+        .current_dir(elsewhere.path())
+        .args(["report", "--out", "res"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "venv python -m hvio report --out res\n"
+    );
+}
