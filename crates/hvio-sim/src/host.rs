@@ -165,6 +165,7 @@ impl HostSide {
     /// Ask for a wake-up at the device's next event, unless one is due
     /// earlier. A device may report an event already due: run it now.
     /// Remember the time actually asked for, so that event clears the mark.
+    #[inline(always)]
     pub fn schedule_device(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
         if let Some(t) = self.device.next_event() {
             let t = t.max(now);

@@ -40,6 +40,7 @@ impl Engine {
 
     /// Host request `slot` is done: a part of a split request (which is
     /// done when its last part is), or a request of its own.
+    #[inline]
     fn part_done(&mut self, slot: u32, t: Nanos) -> Result<()> {
         let Owner::Part { parent } = self.requests[slot].owner else {
             return self.request_done(slot, t);
@@ -63,6 +64,7 @@ impl Engine {
     /// Request `slot` is done at the host: its stage hears of it; a guest
     /// request's completion reaches the guest at `t`, a stage's own I/O is
     /// released.
+    #[inline]
     fn request_done(&mut self, slot: u32, t: Nanos) -> Result<()> {
         let vi = self.requests[slot].vm as usize;
         // The direct path has nothing to hear.

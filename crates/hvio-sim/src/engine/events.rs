@@ -51,6 +51,24 @@ pub(crate) enum Ev {
     },
 }
 
+impl Ev {
+    /// Whether the event is the guest's alone: nothing it does reaches the
+    /// host's scheduler or device (what it sends reaches the host later, at
+    /// a `HostArrive`).
+    #[inline]
+    pub(crate) fn guest_only(&self) -> bool {
+        matches!(
+            self,
+            Ev::ThreadIssue { .. }
+                | Ev::GuestDone { .. }
+                | Ev::GuestTimer { .. }
+                | Ev::JournalTick { .. }
+                | Ev::BufferedDone { .. }
+                | Ev::Flusher { .. }
+        )
+    }
+}
+
 pub(crate) struct Entry {
     pub(crate) t: Nanos,
     pub(crate) seq: u64,

@@ -315,6 +315,7 @@ impl Engine {
     }
 
     /// Dispatch from the host scheduler while the device accepts.
+    #[inline]
     pub(crate) fn host_kick(&mut self) {
         kick_host(&mut self.host, &mut self.requests, &mut self.queue, self.now);
     }
@@ -356,7 +357,13 @@ impl Engine {
                 Ev::PhaseJobDone { phase } => self.phase_job_done(phase as usize)?,
                 Ev::PlanStep { step } => self.apply_step(step as usize)?,
             }
-            // Device idle while the host holds requests: anticipation / idling.
+            // Device idle while the host holds requests: anticipation /
+            // idling. Only an event that reaches the host can change it (a
+            // guest's events end in the guest's ring: the host hears of its
+            // requests at `HostArrive`).
+            if ev.guest_only() {
+                continue;
+            }
             let idle = self.host.device.in_flight() == 0 && self.host.driver.has_work();
             match (idle, self.idle_since) {
                 (true, None) => self.idle_since = Some(t),

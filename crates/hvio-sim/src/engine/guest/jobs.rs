@@ -100,6 +100,7 @@ impl JobState {
 
     /// Draw the next request of the job for area `area`: (image sector,
     /// sectors, read), and count it as issued.
+    #[inline]
     pub(crate) fn draw(&mut self, area: usize) -> (u64, u64, bool) {
         let j = &self.job;
         let bytes = if j.bssplit.len() == 1 {
@@ -244,6 +245,7 @@ impl Engine {
 
     /// Hand thread `ti`'s direct request, drawn at `drawn`, to the guest scheduler.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn submit_data(
         &mut self,
         vi: usize,

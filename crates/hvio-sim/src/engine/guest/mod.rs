@@ -42,6 +42,7 @@ impl Vm {
 
     /// Count one application operation of thread `ti` (its job's counts and
     /// the VM's throughput series).
+    #[inline]
     pub(crate) fn record_op(&mut self, ti: u32, read: bool, bytes: u64, latency: Nanos, now: Nanos, interval: Nanos) {
         let job = &mut self.jobs[self.threads[ti as usize].job as usize];
         job.outstanding -= 1;
@@ -89,6 +90,7 @@ impl Engine {
 
     /// [`Self::submit_guest`] for a request the application issued at `issued`
     /// (its latency counts from then).
+    #[inline]
     pub(crate) fn submit_guest_at(
         &mut self,
         vi: usize,

@@ -126,7 +126,7 @@ impl PathCx<'_> {
     /// physical sectors when one extent holds it, else `false`: it was
     /// split into a part per extent, each already sent to the host
     /// scheduler (the request completes when they all have).
-    #[inline]
+    #[inline(always)]
     fn map(&mut self, rq: &mut Request) -> Result<bool> {
         if rq.op == Op::Flush {
             rq.sector = 0;
@@ -168,6 +168,7 @@ impl PathCx<'_> {
 
     /// Send host request `rq` (image sectors) through the image map to the
     /// host scheduler, and run it.
+    #[inline(always)]
     pub(crate) fn send(&mut self, mut rq: Request) -> Result<()> {
         if self.map(&mut rq)? {
             self.host.queued(&rq);
@@ -197,6 +198,7 @@ impl PathCx<'_> {
     }
 
     /// Dispatch from the host scheduler while the device accepts.
+    #[inline]
     pub(crate) fn kick(&mut self) {
         kick_host(self.host, self.requests, self.queue, self.now);
     }
