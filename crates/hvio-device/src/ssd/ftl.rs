@@ -65,6 +65,7 @@ impl SsdStats {
 
 /// Minimum of (key, index) over a plane's blocks, updated in O(log n): the
 /// greedy victim (fewest valid pages, lowest block on ties) at the root.
+#[derive(Clone)]
 struct MinTree {
     size: usize,
     nodes: Vec<u64>,
@@ -103,6 +104,7 @@ struct Frontier {
     next_page: u32,
 }
 
+#[derive(Clone)]
 struct Plane {
     /// Erased blocks: taken from the back, returned at the front (oldest erased first).
     free: VecDeque<u32>,
@@ -115,6 +117,7 @@ struct Plane {
 }
 
 /// Shape and policy of the FTL.
+#[derive(Clone, Copy, PartialEq)]
 pub(crate) struct FtlShape {
     pub planes: usize,
     pub blocks_per_plane: u32,
@@ -132,6 +135,7 @@ pub(crate) struct FtlShape {
 }
 
 /// Page-mapped FTL state.
+#[derive(Clone)]
 pub(crate) struct Ftl {
     shape: FtlShape,
     l2p: Vec<u32>,
@@ -147,6 +151,15 @@ pub(crate) struct Ftl {
 }
 
 impl Ftl {
+    pub(crate) fn shape(&self) -> &FtlShape {
+        &self.shape
+    }
+
+    /// Physical pages (the size of the reverse map).
+    pub(crate) fn physical_pages(&self) -> usize {
+        self.p2l.len()
+    }
+
     pub(crate) fn new(shape: FtlShape) -> Self {
         let bpp = shape.blocks_per_plane;
         let blocks = shape.planes * bpp as usize;

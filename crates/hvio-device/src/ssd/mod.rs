@@ -29,7 +29,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 /// `model = "ssd"`: every field optional; a `preset` supplies the fields not given.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -510,13 +510,38 @@ impl SsdParams {
 
 /// Preconditioning with its defaults filled in and checked.
 struct PreconditionPlan {
+    overwrites: Overwrites,
+    /// Logical pages trimmed at the end.
+    trim: std::ops::Range<u64>,
+}
+
+/// The fill and random overwrites of a plan: what decides the FTL's state
+/// before the trim.
+#[derive(Clone, Copy, PartialEq)]
+struct Overwrites {
     fill: f64,
     tolerance: f64,
     max_drive_writes: f64,
     seed: u64,
-    /// Logical pages trimmed at the end.
-    trim: std::ops::Range<u64>,
 }
+
+/// An FTL preconditioned by a plan's overwrites, and the report of them.
+struct Preconditioned {
+    shape: FtlShape,
+    overwrites: Overwrites,
+    result: OnceLock<(Ftl, PreconditionReport)>,
+}
+
+/// FTLs preconditioned lately, newest last. Preconditioning runs the FTL
+/// alone for millions of page writes, and an experiment builds the same
+/// drive with the same plan for each of its runs (one per system and
+/// workload); a run takes a copy of the state the first one computed, which
+/// is the state it would compute itself (preconditioning is deterministic).
+/// Only drives of at most `CACHED_PAGES` physical pages are kept, and only
+/// the last `CACHED_DRIVES`, so a full-size drive never stays in memory.
+static PRECONDITIONED: Mutex<Vec<Arc<Preconditioned>>> = Mutex::new(Vec::new());
+const CACHED_DRIVES: usize = 4;
+const CACHED_PAGES: usize = 1 << 22;
 
 impl Precondition {
     /// The plan for a drive of `sectors_per_page` and `lpns` logical pages.
@@ -564,10 +589,12 @@ impl Precondition {
         }
         let page_bytes = sectors_per_page * 512;
         Ok(PreconditionPlan {
-            fill,
-            tolerance,
-            max_drive_writes,
-            seed: self.seed.unwrap_or(1),
+            overwrites: Overwrites {
+                fill,
+                tolerance,
+                max_drive_writes,
+                seed: self.seed.unwrap_or(1),
+            },
             trim: offset.div_ceil(page_bytes)..(offset + bytes) / page_bytes,
         })
     }
@@ -619,9 +646,55 @@ impl Ssd {
     }
 
     /// Fill, then random overwrites in windows of half the filled pages until
-    /// two successive windows agree, then the trim; the counters start again
-    /// from zero.
+    /// two successive windows agree (or a copy of the FTL an earlier drive of
+    /// the same shape reached with the same plan), then the trim; the
+    /// counters start again from zero.
     fn precondition(&mut self, plan: &PreconditionPlan) -> PreconditionReport {
+        let mut report = if self.ftl.physical_pages() > CACHED_PAGES {
+            self.overwrite_randomly(&plan.overwrites)
+        } else {
+            let entry = {
+                let mut cache = PRECONDITIONED.lock().unwrap_or_else(|e| e.into_inner());
+                let shape = *self.ftl.shape();
+                match cache
+                    .iter()
+                    .position(|c| c.shape == shape && c.overwrites == plan.overwrites)
+                {
+                    Some(i) => {
+                        let c = cache.remove(i);
+                        cache.push(c.clone());
+                        c
+                    }
+                    None => {
+                        if cache.len() == CACHED_DRIVES {
+                            cache.remove(0);
+                        }
+                        let c = Arc::new(Preconditioned {
+                            shape,
+                            overwrites: plan.overwrites,
+                            result: OnceLock::new(),
+                        });
+                        cache.push(c.clone());
+                        c
+                    }
+                }
+            };
+            let (ftl, report) = entry.result.get_or_init(|| {
+                let report = self.overwrite_randomly(&plan.overwrites);
+                (self.ftl.clone(), report)
+            });
+            self.ftl = ftl.clone();
+            *report
+        };
+        for lpn in plan.trim.clone() {
+            report.trimmed_pages += self.ftl.trim(lpn) as u64;
+        }
+        self.ftl.stats = SsdStats::default();
+        report
+    }
+
+    /// The fill and the random overwrites of preconditioning.
+    fn overwrite_randomly(&mut self, plan: &Overwrites) -> PreconditionReport {
         let fill = ((self.lpns as f64 * plan.fill).round() as u64).clamp(1, self.lpns);
         self.overwrite_untimed(Pattern::Sequential { n: fill, start: 0 }, fill);
         let window = (fill / 2).max(1);
@@ -651,10 +724,6 @@ impl Ssd {
             previous = Some(wa);
         }
         report.random_pages = random;
-        for lpn in plan.trim.clone() {
-            report.trimmed_pages += self.ftl.trim(lpn) as u64;
-        }
-        self.ftl.stats = SsdStats::default();
         report
     }
 
