@@ -122,13 +122,16 @@ fn sim_against(a: &BenchArgs, other_name: &str, other: &Path) -> Result<()> {
     );
     outln!("load average before: {}", load_average());
     outln!(
-        "{:>5} {:>16} {:>16} {:>8}",
+        "{:>5} {:>16} {:>16} {:>8} {:>11} {:>12} {:>10}",
         "pair",
         "this requests/s",
         "other requests/s",
-        "ratio"
+        "ratio",
+        "this CPU s",
+        "other CPU s",
+        "CPU ratio"
     );
-    let mut ratios = Vec::new();
+    let (mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
     for pair in 1..=a.pairs {
         // Which goes first alternates, so a machine getting busier or
         // quieter during the run does not favour one side.
@@ -139,23 +142,57 @@ fn sim_against(a: &BenchArgs, other_name: &str, other: &Path) -> Result<()> {
             let old = long_run_speed(other, a)?;
             (long_run_speed(&this, a)?, old)
         };
-        ratios.push(new / old);
-        outln!("{pair:>5} {new:>16.0} {old:>16.0} {:>8.3}", new / old);
+        // Both sides simulate the same requests: the other's CPU time over
+        // this one's is the speed ratio, and unlike wall clock it does not
+        // move with what else the machine runs.
+        ratios.push(new.requests_per_s / old.requests_per_s);
+        cpu_ratios.push(old.cpu_s / new.cpu_s);
+        outln!(
+            "{pair:>5} {:>16.0} {:>16.0} {:>8.3} {:>11.3} {:>12.3} {:>10.3}",
+            new.requests_per_s,
+            old.requests_per_s,
+            new.requests_per_s / old.requests_per_s,
+            new.cpu_s,
+            old.cpu_s,
+            old.cpu_s / new.cpu_s
+        );
     }
-    ratios.sort_by(f64::total_cmp);
-    outln!(
-        "ratio this/other: median {:.3}, range {:.3}-{:.3}",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
-    );
+    for (what, r) in [("wall clock", &mut ratios), ("CPU time", &mut cpu_ratios)] {
+        r.sort_by(f64::total_cmp);
+        outln!(
+            "ratio this/other by {what}: median {:.3}, range {:.3}-{:.3}",
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1]
+        );
+    }
     outln!("load average after: {}", load_average());
     outln!("{SIM_GOAL}");
     Ok(())
 }
 
-/// Requests per second of `bin bench sim`'s long run (its last row).
-fn long_run_speed(bin: &Path, a: &BenchArgs) -> Result<f64> {
+/// One `hvio bench sim` process: its long run's requests per second (wall
+/// clock) and the CPU time (user + system) the whole process used.
+struct SimSpeed {
+    requests_per_s: f64,
+    cpu_s: f64,
+}
+
+/// CPU time (user + system, seconds) of this process's children that have
+/// ended and been waited for.
+fn children_cpu_s() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// Run `bin bench sim` and measure it ([`SimSpeed`]).
+fn long_run_speed(bin: &Path, a: &BenchArgs) -> Result<SimSpeed> {
+    let cpu_before = children_cpu_s();
     let out = std::process::Command::new(bin)
         .args(["bench", "sim", "--requests", &a.requests.to_string(), "--disk", &a.disk])
         .output()
@@ -168,13 +205,15 @@ fn long_run_speed(bin: &Path, a: &BenchArgs) -> Result<f64> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
+    let cpu_s = children_cpu_s() - cpu_before;
     let text = String::from_utf8_lossy(&out.stdout);
-    long_run_requests_per_s(&text).with_context(|| {
+    let requests_per_s = long_run_requests_per_s(&text).with_context(|| {
         format!(
             "{} bench sim printed no table row with requests/s:\n{text}",
             bin.display()
         )
-    })
+    })?;
+    Ok(SimSpeed { requests_per_s, cpu_s })
 }
 
 /// The requests/s column of the last row of `hvio bench sim`'s table.
