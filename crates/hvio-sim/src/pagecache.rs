@@ -29,31 +29,12 @@ use crate::size::Size;
 use hvio_core::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// The cache's maps are keyed by page numbers, dense integers the
-/// simulation makes itself: a multiplicative hash spreads them over the
-/// table at a fraction of SipHash's cost (no map is iterated, so the
-/// hasher changes no result).
-#[derive(Default)]
-struct PageHasher(u64);
-
-impl Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        // Fibonacci hashing: the golden ratio's 64-bit fraction.
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<PageHasher>>;
+/// simulation makes itself: rustc's Fx hash spreads them over the table at a
+/// fraction of SipHash's cost (no map is iterated, so the hasher changes no
+/// result).
+type HashMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Sectors per page (4 KiB pages, 512-byte sectors).
 pub const PAGE_SECTORS: u64 = 8;
