@@ -49,8 +49,26 @@ def main() -> int:
         flush=True,
     )
     same = [json.dumps(r) for r in one.results] == [json.dumps(r) for r in many.results]
-    print(f"speed-up: {serial / parallel:.2f}x; results identical: {'yes' if same else 'NO'}")
+    # CPU seconds per wall second: the cores the process got. With the cores
+    # free, two workers get about 2; on a shared machine the kernel's
+    # autogroup gives this session one share however many threads it runs.
+    print(
+        f"cores used: {serial_cpu / serial:.2f} one by one, {parallel_cpu / parallel:.2f} "
+        f"on {a.workers} workers (autogroup scheduling {_autogroup()})"
+    )
+    print(
+        f"speed-up: {serial / parallel:.2f}x wall clock, CPU time {parallel_cpu / serial_cpu:.2f}x; "
+        f"load average after {os.getloadavg()}; results identical: {'yes' if same else 'NO'}"
+    )
     return 0 if same else 1
+
+
+def _autogroup() -> str:
+    try:
+        on = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return "unknown"
+    return "on" if on else "off"
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import hvio
 import pytest
@@ -319,3 +320,178 @@ def test_ishare_destage_idle_runs_every_workload_and_fig4_at_each_delay():
         "-4.6 %",
     )
     assert split_goal("no value") == ("no value", "")
+
+
+def test_reproduce_caches_each_run_and_recomputes_only_what_changed(tmp_path, monkeypatch):
+    for f in ("htbs-paper004.toml", "htbs-paper004.paper.toml"):
+        (tmp_path / f).write_text((EXPERIMENTS / f).read_text())
+    path = tmp_path / "c.study.toml"
+    text = (
+        (EXPERIMENTS / "htbs-paper004.study.toml")
+        .read_text()
+        .replace('"vm.*.job" = [5, 12]', '"vm.*.job" = [3]')
+    )
+    path.write_text(text)
+    cache = tmp_path / "cache"
+
+    def again(**kw: Any) -> tuple[dict[str, Any], dict[str, int]]:
+        counts: dict[str, int] = {}
+        raw = studies.reproduce(path, quick=True, workers=1, cache=cache, counts=counts, **kw)
+        return raw, counts
+
+    first, counts = again()
+    runs = counts["computed"]
+    assert runs == 7 and counts["cache"] == 0
+    second, counts = again()
+    assert counts == {"computed": 0, "cache": runs} and second == first
+    # --no-cache computes every run again, and gives the same report.
+    forced, counts = again(recompute=True)
+    assert counts == {"computed": runs, "cache": 0} and forced == first
+    # A changed config misses for the runs it changes only: `htbs@host` runs on its own params.
+    host_case = '"htbs@host" = { scheduler = "htbs", "host.params" = { default_rate_iops = 1000000, bmax = '
+    assert text.count(host_case + "256 } }") == 1
+    path.write_text(text.replace(host_case + "256 } }", host_case + "128 } }"))
+    _, counts = again()
+    assert counts == {"computed": 1, "cache": runs - 1}
+    # Another build of hvio misses every run.
+    monkeypatch.setattr(sw, "build_identity", lambda: "another-build")
+    _, counts = again()
+    assert counts == {"computed": runs, "cache": 0}
+
+
+def test_an_include_merges_a_file_under_the_including_tables_keys(tmp_path):
+    (tmp_path / "guests.toml").write_text(
+        '[cases.a]\nguest = "noop"\n[cases.b]\nguest = "deadline"\n[cases.c]\nguest = "cfq"\n'
+    )
+    (tmp_path / "common.toml").write_text('[matrix]\n"vm.*.virtio_depth" = [8, 16]\nseed = 1\n')
+    (tmp_path / "base.toml").write_text((EXPERIMENTS / "small-two-vms.toml").read_text())
+    p = tmp_path / "s.study.toml"
+    p.write_text(
+        'include = "common.toml"\n[study]\nbase = "base.toml"\n[matrix]\nseed = 2\n'
+        '[matrix.g]\ninclude = "guests.toml"\nonly = ["c", "a"]\n[matrix.g.cases.a]\n"vm.0.weight" = 300\n'
+    )
+    st = sw.load_study(p)
+    # The including file's keys win, in the included keys' places; `only` orders the cases.
+    assert st.matrix == {"vm.*.virtio_depth": [8, 16], "seed": [2], "g": ["c", "a"]}
+    assert st.cases["g"] == {"c": {"guest": "cfq"}, "a": {"guest": "noop", "vm.0.weight": 300}}
+
+
+def test_an_include_cycle_or_missing_file_is_named_with_the_including_file_and_line(tmp_path):
+    (tmp_path / "a.toml").write_text('# a\ninclude = "b.toml"\n')
+    (tmp_path / "b.toml").write_text('\n\ninclude = ["gone.toml", "a.toml"]\n')
+    p = study(tmp_path, '[matrix]\nseed = 1\n\ninclude = "a.toml"\n')
+    with pytest.raises(sw.StudyError) as e:
+        sw.load_study(p)
+    assert f"{tmp_path / 'b.toml'}:3: include 'gone.toml': no such file ({tmp_path / 'gone.toml'})" in str(
+        e.value
+    )
+    (tmp_path / "b.toml").write_text('\n\ninclude = ["a.toml"]\n')
+    with pytest.raises(sw.StudyError) as e:
+        sw.load_study(p)
+    chain = " → ".join(str(tmp_path / f) for f in ("s.study.toml", "a.toml", "b.toml", "a.toml"))
+    assert f"{tmp_path / 'b.toml'}:3: include 'a.toml': includes itself: {chain}" in str(e.value)
+
+
+def test_the_paper_studies_fold_their_shared_cases_into_includes():
+    for name, key, cases in (
+        (
+            "pregather-table4",
+            "guests",
+            ["direct", "page-cache", "one-stream", "page-cache+wc", "page-cache+blktap", "page-cache+ncq"],
+        ),
+        (
+            "pregather-fig5",
+            "guests",
+            ["direct", "page-cache", "one-stream", "page-cache+blktap", "page-cache+ncq"],
+        ),
+        ("ishare-tables", "disk", ["write cache off", "controller write cache"]),
+    ):
+        st = sw.load_study(EXPERIMENTS / f"{name}.study.toml")
+        assert st.matrix[key] == cases, name
+    st = sw.load_study(EXPERIMENTS / "pregather-table4.study.toml", quick=True)
+    assert st.cases["guests"]["one-stream"]["vm.*.barrier"] is True
+    assert st.cases["guests"]["one-stream"]["vm.*.job.SR-M.requests"] == 364
+    st = sw.load_study(EXPERIMENTS / "ishare-destage-idle.study.toml")
+    assert st.matrix["disk.destage_idle_ms"] == [0, 1, 2, 5, 10, 20, 50, 100]
+    assert st.matrix["disk.cache_segments"] == [64]
+
+
+def test_a_list_of_names_keeps_those_elements_of_an_array_of_tables(tmp_path):
+    p = study(tmp_path, '[matrix]\nvm = [["b"], ["b", "a"]]\n')
+    runs = sw.plan(sw.load_study(p))
+    assert [[v["name"] for v in r.config["vm"]] for r in runs] == [["b"], ["b", "a"]]
+    p = study(tmp_path, '[matrix]\nvm = [["c"]]\n')
+    with pytest.raises(sw.StudyError, match="no element named 'c'"):
+        sw.plan(sw.load_study(p))
+
+
+def stub_analysis(monkeypatch, source: str) -> None:
+    """``hvio.analysis.analysis_stub``, a module of ``source``."""
+    import sys
+    import types
+
+    module = types.ModuleType("hvio.analysis.analysis_stub")
+    exec(source, module.__dict__)
+    monkeypatch.setitem(sys.modules, "hvio.analysis.analysis_stub", module)
+
+
+def test_a_stage_gets_its_matrix_from_the_stages_before_it(tmp_path, monkeypatch):
+    p = study(
+        tmp_path,
+        'analysis = "analysis_stub"\n[matrix]\nseed = 1\n'
+        '[[stage]]\nname = "first"\nmatrix = { scheduler = "noop", "vm.*.job.*.requests" = 200 }\n'
+        '[[stage]]\nname = "second"\nfrom = "next_matrix"\nmatrix = { scheduler = ["deadline", "cfq"] }\n',
+    )
+    stub_analysis(
+        monkeypatch,
+        "def next_matrix(stages):\n"
+        "    vm = stages['first'].results[0]['vms'][0]\n"
+        "    return {'vm.*.job.*.requests': 2 * (vm['reads'] + vm['writes'])}\n",
+    )
+    done = sw.sweep_stages(p, out=tmp_path / "out", workers=1)
+    assert list(done) == ["first", "second"]
+    vm = done["first"].results[0]["vms"][0]
+    assert vm["reads"] + vm["writes"] > 0
+    second = done["second"]
+    assert [r.config["vm"][0]["job"][0]["requests"] for r in second.runs] == [
+        2 * (vm["reads"] + vm["writes"])
+    ] * 2
+    assert [r.params["scheduler"] for r in second.runs] == ["deadline", "cfq"]
+    assert (tmp_path / "out" / "sweep" / "s" / "second" / "results.parquet").is_file()
+    # A function that is not there is named with the stage.
+    stub_analysis(monkeypatch, "")
+    with pytest.raises(sw.StudyError, match="stage `second`: from 'next_matrix': no function"):
+        sw.sweep_stages(p, out=None, workers=1)
+
+
+def test_htbs_rates_quick_shares_in_proportion_and_protects_the_light_vm():
+    r = hvio.reproduce("htbs-rates", quick=True, cache=None)
+    shares = r.data["shares_htbs"]
+    for s, want in zip(shares, [1, 2, 4]):
+        got = s / sum(shares) / (want / 7.0)
+        assert abs(got - 1.0) <= 0.15, (got, studies.render(r.raw))
+    lat = r.data["light_mean_ms"]
+    assert lat["htbs"] < 0.5 * lat["noop"], studies.render(r.raw)
+    # The contracts come from the calibration run.
+    assert r.data["rates"] == pytest.approx([0.1 * r.data["capacity_iops"] * s for s in (1, 2, 4)])
+
+
+def test_pregather_overhead_quick_measures_memory_and_the_schedulers_own_time():
+    r = hvio.reproduce("pregather-overhead", quick=True, cache=None)
+    mem = r.tables["Memory: Pregather's prediction state per VM (four-VM run, page-cache guests)"]
+    assert list(mem["VM"]) == ["vm1", "vm2", "vm3", "vm4", "all VMs"]
+    assert 0 < mem["peak KiB"].iloc[-1] < 2148
+    cpu = r.tables["CPU: scheduler time per request (closed-loop replay of Table 1's patterns)"]
+    assert list(cpu["scheduler"]) == ["pregather", "cfq", "deadline", "noop"]
+    assert list(cpu["requests"]) == [20000] * 4
+    assert (cpu["dispatch calls"] >= cpu["requests"]).all() and (cpu["ns / request"] > 0).all()
+    assert cpu["vs CFQ"].iloc[1] == 1.0
+    assert "1.00×" in studies.render(r.raw)
+
+
+def test_a_bench_scheduler_run_with_an_unknown_key_names_it(tmp_path):
+    (tmp_path / "b.toml").write_text('requests = 10\nspeed = 2\n[host]\nscheduler = "cfq"\n')
+    p = tmp_path / "b.study.toml"
+    p.write_text('[study]\nname = "b"\nbase = "b.toml"\nkind = "bench-scheduler"\n[matrix]\nseed = 1\n')
+    with pytest.raises(hvio.HvioError, match="unknown field `speed`"):
+        sw.sweep(p, out=None, workers=1)

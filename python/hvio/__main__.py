@@ -147,12 +147,25 @@ def figures(json_path: Path, out: Path, fmt: str) -> int:
 def sweep(study: Path, out: Path, cluster: str | None, workers: int | None, cache: bool) -> int:
     st = sweeps.load_study(study)
     where = f"the Dask cluster at {cluster}" if cluster else f"{workers or os.cpu_count()} local worker(s)"
-    print(f"{st.name}: {len(sweeps.plan(st))} runs on {where}", flush=True)
-    s = sweeps.sweep(st, out=out, cluster=cluster, workers=workers, cache=cache)
-    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_rows", 500):
-        print(sweeps.summary(s).round(2).to_string())
-    print(f"\n{s.computed} run(s) computed in {s.seconds:.1f} s, {len(s.runs) - s.computed} from the cache")
-    print(f"results: {s.out / 'results.parquet'}; each run's JSON: {s.out / 'runs'}/")
+    how = dict(out=out, cluster=cluster, workers=workers, cache=cache)
+    if st.stages:
+        # Each stage's runs are known once the stages before it have run.
+        print(f"{st.name}: {len(st.stages)} stages on {where}", flush=True)
+        done = sweeps.sweep_stages(st, **how)
+    else:
+        print(f"{st.name}: {len(sweeps.plan(st))} runs on {where}", flush=True)
+        done = {"": sweeps.sweep(st, **how)}
+    for name, s in done.items():
+        if name:
+            print(f"\nstage {name}: {len(s.runs)} runs")
+        if s.study.kind == sweeps.SIMULATE:
+            with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_rows", 500):
+                print(sweeps.summary(s).round(2).to_string())
+        print(
+            f"\n{s.computed} run(s) computed in {s.seconds:.1f} s, {len(s.runs) - s.computed} from the cache"
+        )
+        assert s.out is not None
+        print(f"results: {s.out / 'results.parquet'}; each run's JSON: {s.out / 'runs'}/")
     return 0
 
 
@@ -170,11 +183,20 @@ def reproduce_command(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers {args.workers}: must be ≥ 1")
     started = time.perf_counter()
-    rep = api.reproduce(args.name, quick=args.quick, seed=args.seed, workers=args.workers)
+    counts: dict[str, int] = {}
+    rep = api.reproduce(
+        args.name,
+        quick=args.quick,
+        seed=args.seed,
+        workers=args.workers,
+        cache=args.out / "cache",
+        recompute=args.no_cache,
+        counts=counts,
+    )
     json_path = args.json
     if json_path is None:
         suffix = ("-quick" if args.quick else "") + (f"-seed{args.seed}" if args.seed != 1 else "")
-        json_path = Path("out") / f"{rep.name}{suffix}.json"
+        json_path = args.out / f"{rep.name}{suffix}.json"
     if json_path.is_dir():
         raise ValueError(f"--json {json_path}: is a folder; name a file")
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,6 +204,8 @@ def reproduce_command(args: argparse.Namespace) -> int:
     sys.stdout.write(studies.render(rep.raw))
     # Wall time on stderr: the report itself stays the same on every run.
     print(f"run time: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if counts:
+        print(f"runs: {counts['computed']} computed, {counts['cache']} from the cache", file=sys.stderr)
     print(f"report: {json_path}")
     return 0
 
@@ -208,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--seed", type=int, default=1, help="the seed of every run (default 1)")
     e.add_argument("--json", type=Path, help="the JSON report (default out/NAME[-quick][-seedN].json)")
     e.add_argument("--workers", type=int, help="local threads (default: every core; 1: one by one)")
+    e.add_argument("--out", type=Path, default=Path("out"), help="the cache of the runs' results: OUT/cache")
+    e.add_argument("--no-cache", action="store_true", help="compute every run again (and refresh the cache)")
     e.add_argument("--list", action="store_true", help="list the experiments")
     e.add_argument("--studies", action="store_true", help="with --list: only the study-backed ones")
     w = sub.add_parser("sweep", help="run a study's matrix on every core or a Dask cluster")

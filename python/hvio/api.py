@@ -404,13 +404,27 @@ def experiments(*, studies_only: bool = False) -> pd.DataFrame:
 
 
 def reproduce(
-    name: str | PathLike, *, quick: bool = False, seed: int = 1, workers: int | None = None
+    name: str | PathLike,
+    *,
+    quick: bool = False,
+    seed: int = 1,
+    workers: int | None = None,
+    cache: str | PathLike | None = "out/cache",
+    recompute: bool = False,
+    counts: dict[str, int] | None = None,
 ) -> Report:
     """Run a paper's experiment by name (``hvio.experiments()`` lists them) or
     a study file's path: its runs on every core (``workers`` threads), the
-    paper's numbers beside hvio's."""
+    paper's numbers beside hvio's. A study's runs are cached in ``cache``
+    (``None``: not cached; ``recompute``: computed again), so a re-run
+    computes only what changed; ``counts`` receives how many runs were
+    ``computed`` and taken from the ``cache``."""
     if studies.find_study(str(name)) is not None:
-        return Report(studies.reproduce(name, quick=quick, seed=seed, workers=workers))
+        return Report(
+            studies.reproduce(
+                name, quick=quick, seed=seed, workers=workers, cache=cache, recompute=recompute, counts=counts
+            )
+        )
     rust = [e[0] for e in _hvio.experiments()]
     if str(name) not in rust:
         known = ", ".join(dict.fromkeys(rust + [e[0] for e in studies.experiments()]))

@@ -265,17 +265,14 @@ def sweep_section(page: Page, where: Path) -> str:
 def _report_table(t: dict[str, Any]) -> str:
     """A report's table: numbers right-aligned with their column's decimals,
     as ``hvio reproduce`` prints them."""
-    digits = t.get("digits") or [None] * len(t["columns"])
-    missing = t.get("missing", "-")
     out = [
         "<table><thead><tr>" + "".join(f"<th>{_esc(c)}</th>" for c in t["columns"]) + "</tr></thead><tbody>"
     ]
-    for row in t["rows"]:
+    for row, texts in zip(t["rows"], studies.table_cells(t)):
         cells = []
-        for v, d in zip(row, digits):
+        for v, text in zip(row, texts):
             number = isinstance(v, (int, float)) and not isinstance(v, bool)
-            text = _esc(studies.cell_text(v, d, missing))
-            cells.append(f'<td class="n">{text}</td>' if number else f"<td>{text}</td>")
+            cells.append(f'<td class="n">{_esc(text)}</td>' if number else f"<td>{_esc(text)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)

@@ -47,6 +47,8 @@ class Table:
     # Decimals of a column's numbers; "e2": scientific, 2 decimals.
     digits: dict[str, int | str] = field(default_factory=dict)
     missing: str = "-"
+    # What a column's numbers are printed with after them ("×").
+    units: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         cols = [str(c) for c in self.frame.columns]
@@ -57,6 +59,7 @@ class Table:
             "rows": rows,
             "digits": [self.digits.get(c) for c in cols],
             "missing": self.missing,
+            **({"units": [self.units.get(c, "") for c in cols]} if self.units else {}),
         }
 
 
@@ -111,13 +114,27 @@ def cell_text(v: Any, digits: int | str | None, missing: str) -> str:
     return str(v) if isinstance(v, int) else number_text(v)
 
 
+def table_cells(t: dict[str, Any]) -> list[list[str]]:
+    """A table's (as in a report's JSON) rows as text: each number with its
+    column's decimals and unit, a missing cell as the table says."""
+    cols = t["columns"]
+    digits = t.get("digits") or [None] * len(cols)
+    units = t.get("units") or [""] * len(cols)
+    missing = t.get("missing", "-")
+
+    def cell(v: Any, d: int | str | None, unit: str) -> str:
+        text = cell_text(v, d, missing)
+        number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+        return text + unit if number else text
+
+    return [[cell(v, d, u) for v, d, u in zip(r, digits, units)] for r in t["rows"]]
+
+
 def render_table(t: dict[str, Any]) -> str:
     """A table (as in a report's JSON) as aligned text: the first column
     left, the others right, a rule under the headings."""
     cols = t["columns"]
-    digits = t.get("digits") or [None] * len(cols)
-    missing = t.get("missing", "-")
-    rows = [[cell_text(v, d, missing) for v, d in zip(r, digits)] for r in t["rows"]]
+    rows = table_cells(t)
     width = [len(c) for c in cols]
     for r in rows:
         width = [max(w, len(c)) for w, c in zip(width, r)]
@@ -182,16 +199,26 @@ def reproduce(
     seed: int = 1,
     workers: int | None = None,
     progress: bool | None = None,
+    cache: str | PathLike | None = "out/cache",
+    recompute: bool = False,
+    counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Run a paper experiment's study with ``seed`` for every run and
-    analyse it; the report as JSON-ready data (``render`` makes it text)."""
+    analyse it; the report as JSON-ready data (``render`` makes it text).
+
+    Each run's result is cached in the folder ``cache`` under the key of a
+    sweep's runs (config with its seed, the folder its paths resolve in,
+    hvio's build: :func:`hvio.sweeps.run_key`), so a re-run computes only
+    the runs whose config or build changed; ``recompute`` computes them all
+    again (and refreshes the cache), ``cache=None`` keeps nothing.
+    ``counts``, when given, receives the number of runs ``computed`` and
+    taken from the ``cache`` (the report itself is the same either way)."""
     path = find_study(str(name))
     if path is None:
         raise sweeps.StudyError(f"experiment {name}: no study {name}.study.toml in {_where()}")
     st = sweeps.load_study(path, quick=quick)
     if not st.analysis:
         raise sweeps.StudyError(f"{path}: [study] needs `analysis` to be reproduced")
-    st.matrix[sweeps.SEED] = [seed]
     try:
         module = importlib.import_module(f"hvio.analysis.{st.analysis}")
     except ModuleNotFoundError:
@@ -205,8 +232,23 @@ def reproduce(
                 paper = tomllib.load(f)
         except tomllib.TOMLDecodeError as e:
             raise sweeps.StudyError(f"{st.reference}: not a TOML file: {e}") from None
-    s = sweeps.sweep(st, out=None, workers=workers, progress=progress)
-    a: Analysis = module.analyse(s, paper, st.reference)
+    how: dict[str, Any] = dict(
+        out=None, workers=workers, progress=progress, cache=not recompute, cache_dir=cache
+    )
+    # A study in stages is analysed with its sweeps by stage name, any other with its sweep.
+    done: dict[str, sweeps.Sweep] | sweeps.Sweep
+    if st.stages:
+        done = sweeps.sweep_stages(st, matrix={sweeps.SEED: [seed]}, **how)
+        ran = list(done.values())
+    else:
+        st.matrix[sweeps.SEED] = [seed]
+        done = sweeps.sweep(st, **how)
+        ran = [done]
+    if counts is not None:
+        for s in ran:
+            counts["computed"] = counts.get("computed", 0) + s.computed
+            counts["cache"] = counts.get("cache", 0) + len(s.runs) - s.computed
+    a: Analysis = module.analyse(done, paper, st.reference)
     return {
         "name": st.name,
         "title": st.title,

@@ -12,6 +12,12 @@ cluster (``cluster="tcp://HOST:8786"``), where a worker that dies has its
 runs given to another. Every run is deterministic, so where it ran changes
 nothing: the results are those of running the runs one by one.
 
+A study file may ``include`` other files into any of its tables (shared
+cases, a base's keys); a study in stages (``[[stage]]``) runs one sweep per
+stage, a stage's matrix computed by the study's analysis from the stages
+before it (:func:`sweep_stages`); a study's ``kind`` says what a run is: a
+simulation, or ``bench-scheduler``, the host scheduler's own calls timed.
+
 Each result is cached under ``<out>/cache`` by a hash of (config, seed,
 hvio build): the build is the compiled extension module's own hash, so a
 rebuilt hvio whose code changed computes every run again, while a re-run of
@@ -25,6 +31,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import importlib
 import json
 import os
 import sys
@@ -47,6 +54,14 @@ except ImportError:  # Python < 3.11
 
 # Matrix keys with a meaning of their own; any other key is a dotted config path.
 SCHEDULER, GUEST, SEED, BASE = "scheduler", "guest", "seed", "base"
+# The key of any table of a study file that merges other files into it.
+INCLUDE = "include"
+# The list of a study's stages, run one after another.
+STAGE = "stage"
+# What a study's runs are: simulations (`hvio.simulate` of each config) or
+# the scheduler's own cost in a closed loop (`hvio bench-scheduler`).
+SIMULATE, BENCH_SCHEDULER = "simulate", "bench-scheduler"
+RUN_KINDS = (SIMULATE, BENCH_SCHEDULER)
 # Most runs one study may expand to: a typo'd range must not fill the disk.
 MAX_RUNS = 1_000_000
 
@@ -71,6 +86,17 @@ class Study:
     paper: str = ""
     analysis: str | None = None
     reference: Path | None = None
+    # What each run is: a simulation, or another of RUN_KINDS.
+    kind: str = "simulate"
+    # Built with its [quick.matrix] applied.
+    quick: bool = False
+    # A study in stages: its stages, run in order (the study itself runs nothing).
+    stages: list[Study] = field(default_factory=list)
+    # A stage: its name, the analysis function that gives its matrix from
+    # the stages before it, and its tables (to apply that matrix over).
+    stage: str | None = None
+    hook: str | None = None
+    doc: dict[str, Any] | None = None
 
 
 @dataclass
@@ -92,7 +118,7 @@ class Run:
         return json.dumps(self.config, sort_keys=True)
 
 
-def _values(path: Path, key: str, spec: Any) -> list[Any]:
+def _values(path: Path | str, key: str, spec: Any) -> list[Any]:
     """A matrix entry: a list, one value, or a range table
     ``{from, to, step}`` (``to`` included) or ``{from, count, step}``."""
     where = f"{path}: matrix key `{key}`"
@@ -130,13 +156,25 @@ def _values(path: Path, key: str, spec: Any) -> list[Any]:
     return [start + i * step if ints else round(start + i * step, 12) for i in range(count)]
 
 
-def _cases(path: Path, key: str, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _cases(path: Path | str, key: str, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A matrix entry ``{cases = {NAME = {KEY = VALUE, ...}, ...}}``: each
     case a named set of matrix keys run together."""
     where = f"{path}: matrix key `{key}`"
     cases = spec["cases"]
-    if set(spec) != {"cases"} or not isinstance(cases, dict) or not cases:
-        raise StudyError(f"{where}: cases are a table {{cases = {{NAME = {{KEY = VALUE, ...}}, ...}}}}")
+    if set(spec) - {"cases", "only"} or not isinstance(cases, dict) or not cases:
+        raise StudyError(
+            f"{where}: cases are a table {{cases = {{NAME = {{KEY = VALUE, ...}}, ...}}}}"
+            " with, optionally, only = [NAME, ...]"
+        )
+    if "only" in spec:
+        # The cases to run, in this order (of those an included file defines, say).
+        only = spec["only"]
+        if not isinstance(only, list) or not only or not all(isinstance(n, str) for n in only):
+            raise StudyError(f"{where}: `only` lists the names of the cases to run")
+        unknown = [n for n in only if n not in cases]
+        if unknown:
+            raise StudyError(f"{where}: `only` names {unknown}, not cases of it (cases: {list(cases)})")
+        cases = {n: cases[n] for n in only}
     for name, settings in cases.items():
         if not isinstance(settings, dict):
             raise StudyError(f"{where}: case {name!r} must be a table of keys and values")
@@ -145,78 +183,204 @@ def _cases(path: Path, key: str, spec: dict[str, Any]) -> dict[str, dict[str, An
     return cases
 
 
+def _merge(into: dict[str, Any], over: dict[str, Any]) -> None:
+    """Merge ``over`` into ``into``: tables merge key by key, any other value
+    of ``over`` replaces ``into``'s. A key keeps its place in ``into``; new
+    keys come after (the order of a matrix is the order of its runs)."""
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+def _include_line(text: str, name: str) -> int:
+    """The line of ``text`` whose ``include`` names ``name`` (1-based; 0 if none does)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if "include" in line and (f'"{name}"' in line or f"'{name}'" in line):
+            return number
+    return 0
+
+
+def _resolve_includes(node: Any, path: Path, text: str, chain: list[Path]) -> Any:
+    """``node`` (a table of the file ``path``, whose text is ``text``) with
+    every ``include = "FILE"`` (or a list of files) in it or its tables
+    replaced by the files' tables, merged in order, under the table's own
+    keys (which win). Arrays are left as they are."""
+    if not isinstance(node, dict):
+        return node
+    files = node.pop(INCLUDE, None)
+    for k, v in node.items():
+        node[k] = _resolve_includes(v, path, text, chain)
+    if files is None:
+        return node
+    if isinstance(files, str):
+        files = [files]
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+        raise StudyError(f"{path}: `include` must name a file (relative to {path.name}) or a list of them")
+    merged: dict[str, Any] = {}
+    for name in files:
+        where = f"{path}:{_include_line(text, name)}: include {name!r}"
+        target = path.parent / name
+        if target.resolve() in [c.resolve() for c in chain]:
+            cycle = " → ".join(str(c) for c in chain + [target])
+            raise StudyError(f"{where}: includes itself: {cycle}")
+        if not target.is_file():
+            raise StudyError(f"{where}: no such file ({target})")
+        _merge(merged, _read_study_file(target, chain + [target]))
+    _merge(merged, node)
+    return merged
+
+
+def _read_study_file(path: Path, chain: list[Path]) -> dict[str, Any]:
+    """A study file (or a file it includes) as a table, its includes resolved."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise StudyError(f"{path}: cannot read the study: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise StudyError(f"{path}: not a TOML file: {e}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(f"{path}: not a TOML file: {e}") from None
+    return _resolve_includes(doc, path, text, chain)
+
+
 def load_study(path: str | PathLike, *, quick: bool = False) -> Study:
     """Read a study file; errors name the file and the key. ``quick``
     applies its ``[quick.matrix]`` entries over ``[matrix]`` (the
-    scaled-down run of ``hvio reproduce --quick``)."""
+    scaled-down run of ``hvio reproduce --quick``). Any table of the file
+    may say ``include = "FILE"`` (or a list): FILE's tables (a path relative
+    to the including file, itself with includes) are merged under the
+    table's own keys, which win. A study in stages (``[[stage]]``) has its
+    stages in ``Study.stages``: see :func:`sweep_stages`."""
     path = Path(path)
-    try:
-        with path.open("rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise StudyError(f"{path}: cannot read the study: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise StudyError(f"{path}: not a TOML file: {e}") from None
+    doc = _read_study_file(path, [path])
+    stages = doc.pop(STAGE, None)
+    if stages is None:
+        return _study(path, doc, quick)
+    if not isinstance(stages, list) or not stages or not all(isinstance(x, dict) for x in stages):
+        raise StudyError(f"{path}: [[stage]] is a list of tables, each with its name and matrix")
+    top = _study(path, doc, quick, staged=True)
+    seen = set()
+    for i, raw in enumerate(stages):
+        name = raw.get("name")
+        if not isinstance(name, str) or not name or name in seen:
+            raise StudyError(f'{path}: [[stage]] {i + 1} needs a name of its own (`name = "..."`)')
+        seen.add(name)
+        unknown = set(raw) - {"name", "base", "kind", "matrix", "quick", "keep", "from"}
+        if unknown:
+            raise StudyError(
+                f"{path}: stage `{name}`: unknown key(s) {sorted(unknown)};"
+                " a stage has name, base, kind, matrix, quick, keep, from"
+            )
+        hook = raw.get("from")
+        if hook is not None and (not isinstance(hook, str) or not hook.isidentifier() or not top.analysis):
+            raise StudyError(
+                f"{path}: stage `{name}`: `from` names a function of the study's analysis module"
+                " ([study] analysis) that returns the stage's matrix from the stages before it"
+            )
+        sub = copy.deepcopy({k: v for k, v in doc.items() if k != "study"})
+        head = dict(doc.get("study", {}))
+        head["name"] = f"{top.name}/{name}"
+        for k in ("base", "kind"):
+            if k in raw:
+                head[k] = raw[k]
+        sub["study"] = head
+        _merge(sub.setdefault("matrix", {}), raw.get("matrix", {}))
+        _merge(sub.setdefault("quick", {}), raw.get("quick", {}))
+        if "keep" in raw:
+            sub["keep"] = raw["keep"]
+        st = _study(path, sub, quick, where=f"stage `{name}`")
+        st.stage, st.hook, st.doc = name, hook, sub
+        top.stages.append(st)
+    return top
+
+
+def _study(
+    path: Path,
+    doc: dict[str, Any],
+    quick: bool,
+    *,
+    staged: bool = False,
+    where: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Study:
+    """A study (or one of its stages) from its file's tables; ``extra``:
+    matrix entries set over the file's (a stage's ``from`` function's)."""
+    # Errors name the file, and the stage they are in.
+    here = f"{path}: {where}" if where else str(path)
     unknown = set(doc) - {"study", "matrix", "keep", "quick"}
     if unknown:
         raise StudyError(
-            f"{path}: unknown table(s) {sorted(unknown)}; a study has [study], [matrix], [keep], [quick]"
+            f"{here}: unknown table(s) {sorted(unknown)}; a study has [study], [matrix], [keep], [quick]"
         )
     head = doc.get("study", {})
-    unknown = set(head) - {"name", "title", "base", "paper", "analysis", "reference"}
+    unknown = set(head) - {"name", "title", "base", "paper", "analysis", "reference", "kind"}
     if unknown:
-        raise StudyError(f"{path}: unknown key(s) in [study]: {sorted(unknown)}")
+        raise StudyError(f"{here}: unknown key(s) in [study]: {sorted(unknown)}")
     bases = head.get("base")
     if isinstance(bases, str):
         bases = [bases]
-    if not bases or not all(isinstance(b, str) for b in bases):
-        raise StudyError(f"{path}: [study] base must name one config file or a list of them")
+    if staged and bases is None:
+        bases = []  # each stage names its own
+    elif not bases or not all(isinstance(b, str) for b in bases):
+        raise StudyError(f"{here}: [study] base must name one config file or a list of them")
     base_paths = []
     for b in bases:
         p = path.parent / b
         if not p.is_file():
-            raise StudyError(f"{path}: [study] base {b!r}: no such config file ({p})")
+            raise StudyError(f"{here}: [study] base {b!r}: no such config file ({p})")
         base_paths.append(p)
     entries = dict(doc.get("matrix", {}))
     quick_table = doc.get("quick", {})
     if set(quick_table) - {"matrix"} or not isinstance(quick_table.get("matrix", {}), dict):
         raise StudyError(
-            f"{path}: [quick] holds one table, [quick.matrix]: the matrix keys a quick run changes"
+            f"{here}: [quick] holds one table, [quick.matrix]: the matrix keys a quick run changes"
         )
     for k, v in quick_table.get("matrix", {}).items():
         was = entries.get(k)
         if isinstance(v, list) and isinstance(was, dict) and "cases" in was:
             # A list of case names keeps those cases.
-            unknown = [name for name in v if name not in was["cases"]]
+            unknown = [name for name in v if name not in was.get("only", was["cases"])]
             if unknown or not v:
-                raise StudyError(f"{path}: [quick.matrix] `{k}`: {unknown or v!r}: name cases of [matrix]")
+                raise StudyError(f"{here}: [quick.matrix] `{k}`: {unknown or v!r}: name cases of [matrix]")
             v = {"cases": {name: was["cases"][name] for name in v}}
         elif isinstance(v, dict) and "cases" in v and isinstance(was, dict) and "cases" in was:
             # Cases named here change some of their keys; the others stay.
             merged = {name: dict(c) for name, c in was["cases"].items()}
             for name, c in v["cases"].items():
                 if name not in merged or not isinstance(c, dict):
-                    raise StudyError(f"{path}: [quick.matrix] `{k}`: {name!r} is not a case of [matrix]")
+                    raise StudyError(f"{here}: [quick.matrix] `{k}`: {name!r} is not a case of [matrix]")
                 merged[name].update(c)
-            v = {"cases": merged}
+            v = {**was, "cases": merged}
         if quick:
             entries[k] = v
-    cases = {k: _cases(path, k, v) for k, v in entries.items() if isinstance(v, dict) and "cases" in v}
-    matrix = {k: list(cases[k]) if k in cases else _values(path, k, v) for k, v in entries.items()}
+    if extra:
+        # Computed entries first: the file's keys (cases that keep some VMs,
+        # say) apply over them; a key the file has too is replaced in place.
+        entries = {**{k: v for k, v in extra.items() if k not in entries}, **entries}
+        entries.update({k: v for k, v in extra.items() if k in entries})
+    cases = {k: _cases(here, k, v) for k, v in entries.items() if isinstance(v, dict) and "cases" in v}
+    matrix = {k: list(cases[k]) if k in cases else _values(here, k, v) for k, v in entries.items()}
     if BASE in matrix:
-        raise StudyError(f"{path}: matrix key `base`: list the base configs in [study] base")
+        raise StudyError(f"{here}: matrix key `base`: list the base configs in [study] base")
     keep = doc.get("keep", {})
     for k, v in keep.items():
         if k not in ("job", "vm", "host") or not isinstance(v, list):
-            raise StudyError(f"{path}: [keep] {k}: give job, vm or host = [column names]")
+            raise StudyError(f"{here}: [keep] {k}: give job, vm or host = [column names]")
     reference = head.get("reference")
     if reference is not None:
         if not isinstance(reference, str) or not (path.parent / reference).is_file():
-            raise StudyError(f"{path}: [study] reference {reference!r}: no such file beside the study")
+            raise StudyError(f"{here}: [study] reference {reference!r}: no such file beside the study")
         reference = path.parent / reference
+    kind = head.get("kind", SIMULATE)
+    if kind not in RUN_KINDS:
+        raise StudyError(f"{here}: kind {kind!r}: a run is one of {', '.join(RUN_KINDS)}")
     analysis = head.get("analysis")
     if analysis is not None and not (isinstance(analysis, str) and analysis.isidentifier()):
-        raise StudyError(f"{path}: [study] analysis {analysis!r}: name a module of hvio.analysis")
+        raise StudyError(f"{here}: [study] analysis {analysis!r}: name a module of hvio.analysis")
     return Study(
         path=path,
         name=head.get("name", path.name.removesuffix(".toml").removesuffix(".study")),
@@ -228,6 +392,8 @@ def load_study(path: str | PathLike, *, quick: bool = False) -> Study:
         paper=head.get("paper", ""),
         analysis=analysis,
         reference=reference,
+        kind=kind,
+        quick=quick,
     )
 
 
@@ -271,6 +437,15 @@ def _set(config: dict[str, Any], key: str, value: Any, where: str, missed: list[
                 if not 1 <= value <= len(node[head]):
                     raise StudyError(f"{where}: `{key}` = {value}: keeps 1 to {len(node[head])} elements")
                 node[head] = node[head][:value]
+            elif _names(value) and _tables(node.get(head)):
+                # A list of names keeps the elements with those names, in that order.
+                named = {x.get("name"): x for x in node[head] if isinstance(x, dict)}
+                unknown = [n for n in value if n not in named]
+                if unknown:
+                    raise StudyError(
+                        f"{where}: `{key}`: no element named {unknown[0]!r} (names: {list(named)})"
+                    )
+                node[head] = [named[n] for n in value]
             else:
                 # A copy: a later key of this run may change inside it, and
                 # the next run sets the same value again.
@@ -283,6 +458,16 @@ def _set(config: dict[str, Any], key: str, value: Any, where: str, missed: list[
     if count == 0 and "*" not in key.split("."):
         raise StudyError(f"{where}: `{key}`: {missed[0]}")
     return count
+
+
+def _names(value: Any) -> bool:
+    """A non-empty list of names (strings)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
+
+
+def _tables(value: Any) -> bool:
+    """An array of tables."""
+    return isinstance(value, list) and bool(value) and all(isinstance(x, dict) for x in value)
 
 
 def _settings(study: Study, params: dict[str, Any]) -> dict[str, Any]:
@@ -386,9 +571,12 @@ def _schedulers() -> list[str]:
     return [s["name"] for s in json.loads(_hvio.schedulers())]
 
 
-def run_one(config_json: str, origin: str) -> str:
-    """Simulate one run's config; its result as JSON text. A plain function of
-    strings, so a Dask worker can run it."""
+def run_one(config_json: str, origin: str, kind: str = SIMULATE) -> str:
+    """Run one run's config (simulate it, or for ``kind`` =
+    ``"bench-scheduler"`` time its host scheduler); its result as JSON text.
+    A plain function of strings, so a Dask worker can run it."""
+    if kind == BENCH_SCHEDULER:
+        return _hvio.bench_scheduler(config_json, origin)
     return _hvio.simulate(config_json, origin, json=True)
 
 
@@ -445,13 +633,13 @@ def _result(r: Run, get: Callable[[], str]) -> str:
         raise _failed(r, e) from None
 
 
-def _run_local(todo: list[Run], workers: int, done: Callable[[Run, str], None]) -> None:
+def _run_local(todo: list[Run], workers: int, done: Callable[[Run, str], None], kind: str) -> None:
     if workers <= 1:
         for r in todo:
-            done(r, _result(r, lambda r=r: run_one(r.config_json(), r.origin)))
+            done(r, _result(r, lambda r=r: run_one(r.config_json(), r.origin, kind)))
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_one, r.config_json(), r.origin): r for r in todo}
+        futures = {pool.submit(run_one, r.config_json(), r.origin, kind): r for r in todo}
         try:
             for f in as_completed(futures):
                 done(futures[f], _result(futures[f], f.result))
@@ -461,7 +649,7 @@ def _run_local(todo: list[Run], workers: int, done: Callable[[Run, str], None]) 
             raise
 
 
-def _run_cluster(todo: list[Run], address: str, done: Callable[[Run, str], None]) -> None:
+def _run_cluster(todo: list[Run], address: str, done: Callable[[Run, str], None], kind: str) -> None:
     try:
         from dask.distributed import Client
         from dask.distributed import as_completed as dask_completed
@@ -478,6 +666,7 @@ def _run_cluster(todo: list[Run], address: str, done: Callable[[Run, str], None]
             run_one,
             [r.config_json() for r in todo],
             [r.origin for r in todo],
+            [kind] * len(todo),
             key=[f"hvio-run-{r.key}" for r in todo],
             pure=False,
         )
@@ -522,6 +711,14 @@ def long_form(study: Study, runs: list[Run], results: list[dict[str, Any]]) -> p
     its VM's (``vm_*``) and the host's (``host_*``)."""
     rows = []
     keep = study.keep
+    if study.kind == BENCH_SCHEDULER:
+        # One row per run: its matrix values and what the closed loop measured.
+        for run, res in zip(runs, results):
+            row = {"run": run.index, "key": run.key[:16], **run.params}
+            row.update({k: v for k, v in res.items() if isinstance(v, (int, float, str, bool))})
+            row.update({f"counter_{k}": v for k, v in res.get("counters", [])})
+            rows.append(row)
+        return pd.DataFrame(rows)
     for run, res in zip(runs, results):
         head = {"run": run.index, "key": run.key[:16]}
         if len(study.bases) > 1:
@@ -551,19 +748,29 @@ def sweep(
     workers: int | None = None,
     cache: bool = True,
     progress: bool | None = None,
+    cache_dir: str | PathLike | None = None,
 ) -> Sweep:
     """Run a study's matrix and return a :class:`Sweep` (``.frame`` is the long-form table).
 
     ``workers`` threads run locally (default: every core; 1 runs the runs one
     by one); ``cluster`` sends the runs to that Dask scheduler instead.
     With ``out``, results are cached under ``out/cache`` and written under
-    ``out/sweep/<study>/``; ``cache=False`` computes every run again.
-    ``progress`` shows a bar (default: when stderr is a terminal).
+    ``out/sweep/<study>/``; ``cache_dir`` caches there instead (with no
+    ``out``, nothing else is written); ``cache=False`` computes every run
+    again. ``progress`` shows a bar (default: when stderr is a terminal).
     """
     st = study if isinstance(study, Study) else load_study(study)
+    if st.stages:
+        raise StudyError(f"{st.path}: a study in stages runs with sweep_stages()")
     runs = plan(st)
+    if st.kind == BENCH_SCHEDULER:
+        # A timing measures this machine now: never taken from a cache, and
+        # one at a time, so that no run of it competes with another.
+        cache, cache_dir, workers = False, None, 1
     out_dir = Path(out) if out is not None else None
-    store = _Cache(out_dir / "cache" if out_dir is not None else None)
+    if cache_dir is None and out_dir is not None:
+        cache_dir = out_dir / "cache"
+    store = _Cache(Path(cache_dir) if cache_dir is not None else None)
     texts: dict[int, str] = {}
     if cache:
         for r in runs:
@@ -590,9 +797,9 @@ def sweep(
 
     try:
         if cluster:
-            _run_cluster(todo, cluster, done)
+            _run_cluster(todo, cluster, done, st.kind)
         else:
-            _run_local(todo, workers if workers is not None else (os.cpu_count() or 1), done)
+            _run_local(todo, workers if workers is not None else (os.cpu_count() or 1), done, st.kind)
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -605,6 +812,52 @@ def sweep(
     if out_dir is not None:
         s.out = write(s, out_dir / "sweep" / st.name, texts)
     return s
+
+
+def stage_matrix(study: Study, stage: Study, done: dict[str, Sweep]) -> Study:
+    """``stage`` with the matrix its ``from`` function gives from the stages
+    ``done`` before it: ``analysis.FUNCTION(done)`` returns matrix entries
+    (as a study file writes them: a value, a list, a range, cases), set over
+    the stage's own."""
+    if stage.hook is None:
+        return stage
+    module = importlib.import_module(f"hvio.analysis.{study.analysis}")
+    fn = getattr(module, stage.hook, None)
+    if not callable(fn):
+        raise StudyError(
+            f"{study.path}: stage `{stage.stage}`: from {stage.hook!r}: no function"
+            f" hvio.analysis.{study.analysis}.{stage.hook}"
+        )
+    extra = fn(done)
+    if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
+        raise StudyError(
+            f"{study.path}: stage `{stage.stage}`: {stage.hook}() must return matrix entries {{key: values}}"
+        )
+    assert stage.doc is not None
+    where = f"stage `{stage.stage}` (matrix from {stage.hook}())"
+    built = _study(study.path, stage.doc, stage.quick, where=where, extra=extra)
+    built.stage, built.hook, built.doc = stage.stage, stage.hook, stage.doc
+    return built
+
+
+def sweep_stages(
+    study: str | PathLike | Study, *, matrix: dict[str, list[Any]] | None = None, **kw: Any
+) -> dict[str, Sweep]:
+    """Run a study's stages one after another, each a :func:`sweep` (same
+    keywords; results under ``out/sweep/<study>/<stage>/``); a stage with
+    ``from = "FUNCTION"`` gets its matrix from ``FUNCTION`` of the study's
+    analysis module, given the stages before it (a calibration run, say,
+    whose results size the next runs). ``matrix`` sets keys of every
+    stage's matrix (``{"seed": [1]}``). The sweeps by stage name, in order."""
+    st = study if isinstance(study, Study) else load_study(study)
+    if not st.stages:
+        raise StudyError(f"{st.path}: no [[stage]]: run it with sweep()")
+    done: dict[str, Sweep] = {}
+    for stage in st.stages:
+        stage = stage_matrix(st, stage, done)
+        stage.matrix.update(matrix or {})
+        done[stage.stage or stage.name] = sweep(stage, **kw)
+    return done
 
 
 def write(s: Sweep, where: Path, texts: dict[int, str]) -> Path:

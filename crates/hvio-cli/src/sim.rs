@@ -262,6 +262,11 @@ pub struct ReproduceArgs {
     /// 1, so runs of one experiment do not overwrite each other).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Compute every run of a study again instead of taking the results
+    /// cached in out/cache (by config, seed and hvio build), and refresh
+    /// the cache.
+    #[arg(long)]
+    no_cache: bool,
 }
 
 pub fn reproduce(a: ReproduceArgs) -> Result<()> {
@@ -290,6 +295,9 @@ pub fn reproduce(a: ReproduceArgs) -> Result<()> {
         }
         if let Some(j) = a.json {
             args.extend(["--json".into(), j.into()]);
+        }
+        if a.no_cache {
+            args.push("--no-cache".into());
         }
         return crate::analysis::python_hvio("reproduce", args);
     }

@@ -211,6 +211,19 @@ fn replay(
     serde_json::to_string(&r).map_err(err)
 }
 
+/// Time a host scheduler's own calls on the closed loop of
+/// [`hvio_sim::sched_cost`] (a study's `kind = "bench-scheduler"` run): the
+/// run's config as JSON (`host`, `requests`), `origin` named in errors;
+/// JSON result. Without the GIL, as `simulate`.
+#[pyfunction]
+fn bench_scheduler(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
+    py.allow_threads(|| {
+        let cfg = hvio_sim::sched_cost::parse(text, origin).map_err(err)?;
+        let r = hvio_sim::sched_cost::measure(&cfg).map_err(err)?;
+        serde_json::to_string(&r).map_err(err)
+    })
+}
+
 /// Run a named experiment; JSON report.
 #[pyfunction]
 #[pyo3(signature = (name, quick=false, seed=1))]
@@ -272,6 +285,7 @@ fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(comparison, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_scheduler, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(default_scenario, m)?)?;

@@ -20,6 +20,7 @@ pub mod pagecache;
 pub mod records;
 pub mod replay;
 pub mod report;
+pub mod sched_cost;
 pub mod size;
 pub mod testing;
 pub mod tune;

@@ -7,9 +7,7 @@
 //! their analysis in the Python package (`hvio.analysis`); `hvio reproduce`
 //! hands those to `python3 -m hvio reproduce`.
 
-mod htbs_rates;
 mod meta_paper002;
-pub mod pregather;
 mod reshape_paper001;
 
 use crate::error::{Result, SimError};
@@ -91,8 +89,6 @@ pub struct Experiment {
 
 /// Every experiment, by name.
 pub static EXPERIMENTS: &[Experiment] = &[
-    htbs_rates::EXPERIMENT,
-    pregather::OVERHEAD,
     meta_paper002::TABLE1,
     meta_paper002::ADAPTIVE,
     meta_paper002::FIG5,
