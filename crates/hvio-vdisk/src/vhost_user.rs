@@ -212,6 +212,7 @@ impl BlkDevice {
         // A queue pass under way finishes starting what it took.
         drop(self.reading.write().unwrap_or_else(|p| p.into_inner()));
         let at_stop = *self.in_flight.count.lock().unwrap_or_else(|p| p.into_inner());
+        tracing::info!(vm = %self.name, in_flight = at_stop, "vhost-user: taking no more requests");
         (at_stop, self.in_flight.wait_none(limit))
     }
 

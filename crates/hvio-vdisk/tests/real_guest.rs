@@ -180,13 +180,6 @@ impl Drop for Guest {
     }
 }
 
-/// `key=value` from a guest report line.
-pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
-        .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
-}
-
 /// The sha256 of the first `bytes` of `path`, by coreutils' sha256sum.
 fn sha256_of_prefix(path: &Path, bytes: u64) -> String {
     let out = run(Command::new("sh")

@@ -556,3 +556,10 @@ pub fn promtool_accepts(text: &str) {
         "promtool check metrics:\n{said}\n{text}"
     );
 }
+
+/// `key=value` from a line of `key=value` fields (a guest's report, a log line).
+pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
+}
