@@ -134,6 +134,9 @@ def test_tables_render_numbers_with_their_columns_digits():
         == "T\nrow         a  b\n------  -----  -\nx        1.23  —\nlonger  10.00  3\n"
     )
     assert studies.number_text(10.0) == "10" and studies.number_text(8.2568) == "8.2568"
+    # A format string: a signed percentage.
+    assert studies.cell_text(9.87, "{:+.1f} %", "-") == "+9.9 %"
+    assert studies.cell_text(-0.04, "{:+.1f} %", "-") == "-0.0 %"
 
 
 def test_every_paper_study_names_its_analysis_and_every_number_its_source():

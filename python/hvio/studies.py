@@ -44,7 +44,8 @@ class Table:
 
     title: str
     frame: pd.DataFrame
-    # Decimals of a column's numbers; "e2": scientific, 2 decimals.
+    # Decimals of a column's numbers; "e2": scientific, 2 decimals; a
+    # format string such as "{:+.1f} %" (a signed percentage): as it formats.
     digits: dict[str, int | str] = field(default_factory=dict)
     missing: str = "-"
     # What a column's numbers are printed with after them ("×").
@@ -107,6 +108,8 @@ def cell_text(v: Any, digits: int | str | None, missing: str) -> str:
         return v
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(digits, str) and "{" in digits:
+        return digits.format(v)
     if isinstance(digits, str):
         return exponent_text(v, int(digits.removeprefix("e")))
     if digits is not None:

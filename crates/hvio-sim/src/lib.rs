@@ -38,7 +38,7 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../../experiments/paper000-f
 /// config name its origin (file name) and, when known, the line.
 pub fn run(cfg: &Config) -> Result<SimResult> {
     cfg.check_outputs(&[], &[])?;
-    let device = testing::device_from_table(&cfg.disk, &cfg.base_dir).map_err(|e| cfg.locate(e))?;
+    let device = testing::device_for_run(&cfg.disk, &cfg.base_dir, Some(cfg.seed)).map_err(|e| cfg.locate(e))?;
     run_with_device(cfg, device)
 }
 

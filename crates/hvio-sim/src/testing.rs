@@ -112,6 +112,13 @@ impl Device for SimpleDisk {
 /// above; anything else (the default `hdd`, `disksim`, ...) is
 /// [`hvio_device::DeviceConfig`].
 pub fn device_from_table(t: &toml::Table, base_dir: &std::path::Path) -> Result<Box<dyn Device>> {
+    device_for_run(t, base_dir, None)
+}
+
+/// [`device_from_table`] for a run with seed `seed`: an SSD's
+/// preconditioning that names no seed of its own takes the run's, so
+/// another seed gives another drive, as it gives other requests.
+pub fn device_for_run(t: &toml::Table, base_dir: &std::path::Path, seed: Option<u64>) -> Result<Box<dyn Device>> {
     if t.get("model").and_then(|v| v.as_str()) == Some("simple") {
         if let Some(k) = t.keys().find(|k| *k != "model") {
             return Err(SimError::invalid(
@@ -123,11 +130,16 @@ pub fn device_from_table(t: &toml::Table, base_dir: &std::path::Path) -> Result<
         }
         return Ok(Box::new(SimpleDisk::new(1_953_525_168)));
     }
-    let cfg: hvio_device::DeviceConfig = if t.is_empty() {
+    let mut cfg: hvio_device::DeviceConfig = if t.is_empty() {
         hvio_device::DeviceConfig::default()
     } else {
         device_config(t).map_err(|e| disk_key_error(t, e))?
     };
+    if let (Some(seed), hvio_device::DeviceConfig::Ssd(p)) = (seed, &mut cfg) {
+        if let Some(pc) = p.precondition.as_mut() {
+            pc.seed.get_or_insert(seed);
+        }
+    }
     hvio_device::build_device(&cfg, base_dir).map_err(|e| match e {
         hvio_device::DeviceError::Param { key, value, reason } => SimError::invalid("disk", &key, value, reason),
         e => SimError::Device(format!("[disk]: {e}")),

@@ -196,6 +196,20 @@ fn a_preconditioned_ssd_preset_writes_at_random_far_slower_than_a_fresh_one() {
     assert!(steady < 0.5 * fresh, "fresh {fresh}, preconditioned {steady}");
 }
 
+#[test]
+fn an_ssd_preconditioning_without_a_seed_takes_the_runs() {
+    // The runs' seed is 3: another seed is another steady state.
+    let own = ssd_random_write_iops("precondition = { max_drive_writes = 1 }");
+    assert_eq!(
+        own,
+        ssd_random_write_iops("precondition = { max_drive_writes = 1, seed = 3 }")
+    );
+    assert_ne!(
+        own,
+        ssd_random_write_iops("precondition = { max_drive_writes = 1, seed = 1 }")
+    );
+}
+
 /// One VM with a 1 GiB image of `fragments` extents 64 MiB apart, a
 /// sequential reader of 96 KiB requests over 880 MiB of it (no journal
 /// traffic): the result and its host records as (sector, sectors).

@@ -100,7 +100,7 @@ pub struct Precondition {
     pub tolerance: Option<f64>,
     /// Most random overwrites, in drive writes (default 8).
     pub max_drive_writes: Option<f64>,
-    /// Seed of the overwrite addresses (default 1).
+    /// Seed of the overwrite addresses (default 1; in a simulation, the run's seed).
     pub seed: Option<u64>,
     /// Byte offset of a range trimmed once the overwrites are done (default 0).
     pub trim_offset: Option<u64>,

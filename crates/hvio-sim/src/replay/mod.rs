@@ -244,7 +244,7 @@ where
 {
     replay_with_device(
         cfg,
-        crate::testing::device_from_table(&cfg.disk, &cfg.base_dir).map_err(|e| cfg.locate(e))?,
+        crate::testing::device_for_run(&cfg.disk, &cfg.base_dir, Some(cfg.seed)).map_err(|e| cfg.locate(e))?,
         trace,
         mode,
     )
