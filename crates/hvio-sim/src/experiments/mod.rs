@@ -8,7 +8,6 @@
 //! hands those to `python3 -m hvio reproduce`.
 
 mod meta_paper002;
-mod reshape_paper001;
 
 use crate::error::{Result, SimError};
 use crate::report::Table;
@@ -95,13 +94,6 @@ pub static EXPERIMENTS: &[Experiment] = &[
     meta_paper002::FIG2,
     meta_paper002::TABLE2,
     meta_paper002::FIG7,
-    reshape_paper001::FIG5,
-    reshape_paper001::FIG6,
-    reshape_paper001::FIG7,
-    reshape_paper001::FIG8,
-    reshape_paper001::FIG9,
-    reshape_paper001::DRIVE_STATE,
-    reshape_paper001::FILL,
 ];
 
 /// The experiment called `name`, or an error listing them.

@@ -1,0 +1,94 @@
+"""Paper 001's experiments (``hvio reproduce paper001-*``, studies under
+``experiments/``), quick runs: the direction of each effect as hvio gets it
+(docs/reshape.md, "Results"), and the goals printed as met or missed."""
+
+from __future__ import annotations
+
+import time
+
+import hvio
+import pytest
+
+METAL, BASELINE, RESHAPED = 0, 1, 2
+SEQ, RAND = 0, 1
+
+
+def quick(name: str) -> hvio.api.Report:
+    started = time.perf_counter()
+    r = hvio.reproduce(name, quick=True)
+    print(f"{name} --quick: {time.perf_counter() - started:.1f} s")
+    return r
+
+
+def fio(data, rw: int, system: int, key: str) -> float:
+    """``data[rw].systems[system].result[key]`` of a fio grid."""
+    return data[rw]["systems"][system]["result"][key]
+
+
+def test_fig5_reshaping_speeds_up_random_writes_and_keeps_sequential_ones():
+    r = quick("paper001-fig5")
+    d = r.data
+
+    def bw(rw, s):
+        return fio(d, rw, s, "mb_per_s")
+
+    assert bw(RAND, RESHAPED) > 1.02 * bw(RAND, BASELINE), d
+    assert abs(bw(SEQ, RESHAPED) / bw(SEQ, BASELINE) - 1.0) < 0.10, d
+    # The drive copies less under reshaping's in-order writes.
+    assert fio(d, RAND, RESHAPED, "device_wa") < fio(d, RAND, BASELINE, "device_wa"), d
+    assert bw(RAND, METAL) > 0.0
+    # Numeric cells are numbers, the paper's beside; each goal met or missed.
+    (t,) = r.tables.values()
+    assert t["reshaped vs baseline"].tolist() == pytest.approx(
+        [(bw(rw, RESHAPED) / bw(rw, BASELINE) - 1) * 100 for rw in (SEQ, RAND)]
+    )
+    assert t.iloc[RAND, 5] == 59.0
+    goals = [n for n in r.notes if n.startswith("goal: ")]
+    assert len(goals) == 2 and all(n.split(": ")[-1].startswith(("met (", "missed (")) for n in goals), goals
+
+
+def test_fig6_reshaping_lowers_random_write_latency():
+    d = quick("paper001-fig6").data
+    assert fio(d, RAND, RESHAPED, "mean_latency_ms") < fio(d, RAND, BASELINE, "mean_latency_ms"), d
+
+
+def test_fig7_fileserver_reads_lose_less_than_a_tenth_and_the_drive_copies_less():
+    # The quick run is too short for the write gain of the full one.
+    d = quick("paper001-fig7").data
+    assert d[RESHAPED]["read_mb_per_s"] > 0.9 * d[BASELINE]["read_mb_per_s"], d
+    assert d[RESHAPED]["device_wa"] < d[BASELINE]["device_wa"], d
+
+
+def test_fig8_reshaping_gains_under_every_host_scheduler():
+    d = quick("paper001-fig8").data
+    assert [s["scheduler"] for s in d] == ["noop", "cfq", "deadline"]
+    for s in d:
+        g = s["grid"][RAND]
+        assert g["reshaped"]["mb_per_s"] > g["baseline"]["mb_per_s"], s
+
+
+def test_fig9_reshaping_speeds_up_random_writes_on_nvme():
+    d = quick("paper001-fig9").data
+    assert fio(d, RAND, RESHAPED, "mb_per_s") > fio(d, RAND, BASELINE, "mb_per_s"), d
+
+
+def test_fill_cleaning_grows_with_utilisation():
+    d = quick("paper001-fill").data
+    first, last = d[0]["reshaped"], d[-1]["reshaped"]
+    assert [round(p["utilisation"], 2) for p in d] == [0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    assert last["host_wa"] > first["host_wa"], d
+    assert last["mb_per_s"] < first["mb_per_s"], d
+
+
+def test_drive_state_a_trimmed_image_leaves_nothing_for_reshaping_to_gain():
+    # fio's files are written once: on the image's trimmed range every write
+    # is a first write, which costs the drive the same in any order.
+    d = quick("paper001-drive-state").data
+    trimmed = [r for r in d if r["state"] == "steady state, image trimmed"]
+    assert len(trimmed) == 4, d
+    for r in trimmed:
+        assert abs(r["reshaped"]["mb_per_s"] / r["baseline"]["mb_per_s"] - 1.0) < 0.05, r
+    # At steady state reshaping gains on random writes, as in fig5 and fig9.
+    for r in d:
+        if r["state"] == "steady state" and r["workload"] == "random write":
+            assert r["reshaped"]["mb_per_s"] > r["baseline"]["mb_per_s"], r
