@@ -332,6 +332,27 @@ impl Stats {
     }
 }
 
+impl std::ops::AddAssign<&Stats> for Stats {
+    /// Counts of several reshapers together (the VMs of a host).
+    fn add_assign(&mut self, o: &Stats) {
+        for region in 0..2 {
+            self.guest_write_sectors[region] += o.guest_write_sectors[region];
+            self.guest_write_ios[region] += o.guest_write_ios[region];
+        }
+        self.guest_read_sectors += o.guest_read_sectors;
+        self.guest_read_ios += o.guest_read_ios;
+        self.guest_trim_sectors += o.guest_trim_sectors;
+        self.clean_read_sectors += o.clean_read_sectors;
+        self.clean_write_sectors += o.clean_write_sectors;
+        self.segments_cleaned += o.segments_cleaned;
+        self.log_bytes += o.log_bytes;
+        self.commits += o.commits;
+        self.checkpoint_bytes += o.checkpoint_bytes;
+        self.checkpoints += o.checkpoints;
+        self.flushes += o.flushes;
+    }
+}
+
 /// Which per-segment count [`Reshaper::account`] changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Count {

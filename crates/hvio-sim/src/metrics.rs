@@ -3,7 +3,7 @@
 //! job completion time).
 
 use hdrhistogram::Histogram;
-use hvio_core::{ns_to_ms, ns_to_s, Nanos, SliceGrant};
+use hvio_core::{ns_to_ms, ns_to_s, Nanos, SliceGrant, SECTOR_BYTES};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -200,45 +200,18 @@ pub struct VmResult {
     pub reshape: Option<ReshapeResult>,
 }
 
-/// What address reshaping (paper 001) cost on a VM's host path: the bytes
-/// it wrote to the image besides the guest's data, by purpose, and the
-/// memory of its remap tables.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+/// What address reshaping (paper 001) cost on a VM's host path: the
+/// reshaper's counters and its remap tables at the end. In the JSON result
+/// (`vms[].reshape`, `reshape`) the counters are bytes, with the bytes it
+/// wrote to the image besides the guest's data, by purpose, and the ratios.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReshapeResult {
-    /// Guest data written (both regions).
-    pub guest_write_bytes: u64,
-    /// Of it, to the metadata region (writes the guest flagged as metadata).
-    pub guest_meta_write_bytes: u64,
-    /// Everything written to the image: guest data, cleaning copies, log, checkpoints.
-    pub image_write_bytes: u64,
-    /// Host-side write amplification: image bytes written / guest bytes written.
-    pub write_amplification: f64,
-    /// Guest bytes read from the image.
-    pub guest_read_bytes: u64,
-    /// The host reads they took (a read is split across the extents it touches).
-    pub guest_read_requests: u64,
-    /// Bytes the cleaner read from its victims.
-    pub clean_read_bytes: u64,
-    /// Bytes the cleaner copied to its frontier.
-    pub clean_write_bytes: u64,
-    /// Segments the cleaner emptied.
-    pub segments_cleaned: u64,
-    /// Bytes of log transactions (TX start, remap entries, TX commit).
-    pub log_bytes: u64,
-    /// Log transactions committed.
-    pub commits: u64,
-    /// Bytes of checkpoints of the remap tables.
-    pub checkpoint_bytes: u64,
-    /// Checkpoints written.
-    pub checkpoints: u64,
-    /// Cache flushes before commits.
-    pub flushes: u64,
+    /// The reshaper's counters (sectors and bytes, as it keeps them).
+    pub stats: hvio_reshape::Stats,
     /// Extents in the remap tables at the end.
     pub table_extents: u64,
     /// Memory of the remap tables and their reverse maps at the end.
     pub table_bytes: u64,
-    /// Remap table memory per GiB the guest wrote.
-    pub table_bytes_per_gib_written: f64,
 }
 
 impl ReshapeResult {
@@ -247,41 +220,74 @@ impl ReshapeResult {
         let mut t: Option<ReshapeResult> = None;
         for r in all {
             let s = t.get_or_insert_with(ReshapeResult::default);
-            s.guest_write_bytes += r.guest_write_bytes;
-            s.guest_meta_write_bytes += r.guest_meta_write_bytes;
-            s.image_write_bytes += r.image_write_bytes;
-            s.guest_read_bytes += r.guest_read_bytes;
-            s.guest_read_requests += r.guest_read_requests;
-            s.clean_read_bytes += r.clean_read_bytes;
-            s.clean_write_bytes += r.clean_write_bytes;
-            s.segments_cleaned += r.segments_cleaned;
-            s.log_bytes += r.log_bytes;
-            s.commits += r.commits;
-            s.checkpoint_bytes += r.checkpoint_bytes;
-            s.checkpoints += r.checkpoints;
-            s.flushes += r.flushes;
+            s.stats += &r.stats;
             s.table_extents += r.table_extents;
             s.table_bytes += r.table_bytes;
-        }
-        if let Some(s) = &mut t {
-            s.finish_ratios();
         }
         t
     }
 
-    /// Compute the ratios from the counts.
-    pub fn finish_ratios(&mut self) {
-        let guest = self.guest_write_bytes as f64;
-        self.write_amplification = if guest > 0.0 {
-            self.image_write_bytes as f64 / guest
-        } else {
-            0.0
-        };
-        self.table_bytes_per_gib_written = if guest > 0.0 {
+    /// Guest data written (both regions), bytes.
+    pub fn guest_write_bytes(&self) -> u64 {
+        (self.stats.guest_write_sectors[0] + self.stats.guest_write_sectors[1]) * SECTOR_BYTES
+    }
+
+    /// Of it, to the metadata region (writes the guest flagged as metadata).
+    pub fn guest_meta_write_bytes(&self) -> u64 {
+        self.stats.guest_write_sectors[0] * SECTOR_BYTES
+    }
+
+    /// Bytes the cleaner copied to its frontier.
+    pub fn clean_write_bytes(&self) -> u64 {
+        self.stats.clean_write_sectors * SECTOR_BYTES
+    }
+
+    /// Everything written to the image: guest data, cleaning copies, log, checkpoints.
+    pub fn image_write_bytes(&self) -> u64 {
+        self.guest_write_bytes() + self.clean_write_bytes() + self.stats.log_bytes + self.stats.checkpoint_bytes
+    }
+
+    /// Host-side write amplification: image bytes written / guest bytes written (0 when the guest wrote nothing).
+    pub fn write_amplification(&self) -> f64 {
+        self.stats.write_amplification()
+    }
+
+    /// Remap table memory per GiB the guest wrote (0 when the guest wrote nothing).
+    pub fn table_bytes_per_gib_written(&self) -> f64 {
+        let guest = self.guest_write_bytes() as f64;
+        if guest > 0.0 {
             self.table_bytes as f64 / (guest / (1u64 << 30) as f64)
         } else {
             0.0
-        };
+        }
+    }
+}
+
+impl Serialize for ReshapeResult {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let s = &self.stats;
+        let mut m = ser.serialize_struct("ReshapeResult", 17)?;
+        m.serialize_field("guest_write_bytes", &self.guest_write_bytes())?;
+        m.serialize_field("guest_meta_write_bytes", &self.guest_meta_write_bytes())?;
+        m.serialize_field("image_write_bytes", &self.image_write_bytes())?;
+        m.serialize_field("write_amplification", &self.write_amplification())?;
+        m.serialize_field("guest_read_bytes", &(s.guest_read_sectors * SECTOR_BYTES))?;
+        // The host reads guest reads took (a read is split across the extents it touches).
+        m.serialize_field("guest_read_requests", &s.guest_read_ios)?;
+        m.serialize_field("clean_read_bytes", &(s.clean_read_sectors * SECTOR_BYTES))?;
+        m.serialize_field("clean_write_bytes", &self.clean_write_bytes())?;
+        m.serialize_field("segments_cleaned", &s.segments_cleaned)?;
+        m.serialize_field("log_bytes", &s.log_bytes)?;
+        m.serialize_field("commits", &s.commits)?;
+        m.serialize_field("checkpoint_bytes", &s.checkpoint_bytes)?;
+        m.serialize_field("checkpoints", &s.checkpoints)?;
+        // Cache flushes before commits.
+        m.serialize_field("flushes", &s.flushes)?;
+        m.serialize_field("table_extents", &self.table_extents)?;
+        m.serialize_field("table_bytes", &self.table_bytes)?;
+        m.serialize_field("table_bytes_per_gib_written", &self.table_bytes_per_gib_written())?;
+        m.end()
     }
 }
 

@@ -241,17 +241,17 @@ pub fn reshape_table(r: &SimResult) -> Option<Table> {
     for (name, x) in rows {
         t.row(vec![
             name.to_string(),
-            mb(x.guest_write_bytes),
-            mb(x.image_write_bytes),
-            f(x.write_amplification, 3),
-            mb(x.clean_read_bytes),
-            mb(x.clean_write_bytes),
-            x.segments_cleaned.to_string(),
-            mb(x.log_bytes),
-            mb(x.checkpoint_bytes),
+            mb(x.guest_write_bytes()),
+            mb(x.image_write_bytes()),
+            f(x.write_amplification(), 3),
+            mb(x.stats.clean_read_sectors * hvio_core::SECTOR_BYTES),
+            mb(x.clean_write_bytes()),
+            x.stats.segments_cleaned.to_string(),
+            mb(x.stats.log_bytes),
+            mb(x.stats.checkpoint_bytes),
             x.table_extents.to_string(),
             f(x.table_bytes as f64 / 1024.0, 1),
-            f(x.table_bytes_per_gib_written / 1024.0, 1),
+            f(x.table_bytes_per_gib_written() / 1024.0, 1),
         ]);
     }
     Some(t)

@@ -60,19 +60,19 @@ fn random_writes_reach_the_device_in_order_and_their_cost_is_counted_apart() {
     let r = reshaped.vms[0].reshape.as_ref().expect("the VM reshapes");
     assert!(direct.vms[0].reshape.is_none() && direct.reshape.is_none());
     // Every guest write went through the sequentializer (journal writes too).
-    assert!(r.guest_write_bytes >= 6000 * 4096, "{r:?}");
+    assert!(r.guest_write_bytes() >= 6000 * 4096, "{r:?}");
     assert_eq!(
-        r.image_write_bytes,
-        r.guest_write_bytes + r.clean_write_bytes + r.log_bytes + r.checkpoint_bytes
+        r.image_write_bytes(),
+        r.guest_write_bytes() + r.clean_write_bytes() + r.stats.log_bytes + r.stats.checkpoint_bytes
     );
-    assert!(r.write_amplification >= 1.0);
-    assert!(r.log_bytes > 0 && r.commits > 0, "{r:?}");
+    assert!(r.write_amplification() >= 1.0);
+    assert!(r.stats.log_bytes > 0 && r.stats.commits > 0, "{r:?}");
     // One extent per scattered 4 KiB write, at most.
     assert!(r.table_extents > 0 && r.table_extents <= 6000 + 100, "{r:?}");
-    assert!(r.table_bytes_per_gib_written > 0.0);
+    assert!(r.table_bytes_per_gib_written() > 0.0);
     // The host wrote the image bytes (in MB) and the guest's total is the VM's.
     let host_mb = reshaped.vms[0].host_mb;
-    assert!(host_mb * 1e6 >= r.image_write_bytes as f64, "{host_mb} MB, {r:?}");
+    assert!(host_mb * 1e6 >= r.image_write_bytes() as f64, "{host_mb} MB, {r:?}");
     assert_eq!(reshaped.reshape.as_ref(), Some(r));
     // The SSD's own counters are in the result of an SSD run.
     let device: std::collections::BTreeMap<&str, f64> =
@@ -95,10 +95,10 @@ fn reads_are_split_across_the_extents_they_touch() {
     let rs = r.vms[0].reshape.as_ref().unwrap();
     assert!(r.vms[0].reads > 1000);
     assert!(
-        rs.guest_read_requests as f64 > 2.0 * r.vms[0].reads as f64,
+        rs.stats.guest_read_ios as f64 > 2.0 * r.vms[0].reads as f64,
         "{} guest reads took {} host reads",
         r.vms[0].reads,
-        rs.guest_read_requests
+        rs.stats.guest_read_ios
     );
 }
 

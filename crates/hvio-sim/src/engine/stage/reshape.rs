@@ -104,28 +104,10 @@ impl HostPath for Reshape {
     }
 
     fn reshape(&self) -> Option<ReshapeResult> {
-        let s = self.reshaper.stats();
-        let bytes = |sectors: u64| sectors * SECTOR_BYTES;
-        let guest = bytes(s.guest_write_sectors[0] + s.guest_write_sectors[1]);
-        let mut r = ReshapeResult {
-            guest_write_bytes: guest,
-            guest_meta_write_bytes: bytes(s.guest_write_sectors[0]),
-            image_write_bytes: guest + bytes(s.clean_write_sectors) + s.log_bytes + s.checkpoint_bytes,
-            guest_read_bytes: bytes(s.guest_read_sectors),
-            guest_read_requests: s.guest_read_ios,
-            clean_read_bytes: bytes(s.clean_read_sectors),
-            clean_write_bytes: bytes(s.clean_write_sectors),
-            segments_cleaned: s.segments_cleaned,
-            log_bytes: s.log_bytes,
-            commits: s.commits,
-            checkpoint_bytes: s.checkpoint_bytes,
-            checkpoints: s.checkpoints,
-            flushes: s.flushes,
+        Some(ReshapeResult {
+            stats: self.reshaper.stats().clone(),
             table_extents: self.reshaper.table_extents() as u64,
             table_bytes: self.reshaper.table_bytes(),
-            ..ReshapeResult::default()
-        };
-        r.finish_ratios();
-        Some(r)
+        })
     }
 }
