@@ -23,6 +23,8 @@ use hvio_core::time::ns_to_s;
 use hvio_sched::SwitchPolicy;
 use rayon::prelude::*;
 use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// The paper's four schedulers, in Table I's column order.
 const SCHEDULERS: [&str; 4] = ["cfq", "deadline", "anticipatory", "noop"];
@@ -67,6 +69,15 @@ fn label(index: usize) -> String {
 /// Run sort starting under `plan[0]` and switching to `plan[1]` (when it
 /// differs) as the job enters its shuffle.
 fn run_plan(spec: &JobSpec, cluster: &ClusterSpec, plan: &[usize]) -> Result<ClusterRun> {
+    run_plan_with_backlog(spec, cluster, plan).map(|(run, _)| run)
+}
+
+/// [`run_plan`], and the cluster's backlog as the job entered each phase.
+fn run_plan_with_backlog(
+    spec: &JobSpec,
+    cluster: &ClusterSpec,
+    plan: &[usize],
+) -> Result<(ClusterRun, Vec<node::Backlog>)> {
     let (host, guest) = pair(plan[0]);
     let switches: Vec<node::PhaseSwitch> = plan
         .get(1)
@@ -82,7 +93,7 @@ fn run_plan(spec: &JobSpec, cluster: &ClusterSpec, plan: &[usize]) -> Result<Clu
         })
         .into_iter()
         .collect();
-    node::simulate(
+    node::simulate_with_backlog(
         spec,
         cluster,
         &NodeSpec::new(host, guest, cluster.vms_per_node).with_page_cache(node::hadoop_page_cache()),
@@ -222,9 +233,17 @@ fn run_adaptive(opts: &ExpOptions) -> Result<Report> {
     let (spec, cluster) = setup(opts);
     let space = Space { pairs: 16, phases: 2 };
     // Phase 1 is the map; phase 2 the shuffle and the reduce as one (the
-    // paper's choice for 8 maps per node, whose shuffle is short).
+    // paper's choice for 8 maps per node, whose shuffle is short). Each
+    // run's backlog as the map ended is kept for the phase-by-phase table.
+    let inherited: Mutex<HashMap<Vec<usize>, node::Backlog>> = Mutex::new(HashMap::new());
     let eval = |plan: &[usize]| -> Result<Outcome> {
-        let run = run_plan(&spec, &cluster, plan)?;
+        let (run, backlogs) = run_plan_with_backlog(&spec, &cluster, plan)?;
+        if let Some(b) = backlogs.first() {
+            inherited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(plan.to_vec(), *b);
+        }
         let spans = run.phases.planned(u64::MAX);
         Ok(Outcome {
             phase_s: spans.iter().map(|s| ns_to_s(s.duration())).collect(),
@@ -233,6 +252,7 @@ fn run_adaptive(opts: &ExpOptions) -> Result<Report> {
     };
     let c = tune::compare(space, &eval, 256)?;
     let best = c.brute_force.as_ref().expect("16^2 plans are within the limit");
+    let inherited = inherited.into_inner().unwrap_or_else(|e| e.into_inner());
     let plan_label = |plan: &[usize]| plan.iter().map(|&p| label(p)).collect::<Vec<_>>().join(" -> ");
     let mut t = Table::new(
         "sort: two-phase plans (map | shuffle+reduce), the switch at the shuffle with drain",
@@ -285,11 +305,13 @@ fn run_adaptive(opts: &ExpOptions) -> Result<Report> {
             f(c.profile.total_s[p], 1),
         ]);
     }
+    let (by_phase, by_phase_notes) = phase_by_phase(&c, &inherited);
     let mut report = Report {
-        tables: vec![t, phases],
+        tables: vec![t, by_phase, phases],
         ..Report::default()
     };
-    report.notes = vec![
+    report.notes = by_phase_notes;
+    report.notes.extend([
         format!(
             "Algorithm 1 is {} % over the brute-force optimum with {} runs beyond the {} profiling runs (bound: P x S = 32); the brute force ran {}.",
             f(c.heuristic_gap_pct().unwrap_or(0.0), 2),
@@ -321,9 +343,80 @@ fn run_adaptive(opts: &ExpOptions) -> Result<Report> {
                 c.heuristic.runs
             ),
         ),
-    ];
+    ]);
     report.data = serde_json::to_value(&c).unwrap_or_default();
     Ok(report)
+}
+
+/// Each switching plan (Algorithm 1's, the brute force's) phase by phase
+/// beside the single-pair runs of its two pairs: a single pair's phase-2
+/// time is measured after its own map phase, and a plan's second pair
+/// inherits the first pair's backlog instead (the guests' dirty pages and
+/// queued requests as the map ends), which the profile does not see.
+fn phase_by_phase(c: &tune::Comparison, inherited: &HashMap<Vec<usize>, node::Backlog>) -> (Table, Vec<String>) {
+    let mib = |b: u64| f(b as f64 / f64::from(1 << 20), 0);
+    let mut t = Table::new(
+        "switching plans phase by phase beside the single-pair runs of their pairs (s); the cluster's backlog as the map ended",
+        &[
+            "run",
+            "pairs",
+            "map s",
+            "shuffle+reduce s",
+            "job s",
+            "dirty + write-back MiB",
+            "queued requests",
+        ],
+    );
+    let mut notes = Vec::new();
+    let mut plans: Vec<(&str, &tune::Found)> = vec![("Algorithm 1", &c.heuristic)];
+    if let Some(best) = &c.brute_force {
+        plans.push(("brute force", best));
+    }
+    for (name, found) in plans {
+        let plan = &found.plan;
+        if plan.len() != 2 || plan[0] == plan[1] {
+            continue;
+        }
+        let mut row = |who: String, p: &[usize], o: &Outcome| {
+            let b = inherited.get(p).copied().unwrap_or_default();
+            t.row(vec![
+                who,
+                p.iter().map(|&x| label(x)).collect::<Vec<_>>().join(" -> "),
+                f(o.phase_s[0], 2),
+                f(o.phase_s[1], 2),
+                f(o.total_s(), 2),
+                mib(b.dirty_bytes + b.writeback_bytes),
+                (b.guest_queued + b.host_queued).to_string(),
+            ]);
+        };
+        row(format!("{name}'s plan"), plan, &found.outcome);
+        for &s in plan {
+            row("single pair".into(), &[s, s], &c.profile.single[s]);
+        }
+        let (a, b) = (plan[0], plan[1]);
+        let predicted = c.profile.phase_s[0][a] + c.profile.phase_s[1][b];
+        let backlog = |p: usize| {
+            inherited
+                .get(&vec![p, p])
+                .map_or(0, |x| x.dirty_bytes + x.writeback_bytes)
+        };
+        notes.push(format!(
+            "hvio: {name}'s plan {} -> {}: its shuffle+reduce under {} took {} s, {} s in {}'s own run; the profile's phases add up to {} s, the plan ran {} s. {} left {} MiB dirty or under write-back in the guests as the map ended, {} left {} MiB.",
+            label(a),
+            label(b),
+            label(b),
+            f(found.outcome.phase_s[1], 2),
+            f(c.profile.phase_s[1][b], 2),
+            label(b),
+            f(predicted, 2),
+            f(found.outcome.total_s(), 2),
+            label(a),
+            mib(backlog(a)),
+            label(b),
+            mib(backlog(b)),
+        ));
+    }
+    (t, notes)
 }
 
 pub const FIG2: Experiment = Experiment {
@@ -356,18 +449,8 @@ fn run_fig2(opts: &ExpOptions) -> Result<Report> {
         "job time (s) per benchmark and pair",
         &["pair", "wordcount", "wordcount-no-combiner", "sort"],
     );
-    let mut secs = Vec::new();
-    for (benchmark, _) in PAPER_FIG2 {
-        let spec = JobSpec {
-            input_per_vm: sort.input_per_vm,
-            ..JobSpec::preset(benchmark)
-        };
-        let runs: Vec<f64> = (0..16)
-            .into_par_iter()
-            .map(|p| run_plan(&spec, &cluster, &[p]).map(|r| ns_to_s(r.phases.job())))
-            .collect::<Result<_>>()?;
-        secs.push(runs);
-    }
+    let all: Vec<usize> = (0..16).collect();
+    let secs = benchmark_times(&sort, &cluster, &all)?;
     for p in 0..16 {
         let mut row = vec![label(p)];
         row.extend(secs.iter().map(|s| f(s[p], 1)));
@@ -401,6 +484,26 @@ fn run_fig2(opts: &ExpOptions) -> Result<Report> {
     })
 }
 
+/// Fig. 2's job times: `[benchmark][i]` seconds, each of [`PAPER_FIG2`]'s
+/// benchmarks (with `like`'s input per VM and block size) under
+/// `pairs[i]`, the runs in parallel.
+fn benchmark_times(like: &JobSpec, cluster: &ClusterSpec, pairs: &[usize]) -> Result<Vec<Vec<f64>>> {
+    PAPER_FIG2
+        .iter()
+        .map(|&(benchmark, _)| {
+            let spec = JobSpec {
+                input_per_vm: like.input_per_vm,
+                block: like.block,
+                ..JobSpec::preset(benchmark)
+            };
+            pairs
+                .par_iter()
+                .map(|&p| run_plan(&spec, cluster, &[p]).map(|r| ns_to_s(r.phases.job())))
+                .collect()
+        })
+        .collect()
+}
+
 pub const TABLE2: Experiment = Experiment {
     name: "paper002-table2",
     title: "The non-concurrent shuffle's share of sort against the number of map waves",
@@ -425,16 +528,8 @@ fn run_table2(opts: &ExpOptions) -> Result<Report> {
     let (sort, cluster) = setup(opts);
     // One wave is a block per map slot of every VM.
     let wave = sort.block * sort.map_slots as u64;
-    let runs: Vec<ClusterRun> = PAPER_TABLE2
-        .par_iter()
-        .map(|&(waves, _)| {
-            let spec = JobSpec {
-                input_per_vm: (waves * wave as f64) as u64,
-                ..sort.clone()
-            };
-            run_plan(&spec, &cluster, &[0])
-        })
-        .collect::<Result<_>>()?;
+    let waves: Vec<f64> = PAPER_TABLE2.iter().map(|w| w.0).collect();
+    let runs = wave_runs(&sort, &cluster, &waves)?;
     let mut t = Table::new(
         "sort under (cfq, cfq): the shuffle after the last map, as a share of the job",
         &["waves", "MiB per VM", "job s", "hvio %", "paper %"],
@@ -469,6 +564,22 @@ fn run_table2(opts: &ExpOptions) -> Result<Report> {
     })
 }
 
+/// Table II's runs: sort under (cfq, cfq) with each count of map waves
+/// (a wave is a block per map slot of every VM), in parallel.
+fn wave_runs(sort: &JobSpec, cluster: &ClusterSpec, waves: &[f64]) -> Result<Vec<ClusterRun>> {
+    let wave = sort.block * sort.map_slots as u64;
+    waves
+        .par_iter()
+        .map(|&w| {
+            let spec = JobSpec {
+                input_per_vm: (w * wave as f64) as u64,
+                ..sort.clone()
+            };
+            run_plan(&spec, cluster, &[0])
+        })
+        .collect()
+}
+
 pub const FIG7: Experiment = Experiment {
     name: "paper002-fig7",
     title: "The adaptive plan against (cfq, cfq) and the best single pair across workloads, VMs per node, data per node and nodes",
@@ -496,6 +607,39 @@ fn paper_gains(scenario: &str) -> &'static str {
 /// The largest cluster input (bytes) fig7 brute-forces: the `--quick`
 /// cluster with 1 VM per node or 64 MiB per VM.
 const BRUTE_FORCE_MAX_INPUT: u64 = 256 << 20;
+
+/// One scenario of Fig. 7: the profile, Algorithm 1 and (with `brute`)
+/// the brute force over two-phase plans (map | shuffle+reduce) of the
+/// candidate `pairs` (indices into the 16; a plan's entries index `pairs`).
+struct Adapted {
+    profile: tune::Profile,
+    found: tune::Found,
+    brute: Option<tune::Found>,
+}
+
+fn adapt(spec: &JobSpec, cluster: &ClusterSpec, pairs: &[usize], brute: bool) -> Result<Adapted> {
+    let space = Space {
+        pairs: pairs.len(),
+        phases: 2,
+    };
+    let eval = |plan: &[usize]| -> Result<Outcome> {
+        let plan: Vec<usize> = plan.iter().map(|&i| pairs[i]).collect();
+        let run = run_plan(spec, cluster, &plan)?;
+        let spans = run.phases.planned(u64::MAX);
+        Ok(Outcome {
+            phase_s: spans.iter().map(|s| ns_to_s(s.duration())).collect(),
+            switch_s: vec![0.0; 2],
+        })
+    };
+    let profile = tune::profile(space, &eval)?;
+    let found = tune::algorithm1(space, &profile, &eval)?;
+    let brute = if brute {
+        Some(tune::brute_force(space, &eval, pairs.len().pow(2))?)
+    } else {
+        None
+    };
+    Ok(Adapted { profile, found, brute })
+}
 
 fn run_fig7(opts: &ExpOptions) -> Result<Report> {
     let (sort, cluster) = setup(opts);
@@ -564,28 +708,15 @@ fn run_fig7(opts: &ExpOptions) -> Result<Report> {
     let mut data = Vec::new();
     let mut gains: Vec<(&str, f64)> = Vec::new();
     let mut gaps: Vec<(f64, usize)> = Vec::new();
+    let all: Vec<usize> = (0..space.pairs).collect();
     for (figure, name, spec, cluster) in &scenarios {
-        let eval = |plan: &[usize]| -> Result<Outcome> {
-            let run = run_plan(spec, cluster, plan)?;
-            let spans = run.phases.planned(u64::MAX);
-            Ok(Outcome {
-                phase_s: spans.iter().map(|s| ns_to_s(s.duration())).collect(),
-                switch_s: vec![0.0; 2],
-            })
-        };
-        let profile = tune::profile(space, &eval)?;
-        let found = tune::algorithm1(space, &profile, &eval)?;
-        let single = profile.best_single();
-        let adaptive = found.outcome.total_s();
-        let gain = |reference: f64| (reference - adaptive) / reference * 100.0;
         // The brute force's 256 runs where the cluster's input is small
         // enough for them to take minutes, not hours.
         let input = spec.input_per_vm * cluster.vms() as u64;
-        let brute = if input <= BRUTE_FORCE_MAX_INPUT {
-            Some(tune::brute_force(space, &eval, 256)?)
-        } else {
-            None
-        };
+        let Adapted { profile, found, brute } = adapt(spec, cluster, &all, input <= BRUTE_FORCE_MAX_INPUT)?;
+        let single = profile.best_single();
+        let adaptive = found.outcome.total_s();
+        let gain = |reference: f64| (reference - adaptive) / reference * 100.0;
         let gap = brute
             .as_ref()
             .map(|b| (adaptive - b.outcome.total_s()) / b.outcome.total_s() * 100.0);
@@ -803,6 +934,120 @@ mod tests {
         assert_eq!(pair(3 * 4 + 1), ("noop", "deadline"));
         assert_eq!(code(3 * 4 + 1), "nd");
         assert_eq!(goal(true, "x", "1 %".into()), "goal met: x (hvio: 1 %).");
+    }
+
+    /// The tests' cluster: 2 nodes × 1 VM, 32 MiB per VM in 16 MiB blocks
+    /// (two maps per VM, one wave), a sixteenth of `--quick`'s data per
+    /// node, so that a debug build runs it in seconds.
+    fn tiny() -> (JobSpec, ClusterSpec) {
+        (
+            JobSpec {
+                input_per_vm: 32 << 20,
+                block: 16 << 20,
+                ..JobSpec::preset(Benchmark::Sort)
+            },
+            ClusterSpec {
+                nodes: 2,
+                vms_per_node: 1,
+                ..ClusterSpec::default()
+            },
+        )
+    }
+
+    #[test]
+    fn fig2_the_heavier_benchmarks_take_longer_and_a_noop_guest_helps_wordcount_without_combiner() {
+        let (sort, cluster) = tiny();
+        // (cfq, cfq) and (cfq, noop).
+        let secs = benchmark_times(&sort, &cluster, &[0, 3]).unwrap();
+        let [wordcount, no_combiner, sort] = [&secs[0], &secs[1], &secs[2]];
+        // Without its combiner wordcount spills, shuffles and merges 1.7
+        // times its input; sort moves its whole input through every stage.
+        assert!(no_combiner[0] > wordcount[0], "{secs:?}");
+        assert!(sort[0] > wordcount[0], "{secs:?}");
+        // Fig. 2-b: the paper's two best pairs for wordcount without
+        // combiner have a noop guest; (cfq, cfq) is not the best pair.
+        assert!(no_combiner[1] < no_combiner[0], "{secs:?}");
+    }
+
+    #[test]
+    fn table2_the_shuffle_after_the_last_map_shrinks_with_more_waves() {
+        let (sort, cluster) = tiny();
+        let runs = wave_runs(&sort, &cluster, &[1.0, 3.0]).unwrap();
+        let share: Vec<f64> = runs.iter().map(|r| r.phases.non_concurrent_shuffle_pct()).collect();
+        assert_eq!(runs[0].progress.maps_done.len(), 4);
+        assert_eq!(runs[1].progress.maps_done.len(), 12);
+        assert!(runs[1].phases.job() > runs[0].phases.job());
+        // Table II: 29.5 % at one wave, 5.3 % at three.
+        assert!(share[0] > share[1], "{share:?}");
+        assert!(share[1] > 0.0, "{share:?}");
+    }
+
+    #[test]
+    fn fig7_algorithm1_stays_within_its_run_bound_and_the_brute_force_is_the_optimum() {
+        let (sort, cluster) = tiny();
+        // (cfq, cfq), (cfq, noop), (deadline, anticipatory).
+        let pairs = [0, 3, 6];
+        let Adapted { profile, found, brute } = adapt(&sort, &cluster, &pairs, true).unwrap();
+        let brute = brute.unwrap();
+        assert_eq!(profile.runs, 3);
+        assert!(found.runs <= 2 * 3, "{} runs", found.runs);
+        assert_eq!(brute.runs, 9);
+        assert!(brute.outcome.total_s() <= found.outcome.total_s());
+        assert!(profile.total_s.iter().all(|&t| brute.outcome.total_s() <= t));
+        // Each reported time is the simulator's for that plan: a run of
+        // the plan again gives it to the nanosecond's rounding.
+        let plan: Vec<usize> = found.plan.iter().map(|&i| pairs[i]).collect();
+        let again = run_plan(&sort, &cluster, &plan).unwrap();
+        assert!((ns_to_s(again.phases.job()) - found.outcome.total_s()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_switching_plan_is_shown_beside_its_pairs_single_runs_with_their_backlogs() {
+        // A made-up job of two pairs: pair 1's phase 2 is fast in its own
+        // run, slower after pair 0's map phase.
+        let eval = |plan: &[usize]| -> Result<Outcome> {
+            let second = match (plan[0], plan[1]) {
+                (0, 0) => 20.0,
+                (1, 1) => 15.0,
+                _ => 18.0,
+            };
+            Ok(Outcome {
+                phase_s: vec![if plan[0] == 0 { 10.0 } else { 16.0 }, second],
+                switch_s: vec![0.0; 2],
+            })
+        };
+        let c = tune::compare(Space { pairs: 2, phases: 2 }, &eval, 4).unwrap();
+        assert_eq!(c.heuristic.plan, vec![0, 1]);
+        let backlog = |mib: u64| node::Backlog {
+            dirty_bytes: mib << 20,
+            ..node::Backlog::default()
+        };
+        let inherited: HashMap<Vec<usize>, node::Backlog> = [
+            (vec![0, 0], backlog(160)),
+            (vec![1, 1], backlog(100)),
+            (vec![0, 1], backlog(160)),
+        ]
+        .into();
+        let (table, notes) = phase_by_phase(&c, &inherited);
+        // Algorithm 1's plan and the brute force's (the same), each beside
+        // its two pairs' single runs.
+        assert_eq!(table.rows.len(), 6);
+        assert_eq!(notes.len(), 2);
+        assert!(
+            notes[0].contains("took 18.00 s, 15.00 s in (cfq, deadline)'s own run"),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[0].contains("add up to 25.00 s, the plan ran 28.00 s"),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            notes[0].contains("160 MiB") && notes[0].contains("100 MiB"),
+            "{}",
+            notes[0]
+        );
     }
 
     #[test]

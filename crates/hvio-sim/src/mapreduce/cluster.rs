@@ -40,6 +40,9 @@ pub struct ClusterRun {
     pub phases: Phases,
     /// When the job entered each phase after the first.
     pub boundaries: Vec<(PhaseKind, Nanos)>,
+    /// The bytes the job had moved as it entered each phase of
+    /// `boundaries`: the work a plan's next pair finds done.
+    pub entered_with: Vec<JobStats>,
     /// Bytes the job moved, by purpose.
     pub stats: JobStats,
 }
@@ -66,10 +69,11 @@ pub fn run<N: NodeIo>(
         vcpus: Shared::new(vec![1.0; cluster.vms()]),
         vms_per_node: cluster.vms_per_node,
         boundaries: Vec::new(),
+        entered_with: Vec::new(),
     };
     let mut now = 0;
     let first = job.start(now);
-    fabric.dispatch(first, now, nodes, &mut on_phase)?;
+    fabric.dispatch(first, now, nodes, job, &mut on_phase)?;
     while !job.done() {
         let next = nodes
             .iter()
@@ -93,7 +97,7 @@ pub fn run<N: NodeIo>(
         done.sort_unstable();
         for (at, id) in done {
             let actions = job.complete(id, at);
-            fabric.dispatch(actions, now, nodes, &mut on_phase)?;
+            fabric.dispatch(actions, now, nodes, job, &mut on_phase)?;
         }
     }
     let progress = job.progress().clone();
@@ -102,6 +106,7 @@ pub fn run<N: NodeIo>(
         progress,
         phases,
         boundaries: fabric.boundaries,
+        entered_with: fabric.entered_with,
         stats: job.stats().clone(),
     })
 }
@@ -112,6 +117,7 @@ struct Fabric {
     vcpus: Shared,
     vms_per_node: usize,
     boundaries: Vec<(PhaseKind, Nanos)>,
+    entered_with: Vec<JobStats>,
 }
 
 impl Fabric {
@@ -120,6 +126,7 @@ impl Fabric {
         actions: Vec<Action>,
         now: Nanos,
         nodes: &mut [N],
+        job: &Job,
         on_phase: &mut impl FnMut(PhaseKind, Nanos, &mut [N]) -> Result<()>,
     ) -> Result<()> {
         for action in actions {
@@ -129,6 +136,7 @@ impl Fabric {
                 Action::Send { id, from, to, bytes } => self.network.add(id, vec![2 * from, 2 * to + 1], bytes),
                 Action::Entered(kind) => {
                     self.boundaries.push((kind, now));
+                    self.entered_with.push(job.stats().clone());
                     on_phase(kind, now, nodes)?;
                 }
             }

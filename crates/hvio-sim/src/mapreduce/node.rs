@@ -139,6 +139,31 @@ struct Guest {
     cache: Option<Cache>,
 }
 
+/// A node's backlog at one instant ([`HostNode::backlog`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Backlog {
+    /// Bytes dirty in the guests' page caches, not yet under write-back.
+    pub dirty_bytes: u64,
+    /// Bytes under write-back.
+    pub writeback_bytes: u64,
+    /// Requests queued or in flight in the guest schedulers.
+    pub guest_queued: usize,
+    /// Requests queued or in flight in the host scheduler.
+    pub host_queued: usize,
+}
+
+impl Backlog {
+    /// Two backlogs together (two nodes').
+    pub fn plus(self, other: Backlog) -> Backlog {
+        Backlog {
+            dirty_bytes: self.dirty_bytes + other.dirty_bytes,
+            writeback_bytes: self.writeback_bytes + other.writeback_bytes,
+            guest_queued: self.guest_queued + other.guest_queued,
+            host_queued: self.host_queued + other.host_queued,
+        }
+    }
+}
+
 /// One physical node; see the module doc.
 pub struct HostNode {
     host: Driver,
@@ -279,6 +304,24 @@ impl HostNode {
     /// The scheduler pair running now (host, guest).
     pub fn pair(&self) -> (&'static str, &'static str) {
         (self.host.name(), self.guests[0].driver.name())
+    }
+
+    /// What the node holds at this instant: bytes dirty and under
+    /// write-back in its guests' page caches, requests queued in the guest
+    /// schedulers and in the host's.
+    pub fn backlog(&self) -> Backlog {
+        let mut b = Backlog {
+            host_queued: self.host.queued() + self.host.in_flight(),
+            ..Backlog::default()
+        };
+        for g in &self.guests {
+            b.guest_queued += g.driver.queued() + g.driver.in_flight();
+            if let Some(c) = &g.cache {
+                b.dirty_bytes += c.pages.nr_dirty() * PAGE_BYTES;
+                b.writeback_bytes += c.pages.nr_writeback() * PAGE_BYTES;
+            }
+        }
+        b
     }
 
     /// Whether a switch is still in progress anywhere on the node.
@@ -624,6 +667,19 @@ pub fn simulate(
     disk: &toml::Table,
     switches: &[PhaseSwitch],
 ) -> Result<super::cluster::ClusterRun> {
+    simulate_with_backlog(job, cluster, node, disk, switches).map(|(run, _)| run)
+}
+
+/// [`simulate`], and the cluster's backlog (every node's summed) as the
+/// job entered each phase of the run's `boundaries`, before any switch
+/// there: what a plan's next pair inherits from the one before.
+pub fn simulate_with_backlog(
+    job: &super::spec::JobSpec,
+    cluster: &super::spec::ClusterSpec,
+    node: &NodeSpec,
+    disk: &toml::Table,
+    switches: &[PhaseSwitch],
+) -> Result<(super::cluster::ClusterRun, Vec<Backlog>)> {
     let node = NodeSpec {
         vms: cluster.vms_per_node,
         ..node.clone()
@@ -637,14 +693,22 @@ pub fn simulate(
         })
         .collect::<Result<Vec<_>>>()?;
     let mut job = super::job::Job::new(job, cluster)?;
-    super::cluster::run(&mut job, &mut nodes, cluster, |kind, now, nodes| {
+    let mut backlogs = Vec::new();
+    let run = super::cluster::run(&mut job, &mut nodes, cluster, |kind, now, nodes| {
+        backlogs.push(
+            nodes
+                .iter()
+                .map(HostNode::backlog)
+                .fold(Backlog::default(), Backlog::plus),
+        );
         for s in switches.iter().filter(|s| s.at == kind) {
             for n in nodes.iter_mut() {
                 n.switch(s.host.as_deref(), s.guest.as_deref(), s.policy, now)?;
             }
         }
         Ok(())
-    })
+    })?;
+    Ok((run, backlogs))
 }
 
 /// Paper 002's switch-cost benchmark (§IV.B) on one node: every VM writes
