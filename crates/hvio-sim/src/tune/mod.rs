@@ -17,5 +17,8 @@ pub mod switch_cost;
 pub mod workload;
 
 pub use plan::{PhaseConfig, PhasePlan, Step, When};
-pub use search::{algorithm1, brute_force, compare, profile, Comparison, Found, Outcome, Plan, Profile, Space};
+pub use search::{
+    algorithm1, algorithm1_walk, brute_force, compare, profile, Comparison, Found, Outcome, Plan, Profile, Space,
+    Walked,
+};
 pub use switch_cost::{measure, CostRun, SwitchCosts};

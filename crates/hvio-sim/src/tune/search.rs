@@ -17,6 +17,11 @@
 //!   job faster and stops at the first that does not; then the phase is
 //!   fixed. At most `S` new runs per phase, `P × S` in all.
 //! - [`brute_force`]: every one of the `S^P` plans, for small `S` and `P`.
+//! - [`algorithm1_walk`]: Algorithm 1, and the fastest plan among every run
+//!   the profile and the walk made ([`Walked::fastest_run`]). The paper's
+//!   walk stops at the first candidate that does not help and never looks
+//!   back, so its plan can be slower than a single pair the profile already
+//!   ran; the fastest run costs no run of its own.
 //!
 //! Runs are independent, so every batch (the profile, the brute force, the
 //! two plans a step of the walk compares) runs on rayon's pool, one run per
@@ -141,6 +146,9 @@ pub struct Comparison {
     pub heuristic: Found,
     /// `None` when `S^P` is over the brute-force limit.
     pub brute_force: Option<Found>,
+    /// The fastest plan among every run of the profile and of Algorithm 1
+    /// (see [`Walked::fastest_run`]).
+    pub fastest_run: Found,
 }
 
 impl Comparison {
@@ -149,6 +157,13 @@ impl Comparison {
         self.brute_force
             .as_ref()
             .map(|best| pct_over(self.heuristic.outcome.total_s(), best.outcome.total_s()))
+    }
+
+    /// How much longer the fastest run's job is than the optimum's, in percent.
+    pub fn fastest_run_gap_pct(&self) -> Option<f64> {
+        self.brute_force
+            .as_ref()
+            .map(|best| pct_over(self.fastest_run.outcome.total_s(), best.outcome.total_s()))
     }
 
     /// How much shorter the heuristic's job is than the best single pair's, in percent.
@@ -319,6 +334,24 @@ pub fn algorithm1<F>(space: Space, profile: &Profile, eval: &F) -> Result<Found>
 where
     F: Fn(&[usize]) -> Result<Outcome> + Sync,
 {
+    algorithm1_walk(space, profile, eval).map(|w| w.found)
+}
+
+/// What [`algorithm1_walk`] gives.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Walked {
+    /// Algorithm 1's plan.
+    pub found: Found,
+    /// The fastest plan among the profile's runs and the walk's (the
+    /// lowest plan on a tie); its `runs` is 0: it needed no run of its own.
+    pub fastest_run: Found,
+}
+
+/// [`algorithm1`], and the fastest of every plan the profile and the walk ran.
+pub fn algorithm1_walk<F>(space: Space, profile: &Profile, eval: &F) -> Result<Walked>
+where
+    F: Fn(&[usize]) -> Result<Outcome> + Sync,
+{
     check_space(space)?;
     if profile.phase_s.len() != space.phases || profile.single.len() != space.pairs {
         return Err(SimError::Other(format!(
@@ -333,7 +366,16 @@ where
     for (s, outcome) in profile.single.iter().enumerate() {
         runs.keep(vec![s; space.phases], outcome.clone());
     }
-    walk(&runs, profile)
+    let found = walk(&runs, profile)?;
+    let done = runs.done.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (plan, outcome) = done
+        .into_iter()
+        .min_by(|(a, x), (b, y)| x.total_s().total_cmp(&y.total_s()).then_with(|| a.cmp(b)))
+        .expect("the profile ran every single pair");
+    Ok(Walked {
+        found,
+        fastest_run: Found { plan, outcome, runs: 0 },
+    })
 }
 
 fn walk<F>(runs: &Runs<'_, F>, profile: &Profile) -> Result<Found>
@@ -426,7 +468,10 @@ where
     F: Fn(&[usize]) -> Result<Outcome> + Sync,
 {
     let profile = profile(space, eval)?;
-    let heuristic = algorithm1(space, &profile, eval)?;
+    let Walked {
+        found: heuristic,
+        fastest_run,
+    } = algorithm1_walk(space, &profile, eval)?;
     let within_limit = u32::try_from(space.phases)
         .ok()
         .and_then(|p| space.pairs.checked_pow(p))
@@ -442,6 +487,7 @@ where
         profile,
         heuristic,
         brute_force,
+        fastest_run,
     })
 }
 
@@ -553,6 +599,10 @@ mod tests {
         assert_eq!(best.outcome.total_s(), 27.0);
         let gap = c.heuristic_gap_pct().unwrap();
         assert!((gap - 100.0 / 27.0).abs() < 1e-9, "gap {gap}");
+        // The profile already ran [2, 2]: the fastest run is the optimum.
+        assert_eq!(c.fastest_run.plan, vec![2, 2]);
+        assert_eq!(c.fastest_run_gap_pct(), Some(0.0));
+        assert_eq!(c.fastest_run.runs, 0);
     }
 
     #[test]
@@ -665,6 +715,12 @@ mod tests {
             for total in &c.profile.total_s {
                 prop_assert!(best.outcome.total_s() <= *total);
             }
+            // The fastest run is never slower than Algorithm 1's plan or
+            // any single pair, nor faster than the optimum.
+            prop_assert!(c.fastest_run.outcome.total_s() <= c.heuristic.outcome.total_s());
+            prop_assert!(c.fastest_run.outcome.total_s() <= c.profile.total_s[c.best_single]);
+            prop_assert!(c.fastest_run.outcome.total_s() >= best.outcome.total_s());
+            prop_assert_eq!(&c.fastest_run.outcome, &table.run(&c.fastest_run.plan).unwrap());
             // Each reported outcome is the evaluator's for its plan.
             prop_assert_eq!(&c.heuristic.outcome, &table.run(&c.heuristic.plan).unwrap());
             prop_assert_eq!(&best.outcome, &table.run(&best.plan).unwrap());

@@ -251,7 +251,10 @@ pub fn tune(cfg: &Config, opts: &TuneOptions, progress: &(dyn Fn() + Sync)) -> R
     let (default, profile) = rayon::join(|| run(&base), || search::profile(space, &eval));
     let default_s = outcome(&default?, by_phase, space.phases)?.total_s();
     let profile = profile?;
-    let heuristic = search::algorithm1(space, &profile, &eval)?;
+    let search::Walked {
+        found: heuristic,
+        fastest_run,
+    } = search::algorithm1_walk(space, &profile, &eval)?;
     let brute_force: Option<Found> = if opts.brute_force {
         Some(search::brute_force(space, &eval, BRUTE_FORCE_LIMIT)?)
     } else {
@@ -267,6 +270,7 @@ pub fn tune(cfg: &Config, opts: &TuneOptions, progress: &(dyn Fn() + Sync)) -> R
         profile,
         heuristic,
         brute_force,
+        fastest_run,
     };
     Ok(Tuned {
         predicted_s,
