@@ -1080,10 +1080,16 @@ impl Scheduler for Pregather {
         if q != a.vm || a.vm == ASYNC_QUEUE || self.vms[&a.vm].in_flight > 0 {
             return;
         }
-        // Algorithm 1.
-        let neighbour_distance = self.nearest_other(a.vm).map(|(_, _, d)| d);
+        // Algorithm 1. Only its coarse branch (the served VM has nothing
+        // pending) compares AvgD with the nearest other VM's request, so the
+        // other VMs' queues are searched only then, not at every completion.
+        let vm_pending = !self.vms[&a.vm].queue.is_empty();
+        let neighbour_distance = if vm_pending {
+            None
+        } else {
+            self.nearest_other(a.vm).map(|(_, _, d)| d)
+        };
         let v = self.vms.get_mut(&a.vm).expect("active VM is known");
-        let vm_pending = !v.queue.is_empty();
         let unit = if vm_pending {
             v.nav.unit_at(rq.sector, now)
         } else {

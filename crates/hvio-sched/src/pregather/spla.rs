@@ -47,7 +47,8 @@ pub struct ArmInput {
     /// `size(VM_x)` in sectors.
     pub image: Sector,
     /// `|P(neighbor(VM_x).PR) − P(LR)|`: distance to the closest pending
-    /// request of another VM (None when no other VM has one).
+    /// request of another VM (None when no other VM has one). Read only
+    /// when `vm_pending` is false: the caller need not search otherwise.
     pub neighbour_distance: Option<Sector>,
     /// The sub-region unit containing `P(LR)`, from the vNavigator.
     pub unit: Option<Unit>,
