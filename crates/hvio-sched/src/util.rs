@@ -361,50 +361,6 @@ impl SortedIndex {
     }
 }
 
-/// A set of sort keys in order, on the same chunked index as
-/// [`SortedFifo`] (for a subset of a queue's requests, such as its sync ones).
-#[derive(Debug, Default, Clone)]
-pub struct SortedKeys(SortedIndex);
-
-impl SortedKeys {
-    /// Adds `key` (nothing changes if it is present).
-    pub fn insert(&mut self, key: SortKey) {
-        self.0.insert(pack(key), 0);
-    }
-
-    /// Removes `key` if present.
-    pub fn remove(&mut self, key: SortKey) {
-        self.0.remove(pack(key));
-    }
-
-    /// Whether the set holds no key.
-    pub fn is_empty(&self) -> bool {
-        self.0.chunks.is_empty()
-    }
-
-    /// Removes every key.
-    pub fn clear(&mut self) {
-        *self = SortedKeys::default();
-    }
-
-    /// The last key before `key` and the first at or after it.
-    pub fn around(&self, key: SortKey) -> (Option<SortKey>, Option<SortKey>) {
-        let (b, a) = self.0.around(pack(key));
-        let k = |(ci, pos): Place| unpack(self.0.chunks[ci].keys[pos]);
-        (b.map(k), a.map(k))
-    }
-
-    /// The last key strictly before `key`.
-    pub fn before(&self, key: SortKey) -> Option<SortKey> {
-        self.around(key).0
-    }
-
-    /// The smallest key.
-    pub fn first(&self) -> Option<SortKey> {
-        self.0.chunks.first().map(|c| unpack(c.keys[0]))
-    }
-}
-
 /// A queued request: its deadline and its deque sequence number (`LATE`
 /// if it is in `late`). One cache line each.
 #[derive(Debug, Clone, Copy)]

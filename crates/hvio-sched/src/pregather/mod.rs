@@ -180,7 +180,7 @@ pub mod spla;
 pub mod timeslice;
 pub mod vnavigator;
 
-use super::util::{back_mergeable, key, SortKey, SortedFifo, SortedKeys};
+use super::util::{back_mergeable, key, SortKey, SortedFifo};
 use super::SchedulerSpec;
 use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, RequestId, SchedContext, Scheduler, Sector, SeekModel, SliceGrant,
@@ -388,61 +388,101 @@ fn build(p: Params, ctx: &SchedContext) -> Box<dyn Scheduler> {
     Box::new(Pregather::new(&p, ctx))
 }
 
-/// A VM's sorted queue and EDF queue (§4.3): one [`SortedFifo`] (the
-/// requests in sector order and in deadline order, O(log n) without a
-/// node per request), and the keys of its sync requests beside it.
+/// A VM's sorted queue and EDF queue (§4.3): its sync and its async
+/// requests each in a [`SortedFifo`] of their own (sector order and
+/// deadline order, O(log n) without a node per request). A request is in
+/// one index only, so an arrival or a dispatch updates one; the few
+/// questions about both kinds (the nearest request to the head, the EDF
+/// head, a run) ask both and keep the answer in sector or deadline order.
 #[derive(Debug, Default, Clone)]
 struct VmQueue {
-    sorted: SortedFifo,
-    /// The keys of the sync requests among `sorted` (choice 15).
-    sync: SortedKeys,
+    /// The sync requests (choice 15).
+    sync_rqs: SortedFifo,
+    /// The other requests.
+    async_rqs: SortedFifo,
+}
+
+/// The earlier of two optional keys or values (either may be missing).
+fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) | (None, x) => x,
+    }
 }
 
 impl VmQueue {
     fn insert(&mut self, rq: Request, deadline: Nanos) {
-        self.sorted.insert(rq, deadline);
         if rq.sync {
-            self.sync.insert(key(&rq));
+            self.sync_rqs.insert(rq, deadline);
+        } else {
+            self.async_rqs.insert(rq, deadline);
         }
     }
 
     fn remove(&mut self, k: SortKey) -> Request {
-        let rq = self.sorted.remove(k).expect("dispatching a queued request");
-        if rq.sync {
-            self.sync.remove(k);
-        }
-        rq
+        self.sync_rqs
+            .remove(k)
+            .or_else(|| self.async_rqs.remove(k))
+            .expect("dispatching a queued request")
+    }
+
+    fn get(&self, k: SortKey) -> Option<&Request> {
+        self.sync_rqs.get(k).or_else(|| self.async_rqs.get(k))
     }
 
     fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
+        self.sync_rqs.is_empty() && self.async_rqs.is_empty()
+    }
+
+    fn has_sync(&self) -> bool {
+        !self.sync_rqs.is_empty()
     }
 
     /// Remove every request, in sector order.
     fn take_all(&mut self) -> Vec<Request> {
-        self.sync.clear();
-        self.sorted.take_all()
+        let mut all = self.sync_rqs.take_all();
+        all.extend(self.async_rqs.take_all());
+        all.sort_unstable_by_key(key);
+        all
+    }
+
+    /// The keys of the last request before `k` and of the first at or
+    /// after it, of either kind.
+    fn around_keys(&self, k: SortKey) -> (Option<SortKey>, Option<SortKey>) {
+        let (sb, sa) = self.sync_rqs.around_keys(k);
+        let (ab, aa) = self.async_rqs.around_keys(k);
+        (sb.max(ab), earlier(sa, aa))
     }
 
     /// Grow the queued request nearest below `rq` by `rq.sectors` when
     /// [`back_mergeable`] allows it; it keeps its key and deadline.
     fn back_merge(&mut self, rq: &Request, max_sectors: u32) -> Option<RequestId> {
-        self.sorted.back_merge(rq, max_sectors)
+        let below = (rq.sector, 0);
+        let (sync_prev, async_prev) = (self.sync_rqs.around_keys(below).0, self.async_rqs.around_keys(below).0);
+        match sync_prev.max(async_prev) {
+            None => None,
+            Some(_) if sync_prev > async_prev => self.sync_rqs.back_merge(rq, max_sectors),
+            Some(_) => self.async_rqs.back_merge(rq, max_sectors),
+        }
     }
 
     fn edf_head(&self) -> Option<(Nanos, SortKey)> {
-        self.sorted.fifo_head().map(|(dl, rq)| (dl, key(rq)))
+        let head = |q: &SortedFifo| q.fifo_head().map(|(dl, rq)| (dl, rq.id, key(rq)));
+        earlier(head(&self.sync_rqs), head(&self.async_rqs)).map(|(dl, _, k)| (dl, k))
     }
 
     fn deadline(&self, k: SortKey) -> Nanos {
-        self.sorted.deadline(k).expect("a queued request")
+        self.sync_rqs
+            .deadline(k)
+            .or_else(|| self.async_rqs.deadline(k))
+            .expect("a queued request")
     }
 
     /// The pending request nearest to `head` with its first sector in
     /// `[lo, hi)`, and its distance (ties go forward).
     fn nearest_in(&self, lo: Sector, hi: Sector, head: Sector) -> Option<(SortKey, Sector)> {
         let split = head.clamp(lo, hi);
-        let (back, fwd) = self.sorted.around_keys((split, 0));
+        let (back, fwd) = self.around_keys((split, 0));
         let fwd = fwd.filter(|k| k.0 < hi);
         let back = back.filter(|k| k.0 >= lo);
         match (fwd, back) {
@@ -461,16 +501,14 @@ impl VmQueue {
     fn run_start(&self, k: SortKey, lo: Sector, sync_only: bool) -> SortKey {
         let mut cur = k;
         loop {
-            let rq = self.sorted.get(cur).expect("a queued request");
+            let rq = self.get(cur).expect("a queued request");
             let prev = if sync_only {
-                self.sync.before((cur.0, 0))
+                self.sync_rqs.around_keys((cur.0, 0)).0
             } else {
-                self.sorted.before((cur.0, 0)).map(key)
+                self.around_keys((cur.0, 0)).0
             };
             match prev {
-                Some(p) if p.0 >= lo && back_mergeable(self.sorted.get(p).expect("a queued request"), rq, u32::MAX) => {
-                    cur = p
-                }
+                Some(p) if p.0 >= lo && back_mergeable(self.get(p).expect("a queued request"), rq, u32::MAX) => cur = p,
                 _ => return cur,
             }
         }
@@ -488,14 +526,14 @@ impl VmQueue {
     /// `sync_first`, only the sync requests compete while there are any
     /// (`cfq_choose_req`'s first test; choice 15).
     fn elevator(&self, head: Sector, back_max: Sector, penalty: u64, sync_first: bool) -> Option<SortKey> {
-        if sync_first && !self.sync.is_empty() {
-            let keys = &self.sync;
-            let (back, fwd) = keys.around((head, 0));
-            return elevator_pick(fwd, back, || keys.first(), head, back_max, penalty);
+        if sync_first && self.has_sync() {
+            let q = &self.sync_rqs;
+            let (back, fwd) = q.around_keys((head, 0));
+            return elevator_pick(fwd, back, || q.first_key(), head, back_max, penalty);
         }
-        let q = &self.sorted;
-        let (back, fwd) = q.around_keys((head, 0));
-        elevator_pick(fwd, back, || q.first_key(), head, back_max, penalty)
+        let (back, fwd) = self.around_keys((head, 0));
+        let lowest = || earlier(self.sync_rqs.first_key(), self.async_rqs.first_key());
+        elevator_pick(fwd, back, lowest, head, back_max, penalty)
     }
 }
 
@@ -1027,7 +1065,7 @@ impl Scheduler for Pregather {
         // the nearest other VM's.
         let sync_first = self.async_service == AsyncService::SyncFirst;
         let (pr_vm, pr) = match q.elevator(self.head, self.back_max, self.back_penalty, sync_first) {
-            Some(k) => (x, self.entry(x, k, 0, sync_first && !q.sync.is_empty())),
+            Some(k) => (x, self.entry(x, k, 0, sync_first && q.has_sync())),
             None => {
                 let (id, k, _) = self.nearest_other(x).expect("queued > 0");
                 (id, self.entry(id, k, 0, false))
