@@ -63,6 +63,16 @@ impl Chunk {
         }
     }
 
+    /// Asks for the slot lines as well: an insertion or removal moves the
+    /// slots after its position, which would otherwise be fetched only once
+    /// the search over the keys is done (a second miss after the first).
+    #[inline]
+    fn prefetch_slots(&self) {
+        for i in (0..self.len).step_by(16) {
+            prefetch(&self.slots[i]);
+        }
+    }
+
     #[inline]
     fn last(&self) -> Packed {
         self.keys[self.len - 1]
@@ -223,6 +233,9 @@ impl SortedIndex {
             return true;
         }
         let mut ci = self.chunk_at_or_after(key).min(self.chunks.len() - 1);
+        if self.chunks.len() > COLD_CHUNKS {
+            self.chunks[ci].prefetch_slots();
+        }
         let mut pos = self.pos(&self.chunks[ci], key);
         let c = &self.chunks[ci];
         if pos < c.len && c.keys[pos] == key {
