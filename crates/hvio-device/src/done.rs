@@ -14,7 +14,13 @@ impl DoneQueue {
 
     /// Adds a completion, keeping (done, id) order.
     pub(crate) fn push(&mut self, c: Completion) {
-        let at = self.0.partition_point(|x| (x.done, x.rq.id) <= (c.done, c.rq.id));
+        // Almost always at the end: checked first, without a search.
+        let key = (c.done, c.rq.id);
+        if self.0.back().is_none_or(|x| (x.done, x.rq.id) <= key) {
+            self.0.push_back(c);
+            return;
+        }
+        let at = self.0.partition_point(|x| (x.done, x.rq.id) <= key);
         if at == self.0.len() {
             self.0.push_back(c);
         } else {

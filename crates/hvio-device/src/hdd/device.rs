@@ -2,7 +2,7 @@
 
 use super::geometry::Loc;
 use super::model::{
-    round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
+    ceil, round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
 };
 use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
@@ -244,14 +244,16 @@ impl Hdd {
     /// The segment to refill among those `eligible` says may go: invalid
     /// ones first (age 0), then by age, then by index.
     fn victim_among(&self, eligible: impl Fn(&Segment) -> bool) -> Option<usize> {
-        let key = |(i, s): (usize, &Segment)| (s.stamp * s.valid as u64, i);
-        self.segs
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| eligible(s))
-            .map(key)
-            .min()
-            .map(|(_, i)| i)
+        // The first segment of the lowest age (a strict `<` keeps the lowest
+        // index among equal ones; ages count touches, so none is `u64::MAX`).
+        let (mut best, mut best_age) = (usize::MAX, u64::MAX);
+        for (i, s) in self.segs.iter().enumerate() {
+            let age = s.stamp * s.valid as u64;
+            if age < best_age && eligible(s) {
+                (best, best_age) = (i, age);
+            }
+        }
+        (best != usize::MAX).then_some(best)
     }
 
     fn touch(&mut self, i: usize) {
@@ -574,7 +576,7 @@ impl Hdd {
                     } else {
                         ph.read_watermark * self.m.cache.segment_sectors as f64
                     };
-                    let ready = mark.ceil().clamp(1.0, media_n) / media_n * acc.transfer;
+                    let ready = ceil(mark).clamp(1.0, media_n) / media_n * acc.transfer;
                     let bus_start = media_start + ready + ph.read_reconnect + ph.data_prep;
                     let bus_end = (bus_start + n as f64 * xr).max(t_end + xr);
                     sb = [oh + ph.complete[0], acc.seek, acc.rotation, bus_end - media_start];
@@ -608,7 +610,7 @@ impl Hdd {
                 let sector_t = acc.transfer / n as f64;
                 let need = bus_start + xw + (n - 1) as f64 * (xw - sector_t).max(0.0);
                 if media_start < need {
-                    let turns = ((need - media_start) / self.m.rev).ceil();
+                    let turns = ceil((need - media_start) / self.m.rev);
                     acc.rotation += turns * self.m.rev;
                     media_start += turns * self.m.rev;
                 }
@@ -763,7 +765,7 @@ impl Hdd {
             return 0;
         }
         let ((t, _), _) = self.m.stream(p.t0, p.loc0, p.lbn0, target, false, f64::INFINITY);
-        t.ceil() as Nanos
+        ceil(t) as Nanos
     }
 
     /// Moves the read-ahead's reference point forward to block `b` (keeping
@@ -998,8 +1000,7 @@ impl Hdd {
                 if !self.fits(rq.sectors as u64, t) {
                     return;
                 }
-                self.pending.remove(i);
-                self.pending_at.remove(i);
+                self.take_pending(i);
                 self.buffer_write(rq, t);
             } else {
                 i += 1;
@@ -1076,8 +1077,7 @@ impl Hdd {
                     self.destage(t);
                     continue;
                 }
-                self.pending.remove(i);
-                let (_, sub) = self.pending_at.remove(i).expect("pending_at parallels pending");
+                let (_, sub) = self.take_pending(i);
                 let c = self.serve(rq, sub, t);
                 self.mech_free = c.done;
                 if rq.op == Op::Read {
@@ -1113,6 +1113,19 @@ impl Hdd {
                 self.mech_free = next;
             }
         }
+    }
+
+    /// Removes the `i`-th pending request (the front, at depth 1, without
+    /// shifting the queue) and returns its position and submission time.
+    fn take_pending(&mut self, i: usize) -> (Loc, Nanos) {
+        let at = if i == 0 {
+            self.pending.pop_front();
+            self.pending_at.pop_front()
+        } else {
+            self.pending.remove(i);
+            self.pending_at.remove(i)
+        };
+        at.expect("pending_at parallels pending")
     }
 
     fn push_done(&mut self, c: Completion) {

@@ -206,17 +206,38 @@ pub struct HddModel {
 /// The fractional part of a number (fast path for the non-negative values used here).
 #[inline]
 pub(crate) fn frac(x: f64) -> f64 {
+    // Below 2^53 the signed conversion is exact and one instruction (the
+    // unsigned one takes a dozen on x86-64); the result is the same.
     if (0.0..9.0e15).contains(&x) {
-        x - (x as u64 as f64)
+        x - (x as i64 as f64)
     } else {
         x - x.floor()
     }
 }
 
-/// Rounds a non-negative duration in ns to integer ns.
+/// `x.ceil()`, the same value, without the call to libm's `ceil` that
+/// x86-64's baseline instruction set makes of it.
+#[inline]
+pub(crate) fn ceil(x: f64) -> f64 {
+    if (0.0..9.0e15).contains(&x) {
+        let t = x as i64 as f64;
+        if t < x {
+            t + 1.0
+        } else {
+            x
+        }
+    } else {
+        x.ceil()
+    }
+}
+
+/// Rounds a non-negative duration in ns to integer ns (negative and NaN
+/// to 0, as `as` does). Through the signed conversion, a third of the
+/// instructions of the unsigned one on x86-64: the same value below 2^63 ns
+/// (292 years).
 #[inline]
 pub(crate) fn round_ns(x: f64) -> Nanos {
-    (x + 0.5) as Nanos
+    ((x + 0.5) as i64).max(0) as Nanos
 }
 
 /// Result of one media access.
