@@ -380,6 +380,27 @@ impl Geometry {
         z.lbn_to_pbn(lbn - z.first_lbn) as u32 % z.spt
     }
 
+    /// The blocks from `lbn` (the LBN at `loc`) to the end of `loc`'s
+    /// track, at most up to `end` (exclusive): the first LBN after them and
+    /// the physical sector of the last (slipped sectors in between count).
+    #[inline]
+    pub fn track_run(&self, loc: Loc, lbn: u64, end: u64) -> (u64, u32) {
+        let z = &self.zones[loc.zone as usize];
+        if z.holes.is_empty() {
+            // A track without holes holds consecutive blocks to its last
+            // sector, whatever the surface order.
+            let run_end = (lbn + (z.spt - loc.sector) as u64).min(end);
+            return (run_end, loc.sector + (run_end - 1 - lbn) as u32);
+        }
+        let run_end = self.track_end_lbn(loc).min(end);
+        let last = if run_end == lbn + 1 {
+            loc.sector
+        } else {
+            self.sector_on_track(loc, lbn, run_end - 1)
+        };
+        (run_end, last)
+    }
+
     /// The position of the LBN after the one at `loc`, without a search when
     /// the zone has no holes (the common case); `None` otherwise.
     #[inline]

@@ -344,16 +344,10 @@ impl HddModel {
         let g = &self.geom;
         let end = end.min(g.capacity());
         loop {
-            let track_end = g.track_end_lbn(loc);
-            let run_end = track_end.min(end);
+            let (run_end, last_sector) = g.track_run(loc, lbn, end);
             let spt = g.spt(loc) as f64;
             let sector_t = self.rev / spt;
             // Physical sectors passed, including slipped ones in between.
-            let last_sector = if run_end == lbn + 1 {
-                loc.sector
-            } else {
-                g.sector_on_track(loc, lbn, run_end - 1)
-            };
             let phys = (last_sector - loc.sector + 1) as f64;
             let t_run = t + phys * sector_t;
             if t_run > stop {
