@@ -14,13 +14,17 @@ fn disksim_own_demerits_match_its_printed_values() {
     assert!((ibm - 0.136).abs() < 0.0005, "IBM {ibm}");
 }
 
-/// Each shared disk stays within the goal: demerit ≤ 2× DiskSim's own and < 5% of the measured mean.
+/// Each validation disk but the Barracuda (5.5 %, DiskSim 5.3 %) stays
+/// within the goal: demerit ≤ 2× DiskSim's own (from its `.outv`, or the
+/// figure its validation reports) and < 5% of the measured mean.
 #[test]
 fn shared_disks_within_goal() {
     let Some(data) = common::hdd_validation() else { return };
     for (spec, trace, disksim) in [
         ("hp_c2247a.parv", "hp_c2247a.trace", 0.089),
         ("ibm18es.parv", "ibm18es.trace", 0.136),
+        ("atlas10k.parv", "atlas10k.trace", 0.268),
+        ("hp_c3323a.parv", "hp_c3323a.trace", 0.306),
     ] {
         let v = validate(&data.join(spec), None, &data.join(trace)).unwrap();
         assert!(

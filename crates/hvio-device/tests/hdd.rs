@@ -239,6 +239,38 @@ fn read_ahead_over_requested() {
     assert_eq!(over_requested(false, true), (false, false));
 }
 
+/// DiskSim's `Read any free blocks` on the default disk (2673 sectors per
+/// track on the outer zone; segments of 4096 sectors, 64 read ahead): a
+/// first read of 2000..2008 on a fresh disk reaches track 0 after the
+/// 0.15 ms overhead, with the head over sector ≈48, and waits for sector
+/// 2000. 50 ms later, a read of 1000..1008 (passed under the head while it
+/// waited) and one of 10..18 (passed before the head got there). Returns
+/// whether each hit.
+fn passing_blocks(on: bool) -> (bool, bool) {
+    let mut m = HddParams {
+        segment_sectors: Some(4096),
+        read_ahead_sectors: Some(64),
+        ..Default::default()
+    }
+    .build()
+    .unwrap();
+    m.cache.read_passing_blocks = on;
+    let mut d = Hdd::new(m);
+    let first = run_one(&mut d, Request::new(1, 0, Op::Read, 2000, 8, 0), 0);
+    assert!(!first.service.cache_hit && first.service.rotation > 5_000_000);
+    let t = first.done + 50_000_000;
+    let behind = run_one(&mut d, Request::new(2, 0, Op::Read, 1000, 8, t), t);
+    let t = behind.done;
+    let before = run_one(&mut d, Request::new(3, 0, Op::Read, 10, 8, t), t);
+    (behind.service.cache_hit, before.service.cache_hit)
+}
+
+#[test]
+fn read_any_free_blocks_keeps_what_passed_under_the_head() {
+    assert_eq!(passing_blocks(false), (false, false));
+    assert_eq!(passing_blocks(true), (true, false));
+}
+
 /// Reads one after another, each arriving as the previous completes:
 /// `(lbn, sectors)`. Returns the completions and the disk.
 fn read_chain(p: HddParams, reads: &[(u64, u32)]) -> (Vec<Completion>, Hdd) {

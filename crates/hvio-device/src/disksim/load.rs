@@ -453,6 +453,9 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         .count_max("Maximum number of write segments", 1.0, crate::hdd::MAX_SEGMENTS as f64)?
         .max(1.0) as u64;
     let hits_on_writes = k.num("Allow read hits on write data", 0.0)? != 0.0;
+    // Blocks passing under the head before a read's first one join its
+    // segment while it holds nothing else (`disk_buffer_block_available`).
+    let read_passing_blocks = k.num("Read any free blocks", 0.0)? != 0.0 && segments > 0;
     for key in [
         "Hold bus entire read xfer",
         "Hold bus entire write xfer",
@@ -467,7 +470,6 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
         "Low (write) water mark",
         "Calc sector by sector",
         "Read-ahead on idle hit",
-        "Read any free blocks",
         "Immediate buffer read",
         "Immediate buffer write",
         "Combine seq writes",
@@ -519,6 +521,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
             // (Scheme 4's target does not depend on it.)
             read_ahead_over_request: over_request && continuous != 0 && continuous != 4,
             drop_read_data: keep_request_data == -1,
+            read_passing_blocks,
             sequential_gap: 0,
             read_hits_on_write_data: hits_on_writes,
             write_back: fast_write > 0.0 && segments > 0,

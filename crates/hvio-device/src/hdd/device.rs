@@ -584,6 +584,9 @@ impl Hdd {
                     self.head_lbn = b;
                     // A run's next read refills the run's own segment.
                     if let Some(i) = self.fill_segment(seg.or(run), a, b, t_end, run.is_some()) {
+                        if seg.or(run).is_none() && self.m.cache.read_passing_blocks {
+                            self.keep_passing(i, from, acc.rotation);
+                        }
                         self.read_ended(i, b, run);
                     }
                 }
@@ -656,6 +659,25 @@ impl Hdd {
                 read_end: NO_READ,
             };
             self.touch(i);
+        }
+    }
+
+    /// `CacheParams::read_passing_blocks`: a media read starting at block
+    /// `from` waited `wait` ns on its track; the blocks of the track that
+    /// passed under the head meanwhile, up to `from`, join segment `i`
+    /// (within the segment's size: they do not take the read-ahead's room).
+    fn keep_passing(&mut self, i: usize, from: u64, wait: f64) {
+        let g = &self.m.geom;
+        let mut at = g.locate(from);
+        // Whole sectors that passed under the head, back to the track's first.
+        let passed = (wait / (self.m.rev / g.spt(at) as f64)) as u64;
+        at.sector -= passed.min(at.sector as u64) as u32;
+        let first = g.lbn_ceil_at(at);
+        let seg_sectors = self.m.cache.segment_sectors;
+        let s = &mut self.segs[i];
+        let lo = first.max(s.limit.saturating_sub(seg_sectors));
+        if lo < s.start {
+            s.start = lo;
         }
     }
 

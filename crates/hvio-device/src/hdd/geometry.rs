@@ -361,6 +361,14 @@ impl Geometry {
         z.first_lbn + z.pbn_to_lbn_ceil(self.pbn_of(z, loc) - loc.sector as u64)
     }
 
+    /// The first LBN at or after physical position `loc` on its track (the
+    /// next block when `loc` is a hole).
+    #[inline]
+    pub fn lbn_ceil_at(&self, loc: Loc) -> u64 {
+        let z = &self.zones[loc.zone as usize];
+        z.first_lbn + z.pbn_to_lbn_ceil(self.pbn_of(z, loc))
+    }
+
     /// First LBN after the track holding `loc` (its logical end).
     #[inline]
     pub fn track_end_lbn(&self, loc: Loc) -> u64 {

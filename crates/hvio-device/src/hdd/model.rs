@@ -73,6 +73,10 @@ pub struct CacheParams {
     /// A read's blocks leave its segment once sent to the host, so a
     /// re-read of them misses (DiskSim's `Read-ahead over requested` = −1).
     pub drop_read_data: bool,
+    /// A read miss also keeps the blocks of its first track that pass under
+    /// the head while it waits for its first sector (DiskSim's `Read any
+    /// free blocks`): a later read of them, just behind, is a hit.
+    pub read_passing_blocks: bool,
     /// `ReadAheadPolicy::Adaptive`: a read continues a sequential run when it
     /// starts at most this many sectors past where an earlier read ended.
     pub sequential_gap: u64,

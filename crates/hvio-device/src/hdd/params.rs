@@ -377,6 +377,7 @@ impl HddParams {
                 read_ahead_extent: ReadAheadExtent::Segment,
                 read_ahead_over_request: false,
                 drop_read_data: false,
+                read_passing_blocks: false,
                 sequential_gap: self.sequential_gap_sectors.unwrap_or(0),
                 read_hits_on_write_data: true,
                 write_back: self.write_cache.unwrap_or(false),

@@ -1,0 +1,144 @@
+//! Where a validation replay's demerit comes from:
+//! `cargo run --release -p hvio-device --example hdd_errors -- SPEC TRACE [TOP]`.
+//!
+//! Replays the DiskSim validation trace as `hvio validate-disk` does and
+//! splits the requests into classes: read or write, what the real disk's
+//! cache did (the trace's second column, read here only to explain errors,
+//! never by the model), sequential (starts where the last one ended) or
+//! not, where it starts against the last request (a re-read of its blocks,
+//! right after it, ahead or behind it on the same cylinder, elsewhere),
+//! seek distance in cylinders, zone. For each class it prints the
+//! requests, the measured and simulated means, the RMS demerit within the
+//! class, how many of each took under 1 ms (a buffer hit on the validation
+//! disks), and the whole disk's demerit if that class alone were simulated
+//! exactly (its simulated times replaced by the measured ones): the drop is
+//! what the class's error costs the disk. Then the `TOP` (default 15)
+//! requests hvio gets most wrong.
+
+use hvio_device::disksim::load_disk;
+use hvio_device::validate::{quantiles, read_trace, replay, rms};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn demerit(measured: &[f64], sim: &[f64]) -> f64 {
+    rms(&quantiles(measured), &quantiles(sim))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 3 {
+        return Err("usage: hdd_errors SPEC TRACE [TOP]".into());
+    }
+    let (spec, trace) = (Path::new(&args[1]), Path::new(&args[2]));
+    let top: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(15);
+    let loaded = load_disk(spec, None)?;
+    let geom = loaded.model.geom.clone();
+    let records = read_trace(trace)?;
+    let text = std::fs::read_to_string(trace)?;
+    let cache: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+        .collect();
+    let sim = replay(loaded.model, &records)?;
+    let measured: Vec<f64> = records.iter().map(|r| r.measured_ms).collect();
+    let total = demerit(&measured, &sim);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    println!(
+        "{}: {} requests, measured mean {:.3} ms, hvio {:.3} ms, demerit {:.4} ms ({:.2} %)",
+        trace.display(),
+        records.len(),
+        mean(&measured),
+        mean(&sim),
+        total,
+        100.0 * total / mean(&measured)
+    );
+
+    // Classes of each request.
+    let mut classes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let (mut prev, mut prev_end): (Option<u64>, Option<u64>) = (None, None);
+    let mut dist = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let from = prev_end.map_or(0, |e| geom.cylinder_of(e.saturating_sub(1)));
+        let d = geom.cylinder_of(r.lbn).abs_diff(from);
+        dist.push(d);
+        let bucket = match d {
+            0 => "0",
+            1..=10 => "1-10",
+            11..=100 => "11-100",
+            101..=1000 => "101-1000",
+            _ => ">1000",
+        };
+        let op = if r.write { "W" } else { "R" };
+        let seq = if prev_end == Some(r.lbn) { "seq" } else { "rand" };
+        // Where it starts against the last request (`prev`..`prev_end`).
+        let end = r.lbn + r.sectors as u64;
+        let kind = match (prev, prev_end) {
+            (Some(p), Some(e)) if r.lbn >= p && end <= e => "re-read",
+            (_, Some(e)) if r.lbn == e => "sequential",
+            (Some(p), Some(e)) if r.lbn < e && end > p => "overlap",
+            (_, Some(e)) if r.lbn > e && d == 0 => "ahead, same cyl",
+            (_, Some(e)) if r.lbn < e && d == 0 => "behind, same cyl",
+            _ => "elsewhere",
+        };
+        let zone = geom.locate(r.lbn).zone;
+        for key in [
+            format!("op {op}"),
+            format!("op+cache {op} {}", cache.get(i).map_or("?", |s| s.as_str())),
+            format!("op+order {op} {seq}"),
+            format!("op+start {op} {kind}"),
+            format!("seek {bucket}"),
+            format!("op+seek {op} {bucket}"),
+            format!("zone {zone:02}"),
+        ] {
+            classes.entry(key).or_default().push(i);
+        }
+        (prev, prev_end) = (Some(r.lbn), Some(end));
+    }
+    println!(
+        "\n{:<26} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>10} {:>12}",
+        "class", "n", "meas ms", "hvio ms", "diff ms", "meas<1", "hvio<1", "class dem", "disk w/o it"
+    );
+    // Requests served in under 1 ms: buffer hits on these disks.
+    let fast = |v: &[f64]| v.iter().filter(|&&x| x < 1.0).count();
+    for (key, idx) in &classes {
+        let m: Vec<f64> = idx.iter().map(|&i| measured[i]).collect();
+        let s: Vec<f64> = idx.iter().map(|&i| sim[i]).collect();
+        let mut fixed = sim.clone();
+        for &i in idx {
+            fixed[i] = measured[i];
+        }
+        println!(
+            "{key:<26} {:>6} {:>9.3} {:>9.3} {:>+9.3} {:>7} {:>7} {:>10.3} {:>12.4}",
+            idx.len(),
+            mean(&m),
+            mean(&s),
+            mean(&s) - mean(&m),
+            fast(&m),
+            fast(&s),
+            demerit(&m, &s),
+            demerit(&measured, &fixed)
+        );
+    }
+    let mut worst: Vec<usize> = (0..records.len()).collect();
+    worst.sort_by(|&a, &b| (sim[b] - measured[b]).abs().total_cmp(&(sim[a] - measured[a]).abs()));
+    println!(
+        "\n{:>6} {:>2} {:>5} {:>10} {:>5} {:>7} {:>9} {:>9}",
+        "line", "op", "cache", "lbn", "n", "seek", "meas ms", "hvio ms"
+    );
+    for &i in worst.iter().take(top) {
+        let r = &records[i];
+        println!(
+            "{:>6} {:>2} {:>5} {:>10} {:>5} {:>7} {:>9.3} {:>9.3}",
+            r.line,
+            if r.write { "W" } else { "R" },
+            cache.get(i).map_or("?", |s| s.as_str()),
+            r.lbn,
+            r.sectors,
+            dist[i],
+            measured[i],
+            sim[i]
+        );
+    }
+    Ok(())
+}
