@@ -516,9 +516,10 @@ fn intel_p3700_preset_meets_its_datasheet() {
         "P3700: seq read {sr:.0} MB/s, seq write {sw:.0} MB/s, random read {rr:.0} IOPS at QD32, {deep:.0} at QD256"
     );
     let near = |x: f64, want: f64| (x / want - 1.0).abs() <= 0.15;
-    assert!(near(sr, 2800.0), "sequential read {sr}");
-    assert!(near(sw, 2000.0), "sequential write {sw}");
-    assert!(near(deep, 460_000.0), "random read at the preset's depth {deep}");
+    // The 400 GB model's datasheet figures.
+    assert!(near(sr, 2700.0), "sequential read {sr}");
+    assert!(near(sw, 1080.0), "sequential write {sw}");
+    assert!(near(deep, 450_000.0), "random read at the preset's depth {deep}");
 }
 
 #[test]

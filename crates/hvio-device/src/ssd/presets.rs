@@ -5,9 +5,10 @@
 //! - 850 PRO 256 GB: 550 MB/s sequential read, 520 MB/s sequential write,
 //!   4 KiB random read 100K IOPS and write 90K IOPS at QD32, 10K / 36K IOPS
 //!   at QD1; SATA 6 Gb/s; 512 MB LPDDR2 cache; 32-layer MLC V-NAND.
-//! - P3700: up to 2800 / 2000 MB/s sequential read / write, 4 KiB random
-//!   read / write up to 460K / 175K IOPS (steady state), 20 µs sequential
-//!   latency; PCIe 3.0 x4; 20 nm MLC; capacities 400 GB to 2 TB.
+//! - P3700 400 GB: 2700 / 1080 MB/s sequential read / write, 4 KiB random
+//!   read / write 450K / 75K IOPS (steady state), 20 µs sequential latency;
+//!   PCIe 3.0 x4; 20 nm MLC. (The series, 400 GB to 2 TB, reaches "up to"
+//!   2800 / 2000 MB/s and 460K / 175K IOPS with its 2 TB model.)
 //!
 //! Where the datasheets are silent (raw flash, channels, dies, page and block
 //! size, buffer, GC thresholds) the values below are choices, each with its
@@ -24,7 +25,7 @@ pub enum SsdPreset {
     /// Samsung 850 PRO 256 GB, SATA.
     #[serde(rename = "samsung-850-pro-256")]
     Samsung850Pro256,
-    /// Intel SSD DC P3700 400 GB, NVMe, timed to the series' headline figures.
+    /// Intel SSD DC P3700 400 GB, NVMe, timed to that capacity's datasheet figures.
     #[serde(rename = "intel-p3700-400")]
     IntelP3700_400,
 }
@@ -83,20 +84,24 @@ impl SsdPreset {
             SsdPreset::IntelP3700_400 => SsdParams {
                 preset: Some(self),
                 capacity_gib: Some(GB_400),
-                // 37.4 % spare: 2 TiB of raw flash behind 1.6 TB, assumed for
-                // every capacity (the datasheet gives no raw capacity; this
-                // spare puts steady-state random writes near its 175K IOPS).
+                // 37.4 % spare: binary raw flash behind a decimal capacity
+                // (2 TiB behind 1.6 TB, 512 GiB behind 400 GB), assumed: the
+                // datasheet gives no raw capacity. Steady-state random writes
+                // then come out above the datasheet's 75K IOPS (docs/ssd-model.md).
                 over_provisioning: Some(0.374),
-                // 18 channels (the controller's, assumed), 4 dies each, 2 planes.
+                // 18 channels (the controller's, assumed), 2 dies each, 2
+                // planes: the 400 GB model has a fifth of the 2 TB model's
+                // flash, and its sequential write is about half.
                 channels: Some(18),
-                chips_per_channel: Some(4),
+                chips_per_channel: Some(2),
                 dies_per_chip: Some(1),
                 planes_per_die: Some(2),
-                // 18 × 160 MB/s ≈ 2.9 GB/s of channels: the 2800 MB/s sequential read.
-                channel_mb_s: Some(160.0),
-                // 72 dies × 4 KiB / 147 µs ≈ 2000 MB/s sequential write.
-                program_us: Some(147.0),
-                read_us: Some(75.0),
+                // 18 × 150 MB/s of channels: the 2700 MB/s sequential read.
+                channel_mb_s: Some(150.0),
+                // 36 dies × 4 KiB / 137 µs ≈ 1076 MB/s: the 1080 MB/s sequential write.
+                program_us: Some(137.0),
+                // 36 dies × 4 KiB / 50 µs ≈ 2950 MB/s: the dies keep up with the channels.
+                read_us: Some(50.0),
                 controller_us: Some(5.0),
                 // PCIe 3.0 x4: 3.94 GB/s raw, about 3.2 GB/s of payload.
                 interface_mb_s: Some(3200.0),
