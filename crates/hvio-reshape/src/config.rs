@@ -54,6 +54,10 @@ pub struct ReshapeConfig {
     pub clean_hard: f64,
     /// Victim selection.
     pub victim: Victim,
+    /// Segments one cleaning job may copy, one after another, before the
+    /// commit that frees them all (at least 1). A job goes on to another
+    /// victim only while the region still wants space.
+    pub clean_victims: u32,
 }
 
 impl Default for ReshapeConfig {
@@ -71,6 +75,7 @@ impl Default for ReshapeConfig {
             clean_start: 0.02,
             clean_hard: 0.01,
             victim: Victim::Greedy,
+            clean_victims: 4,
         }
     }
 }
@@ -194,6 +199,9 @@ impl ReshapeConfig {
                 self.clean_hard,
                 format!("must be in [0, clean_start] = [0, {}]", self.clean_start),
             ));
+        }
+        if self.clean_victims == 0 {
+            return Err(invalid("clean_victims", 0, "must be at least 1"));
         }
         let bs = b / SECTOR_BYTES;
         let sectors = |bytes: u64| bytes / SECTOR_BYTES;

@@ -307,6 +307,9 @@ pub struct Stats {
     pub clean_write_sectors: u64,
     /// Segments cleaned and freed.
     pub segments_cleaned: u64,
+    /// Cleaning jobs started (a job cleans up to `clean_victims` segments,
+    /// then commits).
+    pub cleaning_jobs: u64,
     /// Bytes written to the log.
     pub log_bytes: u64,
     /// Transactions committed.
@@ -345,6 +348,7 @@ impl std::ops::AddAssign<&Stats> for Stats {
         self.clean_read_sectors += o.clean_read_sectors;
         self.clean_write_sectors += o.clean_write_sectors;
         self.segments_cleaned += o.segments_cleaned;
+        self.cleaning_jobs += o.cleaning_jobs;
         self.log_bytes += o.log_bytes;
         self.commits += o.commits;
         self.checkpoint_bytes += o.checkpoint_bytes;
@@ -418,6 +422,10 @@ struct Move {
 #[derive(Clone, Debug)]
 struct CleanJob {
     victim: usize,
+    /// Which segment copy this is, counted from 1 by the reshaper.
+    number: u64,
+    /// Victims this job emptied before this one.
+    copied: u32,
     /// Valid pieces found, as (read id, offset in the read, piece).
     pieces: Vec<(IoId, u64, Move)>,
     outstanding: u32,
@@ -504,6 +512,8 @@ pub struct Reshaper {
     tail_v: u64,
     next_slot: usize,
     clock: u64,
+    /// Segment copies started (the number of the latest).
+    copies_started: u64,
     failed: Option<ReshapeError>,
     stats: Stats,
 }
@@ -556,6 +566,7 @@ impl Reshaper {
             tail_v: 0,
             next_slot: 0,
             clock: 0,
+            copies_started: 0,
             failed: None,
             stats: Stats::default(),
         }
@@ -788,6 +799,18 @@ impl Reshaper {
     /// issued and the copy not yet applied to the table).
     pub fn cleaning(&self, region: Region) -> bool {
         self.regions[region.index()].job.is_some()
+    }
+
+    /// The segment copy `region`'s cleaner has in progress, by number
+    /// (counted from 1 over both regions): a job that cleans several
+    /// victims copies them one after another, each under its own number.
+    pub fn segment_copy(&self, region: Region) -> Option<u64> {
+        self.regions[region.index()].job.as_ref().map(|j| j.number)
+    }
+
+    /// Whether a guest request (a FLUSH or a FUA write) waits for a commit.
+    pub fn commit_awaited(&self) -> bool {
+        !self.waiters.is_empty()
     }
 
     /// Report the completion of an I/O from [`poll`](Self::poll).
@@ -1383,7 +1406,8 @@ impl Reshaper {
             let Some(victim) = self.pick_victim(region) else {
                 return false;
             };
-            self.start_clean(region, victim);
+            self.stats.cleaning_jobs += 1;
+            self.start_clean(region, victim, 0);
             return true;
         };
         if job.outstanding > 0 {
@@ -1403,8 +1427,9 @@ impl Reshaper {
         }
     }
 
-    fn start_clean(&mut self, region: Region, victim: usize) {
+    fn start_clean(&mut self, region: Region, victim: usize, copied: u32) {
         let ri = region.index();
+        self.copies_started += 1;
         let seg_sectors = self.layout.segment_sectors;
         let start = self.regions[ri].area.start + victim as u64 * seg_sectors;
         let valid: Vec<Move> = self.reverse[ri]
@@ -1422,6 +1447,8 @@ impl Reshaper {
             .collect();
         self.regions[ri].job = Some(CleanJob {
             victim,
+            number: self.copies_started,
+            copied,
             pieces: Vec::new(),
             outstanding: 0,
             writing: false,
@@ -1544,7 +1571,25 @@ impl Reshaper {
         }
         self.regions[ri].segs[job.victim].state = SegState::Dead { after };
         self.stats.segments_cleaned += 1;
-        self.commit_wanted = true;
+        match self.next_victim(region, job.copied + 1) {
+            Some(victim) => self.start_clean(region, victim, job.copied + 1),
+            None => self.commit_wanted = true,
+        }
+    }
+
+    /// The victim a job that has emptied `copied` segments goes on to, if
+    /// any: while it may copy more (`clean_victims`), the region still
+    /// wants space, and the victim's valid sectors fit where the cleaner
+    /// can write now. The commit that frees the job's victims comes after
+    /// the last; a commit wanted meanwhile (a guest FLUSH) runs between
+    /// two copies and covers those done.
+    fn next_victim(&self, region: Region, copied: u32) -> Option<usize> {
+        if copied >= self.layout.config.clean_victims || !self.needs_space(region) {
+            return None;
+        }
+        let victim = self.pick_victim(region)?;
+        let valid = self.regions[region.index()].segs[victim].valid;
+        (valid <= self.room(region, true)).then_some(victim)
     }
 
     /// Start a commit if one is wanted and none is running: a log

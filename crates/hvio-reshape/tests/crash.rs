@@ -135,7 +135,7 @@ impl Expect {
 /// A tiny image where cleaning and checkpoints happen all the time: 16
 /// segments of 8 sectors per region and a log of 12 blocks; blocks of 512
 /// bytes (every write is whole blocks) or 4 KiB (most writes are not).
-fn config(base: bool, victim: Victim, block_bytes: u64) -> ReshapeConfig {
+fn config(base: bool, victim: Victim, block_bytes: u64, clean_victims: u32) -> ReshapeConfig {
     ReshapeConfig {
         block_bytes,
         base,
@@ -149,6 +149,7 @@ fn config(base: bool, victim: Victim, block_bytes: u64) -> ReshapeConfig {
         clean_start: 0.25,
         clean_hard: 0.1,
         victim,
+        clean_victims,
     }
 }
 
@@ -157,6 +158,7 @@ fn config(base: bool, victim: Victim, block_bytes: u64) -> ReshapeConfig {
 struct Coverage {
     crashes: u64,
     segments_cleaned: u64,
+    cleaning_jobs: u64,
     checkpoints: u64,
     commits: u64,
     recovered_from_checkpoint: u64,
@@ -166,14 +168,24 @@ impl Coverage {
     fn add(&mut self, m: &Model) {
         let s = m.r.stats();
         self.segments_cleaned += s.segments_cleaned;
+        self.cleaning_jobs += s.cleaning_jobs;
         self.checkpoints += s.checkpoints;
         self.commits += s.commits;
     }
 }
 
-fn run(steps: Vec<Step>, base: bool, victim: Victim, block_bytes: u64, seed: u64) -> Result<Coverage, TestCaseError> {
+fn run(
+    steps: Vec<Step>,
+    base: bool,
+    victim: Victim,
+    block_bytes: u64,
+    clean_victims: u32,
+    seed: u64,
+) -> Result<Coverage, TestCaseError> {
     let mut cov = Coverage::default();
-    let layout = config(base, victim, block_bytes).layout(DISK * 512).unwrap();
+    let layout = config(base, victim, block_bytes, clean_victims)
+        .layout(DISK * 512)
+        .unwrap();
     let mut m = Model::new(layout);
     let mut rng = Rng(seed | 1);
     let mut ex = Expect::new(base);
@@ -345,10 +357,11 @@ proptest! {
         base in any::<bool>(),
         cost_benefit in any::<bool>(),
         big_blocks in any::<bool>(),
+        clean_victims in 1u32..=4,
         seed in any::<u64>(),
     ) {
         let victim = if cost_benefit { Victim::CostBenefit } else { Victim::Greedy };
-        run(steps, base, victim, if big_blocks { 4096 } else { 512 }, seed)?;
+        run(steps, base, victim, if big_blocks { 4096 } else { 512 }, clean_victims, seed)?;
     }
 }
 
@@ -364,9 +377,20 @@ fn a_long_run_cleans_checkpoints_and_recovers_many_times() {
         .new_tree(&mut runner)
         .unwrap()
         .current();
-    for (base, victim, block) in [(false, Victim::Greedy, 512), (true, Victim::CostBenefit, 4096)] {
-        let cov = run(steps.clone(), base, victim, block, 42).unwrap();
-        eprintln!("base {base}, {victim:?}, {block}-byte blocks: {cov:?}");
+    for (base, victim, block, victims) in [
+        (false, Victim::Greedy, 512, 1),
+        (true, Victim::CostBenefit, 4096, 1),
+        (false, Victim::Greedy, 512, 4),
+        (true, Victim::CostBenefit, 4096, 4),
+    ] {
+        let cov = run(steps.clone(), base, victim, block, victims, 42).unwrap();
+        eprintln!("base {base}, {victim:?}, {block}-byte blocks, {victims} victims per job: {cov:?}");
+        if victims > 1 {
+            assert!(
+                cov.segments_cleaned > cov.cleaning_jobs,
+                "jobs of several victims: {cov:?}"
+            );
+        }
         assert!(cov.crashes >= 100, "{cov:?}");
         assert!(cov.segments_cleaned >= 100, "{cov:?}");
         assert!(cov.checkpoints >= 20, "{cov:?}");

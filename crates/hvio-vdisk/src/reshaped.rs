@@ -28,7 +28,7 @@ use crate::volatile::{CrashPoint, ImageFault};
 use hvio_core::{IoClass, Op, Request, RequestId, SECTOR_BYTES};
 use hvio_reshape::reshaper::{Event, Io, IoKind as RIoKind, Payload};
 use hvio_reshape::{Region, Reshaper};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -81,47 +81,119 @@ struct Guest {
     parts: u32,
     result: IoResult,
     arrival: Instant,
-    /// A FLUSH that arrived while the cleaner was copying.
-    during_cleaning: bool,
+    /// A FLUSH that arrived while the cleaner was copying: the copies in
+    /// progress, by number, and the time commits had spent behind cleaning
+    /// until then ([`CleanTiming::behind_until`]).
+    during_cleaning: Option<(Vec<u64>, Duration)>,
 }
 
-/// How long the cleaner's segment copies take and how long FLUSHes that
-/// arrive during one wait for their commit to start (`/metrics`; the
+/// How long the cleaner's segment copies take and how long the commits of
+/// FLUSHes that arrive during one wait behind cleaning I/O (`/metrics`; the
 /// durability section of `docs/reshaped-image.md`).
 #[derive(Default)]
 struct CleanTiming {
-    /// Per region: the copy in progress, as (its number, when its first
-    /// read was issued).
+    /// Per region: the segment copy in progress, as (the reshaper's number
+    /// of it, when its first read was issued).
     copy: [Option<(u64, Instant)>; 2],
-    copies_started: u64,
     /// How long the latest copies took, by number.
     recent: VecDeque<(u64, Duration)>,
     copies: u64,
     copy_sum: Duration,
     copy_max: Duration,
-    /// FLUSHes that arrived during a copy, until their commit starts.
-    waiting: Vec<FlushWait>,
+    /// Cleaning I/O at the scheduler (issued to it, not complete).
+    at_scheduler: HashSet<u64>,
+    /// Of those, the ones that were there when the commit in progress
+    /// began: it may be served after them.
+    ahead_of_commit: HashSet<u64>,
+    /// Since when the commit in progress has cleaning I/O ahead of it.
+    behind_since: Option<Instant>,
+    /// Time commits spent with cleaning I/O ahead of them, intervals closed.
+    behind_closed: Duration,
+    /// FLUSHes that arrived during a copy, answered.
     flushes: u64,
-    wait_sum: Duration,
-    wait_max: Duration,
-    /// FLUSHes whose wait was longer than the copy (the longest, when both
-    /// regions copied) in progress when they arrived.
+    behind_sum: Duration,
+    behind_max: Duration,
+    /// FLUSHes whose commits were behind cleaning for longer than the copy
+    /// (the longest, when both regions copied) in progress at their arrival.
     over: u64,
     latency_max: Duration,
 }
 
-/// A FLUSH that arrived while the cleaner copied.
-struct FlushWait {
-    arrival: Instant,
-    /// The transaction it needs durable (`None`: nothing to commit).
-    seq: Option<u64>,
-    /// The copies in progress when it arrived, by number.
-    copies: Vec<u64>,
+impl CleanTiming {
+    /// Region `i`'s copy in progress ended at `now`.
+    fn copy_ended(&mut self, i: usize, now: Instant) {
+        let Some((n, start)) = self.copy[i].take() else { return };
+        let took = now.saturating_duration_since(start);
+        self.copies += 1;
+        self.copy_sum += took;
+        self.copy_max = self.copy_max.max(took);
+        self.recent.push_back((n, took));
+        if self.recent.len() > RECENT_COPIES {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Time commits spent behind cleaning I/O, from the start until `now`.
+    fn behind_until(&self, now: Instant) -> Duration {
+        self.behind_closed
+            + self
+                .behind_since
+                .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+    }
+
+    /// A commit begins: whatever cleaning I/O is at the scheduler may be
+    /// served before it.
+    fn commit_began(&mut self, now: Instant) {
+        self.commit_over(now);
+        self.ahead_of_commit = self.at_scheduler.clone();
+        if !self.ahead_of_commit.is_empty() {
+            self.behind_since = Some(now);
+        }
+    }
+
+    /// The commit in progress ended, or nothing is ahead of it any more.
+    fn commit_over(&mut self, now: Instant) {
+        self.ahead_of_commit.clear();
+        if let Some(t) = self.behind_since.take() {
+            self.behind_closed += now.saturating_duration_since(t);
+        }
+    }
+
+    /// Cleaning I/O `id` completed.
+    fn clean_io_done(&mut self, id: u64, now: Instant) {
+        self.at_scheduler.remove(&id);
+        if self.ahead_of_commit.remove(&id) && self.ahead_of_commit.is_empty() {
+            self.commit_over(now);
+        }
+    }
+
+    /// A FLUSH that arrived during `copies` with `behind_at_arrival`
+    /// ([`behind_until`](Self::behind_until) then) is answered at `now`.
+    fn flush_answered(&mut self, copies: &[u64], behind_at_arrival: Duration, latency: Duration, now: Instant) {
+        let behind = self.behind_until(now).saturating_sub(behind_at_arrival);
+        self.flushes += 1;
+        self.behind_sum += behind;
+        self.behind_max = self.behind_max.max(behind);
+        self.latency_max = self.latency_max.max(latency);
+        // A copy still in progress began before the FLUSH arrived: it has
+        // taken longer than the FLUSH.
+        let running = copies.iter().any(|n| self.copy.iter().flatten().any(|c| c.0 == *n));
+        let longest = self
+            .recent
+            .iter()
+            .filter(|(n, _)| copies.contains(n))
+            .map(|&(_, d)| d)
+            .max();
+        if !running && longest.is_some_and(|d| behind > d) {
+            self.over += 1;
+        }
+    }
 }
 
-/// Copies remembered after they end, for FLUSHes still waiting (at most
-/// one copy per region runs at a time, so a few are plenty).
-const RECENT_COPIES: usize = 8;
+/// Copies remembered after they end, for FLUSHes not yet answered (one
+/// copy per region runs at a time and a FLUSH takes a few commits at most,
+/// so a few dozen are plenty).
+const RECENT_COPIES: usize = 64;
 
 struct State {
     reshaper: Reshaper,
@@ -159,8 +231,9 @@ struct State {
     parked: VecDeque<IoJob>,
     /// A write finished while requests are parked: take them again.
     unpark_wanted: bool,
-    /// Cleaning I/O issued while a commit was in progress, in order.
-    clean_held: VecDeque<(IoJob, Shape)>,
+    /// Image writes held while a commit is in progress (see
+    /// [`ReshapedDisk::holds`]), in order.
+    held: VecDeque<(IoJob, Shape, RIoKind, u64)>,
 }
 
 /// A guest request that is not whole sectors. A read reads the sectors it
@@ -307,7 +380,7 @@ impl ReshapedDisk {
                 next_unaligned: 1,
                 parked: VecDeque::new(),
                 unpark_wanted: false,
-                clean_held: VecDeque::new(),
+                held: VecDeque::new(),
             }),
             engine: OnceLock::new(),
             fault,
@@ -442,7 +515,7 @@ impl ReshapedDisk {
                         parts: batch.len() as u32,
                         result: Ok(()),
                         arrival,
-                        during_cleaning: false,
+                        during_cleaning: None,
                     },
                 );
             }
@@ -636,7 +709,7 @@ impl ReshapedDisk {
         let key = st.next_key;
         st.next_key += 1;
         let copies: Vec<u64> = st.timing.copy.iter().flatten().map(|&(n, _)| n).collect();
-        let during_cleaning = !copies.is_empty();
+        let during_cleaning = (!copies.is_empty()).then(|| (copies, st.timing.behind_until(arrival)));
         st.guests.insert(
             key,
             Guest {
@@ -648,11 +721,7 @@ impl ReshapedDisk {
             },
         );
         match st.reshaper.flush(key * 2) {
-            Ok(seq) => {
-                if during_cleaning {
-                    st.timing.waiting.push(FlushWait { arrival, seq, copies });
-                }
-            }
+            Ok(_) => {}
             Err(e) => {
                 tracing::debug!(vm = %self.name, error = %e, "FLUSH refused by the reshaper");
                 let g = st.guests.remove(&key).expect("just inserted");
@@ -663,44 +732,12 @@ impl ReshapedDisk {
         }
     }
 
-    /// After the reshaper moved on: note copies that started or ended and
-    /// FLUSHes whose commit started.
+    /// After the reshaper moved on: note copies that ended.
     fn note_timing(st: &mut State, now: Instant) {
-        let t = &mut st.timing;
         for region in [Region::Meta, Region::Data] {
             let i = region_index(region);
-            if let Some((n, start)) = t.copy[i].filter(|_| !st.reshaper.cleaning(region)) {
-                let took = now.saturating_duration_since(start);
-                t.copy[i] = None;
-                t.copies += 1;
-                t.copy_sum += took;
-                t.copy_max = t.copy_max.max(took);
-                t.recent.push_back((n, took));
-                if t.recent.len() > RECENT_COPIES {
-                    t.recent.pop_front();
-                }
-            }
-        }
-        let (committing, durable) = (st.reshaper.committing(), st.reshaper.durable_seq());
-        let started = |w: &FlushWait| w.seq.is_none_or(|s| durable >= s || committing.is_some_and(|c| c >= s));
-        let (over, still): (Vec<FlushWait>, Vec<FlushWait>) = t.waiting.drain(..).partition(started);
-        t.waiting = still;
-        for w in over {
-            let wait = now.saturating_duration_since(w.arrival);
-            t.flushes += 1;
-            t.wait_sum += wait;
-            t.wait_max = t.wait_max.max(wait);
-            // A copy still in progress started before the FLUSH arrived, so
-            // it will have taken longer than this wait.
-            let running = w.copies.iter().any(|n| t.copy.iter().flatten().any(|c| c.0 == *n));
-            let longest = t
-                .recent
-                .iter()
-                .filter(|(n, _)| w.copies.contains(n))
-                .map(|&(_, d)| d)
-                .max();
-            if !running && longest.is_some_and(|d| wait > d) {
-                t.over += 1;
+            if st.timing.copy[i].is_some_and(|(n, _)| st.reshaper.segment_copy(region) != Some(n)) {
+                st.timing.copy_ended(i, now);
             }
         }
     }
@@ -798,7 +835,7 @@ impl ReshapedDisk {
             }
         }
         Self::note_timing(st, Instant::now());
-        self.release_cleaning(st);
+        self.release_held(st);
     }
 
     fn part_done(&self, st: &mut State, rq: RequestId, r: IoResult, done: &mut Finished) {
@@ -814,9 +851,10 @@ impl ReshapedDisk {
                 st.unpark_wanted = true;
             }
             if let Some(job) = g.job {
-                if g.during_cleaning {
-                    let t = &mut st.timing;
-                    t.latency_max = t.latency_max.max(g.arrival.elapsed());
+                if let Some((copies, behind)) = &g.during_cleaning {
+                    let now = Instant::now();
+                    let latency = now.saturating_duration_since(g.arrival);
+                    st.timing.flush_answered(copies, *behind, latency, now);
                 }
                 done.push((job, g.result));
             }
@@ -844,9 +882,14 @@ impl ReshapedDisk {
                 st.clean_data[i].clear();
             }
             st.clean_writing[i] = writing;
-            if st.timing.copy[i].is_none() {
-                st.timing.copies_started += 1;
-                st.timing.copy[i] = Some((st.timing.copies_started, Instant::now()));
+            // A job of several victims copies them one after another: the
+            // first I/O of another number starts another copy.
+            if let Some(n) = st.reshaper.segment_copy(r) {
+                if st.timing.copy[i].is_none_or(|(c, _)| c != n) {
+                    let now = Instant::now();
+                    st.timing.copy_ended(i, now);
+                    st.timing.copy[i] = Some((n, now));
+                }
             }
         }
         match io.kind {
@@ -865,8 +908,7 @@ impl ReshapedDisk {
             sync: rq.sync,
             meta: rq.meta,
         };
-        let id = io.id;
-        let fua = io.fua;
+        let (id, fua, io_kind) = (io.id, io.fua, io.kind);
         // Test-only faults and crash points (`[store] volatile_test`).
         let skip = self.inject(st, &io, &buf);
         st.ios.insert(id, io);
@@ -885,11 +927,19 @@ impl ReshapedDisk {
             buf,
             done: Box::new(move |r, b| me.io_done(id, r, b)),
         };
-        if shape.class == IoClass::Idle && st.reshaper.committing().is_some() {
-            // Cleaning waits for the commit in progress: under a scheduler
-            // that ignores classes the commit would queue behind it.
-            st.clean_held.push_back((job, shape));
+        if io_kind == RIoKind::Flush {
+            st.timing.commit_began(Instant::now());
+        }
+        if Self::holds(st, io_kind) {
+            st.held.push_back((job, shape, io_kind, id));
             return;
+        }
+        self.to_scheduler(st, job, shape, io_kind, id);
+    }
+
+    fn to_scheduler(&self, st: &mut State, job: IoJob, shape: Shape, kind: RIoKind, id: u64) {
+        if let RIoKind::CleanRead(_) | RIoKind::CleanWrite(_) = kind {
+            st.timing.at_scheduler.insert(id);
         }
         self.engine
             .get()
@@ -897,16 +947,30 @@ impl ReshapedDisk {
             .submit_stage(job, shape);
     }
 
-    /// Cleaning I/O held while a commit ran goes to the scheduler once none runs.
-    fn release_cleaning(&self, st: &mut State) {
+    /// Whether an image I/O issued now waits in the daemon until the commit
+    /// in progress is over: cleaning always does, and guest data writes do
+    /// while a guest FLUSH or FUA write waits for a commit. The commit then
+    /// reaches the scheduler behind only what was there when it began (the
+    /// guest's writes in flight and at most the segment copy in progress),
+    /// and no scheduler can put later writes before it: a class-blind one
+    /// sorting by sector would otherwise serve the guest's stream at the
+    /// append point, and the cleaner's, ahead of it.
+    fn holds(st: &State, kind: RIoKind) -> bool {
+        st.reshaper.committing().is_some()
+            && match kind {
+                RIoKind::CleanRead(_) | RIoKind::CleanWrite(_) => true,
+                RIoKind::GuestWrite(_) => st.reshaper.commit_awaited(),
+                RIoKind::GuestRead | RIoKind::Log | RIoKind::Checkpoint | RIoKind::Flush => false,
+            }
+    }
+
+    /// Writes held while a commit ran go to the scheduler, in order, once none runs.
+    fn release_held(&self, st: &mut State) {
         if st.reshaper.committing().is_some() {
             return;
         }
-        for (job, shape) in st.clean_held.drain(..) {
-            self.engine
-                .get()
-                .expect("attached before serving")
-                .submit_stage(job, shape);
+        for (job, shape, kind, id) in std::mem::take(&mut st.held) {
+            self.to_scheduler(st, job, shape, kind, id);
         }
     }
 
@@ -954,6 +1018,11 @@ impl ReshapedDisk {
         {
             let mut st = self.lock();
             let Some(io) = st.ios.remove(&id) else { return };
+            match io.kind {
+                RIoKind::CleanRead(_) | RIoKind::CleanWrite(_) => st.timing.clean_io_done(id, Instant::now()),
+                RIoKind::Log | RIoKind::Checkpoint => st.timing.commit_over(Instant::now()),
+                _ => {}
+            }
             if let Err(e) = r {
                 self.counters.image_errors.fetch_add(1, Ordering::Relaxed);
                 if st.failed.is_none() {
@@ -1026,7 +1095,7 @@ impl ReshapedDisk {
                         parts: 1,
                         result: Ok(()),
                         arrival: Instant::now(),
-                        during_cleaning: false,
+                        during_cleaning: None,
                     },
                 );
             }
@@ -1126,8 +1195,8 @@ impl ReshapedDisk {
             ("segment_copy_seconds_total", t.copy_sum.as_secs_f64()),
             ("segment_copy_max_seconds", t.copy_max.as_secs_f64()),
             ("flushes_during_cleaning_total", t.flushes as f64),
-            ("flush_wait_behind_cleaning_seconds_total", t.wait_sum.as_secs_f64()),
-            ("flush_wait_behind_cleaning_max_seconds", t.wait_max.as_secs_f64()),
+            ("flush_behind_cleaning_seconds_total", t.behind_sum.as_secs_f64()),
+            ("flush_behind_cleaning_max_seconds", t.behind_max.as_secs_f64()),
             ("flush_waits_over_segment_copy_total", t.over as f64),
             ("flush_latency_during_cleaning_max_seconds", t.latency_max.as_secs_f64()),
         ]
@@ -1227,22 +1296,22 @@ const FAMILIES: &[(&str, &str, &str)] = &[
     (
         "flushes_during_cleaning_total",
         "counter",
-        "FLUSHes that arrived while a segment was copied.",
+        "FLUSHes that arrived while a segment was copied, answered.",
     ),
     (
-        "flush_wait_behind_cleaning_seconds_total",
+        "flush_behind_cleaning_seconds_total",
         "counter",
-        "Time those FLUSHes waited for their commit to start.",
+        "Time the commits those FLUSHes waited for spent with cleaning I/O ahead of them at the scheduler.",
     ),
     (
-        "flush_wait_behind_cleaning_max_seconds",
+        "flush_behind_cleaning_max_seconds",
         "gauge",
-        "The longest of those waits.",
+        "The longest such time of one FLUSH.",
     ),
     (
         "flush_waits_over_segment_copy_total",
         "counter",
-        "FLUSHes that waited longer than the segment copy in progress when they arrived.",
+        "FLUSHes whose commits were behind cleaning I/O longer than the segment copy in progress at their arrival took.",
     ),
     (
         "flush_latency_during_cleaning_max_seconds",

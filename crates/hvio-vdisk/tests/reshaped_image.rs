@@ -293,17 +293,16 @@ fn both_regions_clean_at_once_and_lose_nothing() {
 
 /// Cleaning never holds a FLUSH back for longer than one segment's copy:
 /// a nearly full data region under pipelined random overwrites (so the
-/// cleaner copies all the time and writes wait for room) while a second
-/// client FLUSHes every few milliseconds. Under mq-deadline, which serves
-/// the idle class (cleaning) after the others, and noop, which serves in
-/// order (cleaning issued during a commit waits for it), each FLUSH that
-/// arrives during a copy waits for its commit to start no longer than that
-/// copy takes, as timed in the same run, and the writes read back. Under
-/// deadline, which ignores classes and serves reads first, the same run is
-/// printed for the docs.
+/// cleaner copies all the time, several victims per job, and writes wait
+/// for room) while a second client FLUSHes every few milliseconds. Under
+/// every scheduler `hvio serve` offers, each FLUSH that arrives during a
+/// copy waits for its commit to start no longer than that copy takes, as
+/// timed in the same run, and the writes read back: the daemon holds
+/// cleaning, and guest writes while a FLUSH waits, during a commit, so
+/// the commit is behind only what was queued when it began.
 #[test]
 fn a_flush_waits_for_at_most_one_segment_copy() {
-    for scheduler in ["mq-deadline", "noop"] {
+    for scheduler in hvio_sched::names() {
         let m = flushes_during_cleaning(scheduler);
         assert_eq!(
             metric(&m, "flush_waits_over_segment_copy_total"),
@@ -311,11 +310,10 @@ fn a_flush_waits_for_at_most_one_segment_copy() {
             "{scheduler}: {m}"
         );
         assert!(
-            metric(&m, "flush_wait_behind_cleaning_max_seconds") <= metric(&m, "segment_copy_max_seconds"),
+            metric(&m, "flush_behind_cleaning_max_seconds") <= metric(&m, "segment_copy_max_seconds"),
             "{scheduler}: {m}"
         );
     }
-    flushes_during_cleaning("deadline");
 }
 
 /// The run of [`a_flush_waits_for_at_most_one_segment_copy`] under `scheduler`; its metrics.
@@ -344,7 +342,7 @@ fn flushes_during_cleaning(scheduler: &str) -> String {
     let mut c = Client::connect(&d.sock(), "vm1");
     let mut last = std::collections::HashMap::new();
     let mut x = 99u64;
-    let (depth, writes) = (16u64, 12_000u64);
+    let (depth, writes) = (16u64, 4_000u64);
     for round in 0..writes + depth {
         if round >= depth {
             let (cookie, err) = c.reply();
@@ -368,11 +366,11 @@ fn flushes_during_cleaning(scheduler: &str) -> String {
     );
     let (waited, wait_max) = (
         metric(&m, "flushes_during_cleaning_total"),
-        metric(&m, "flush_wait_behind_cleaning_max_seconds"),
+        metric(&m, "flush_behind_cleaning_max_seconds"),
     );
     eprintln!(
-        "{scheduler}: {flushes} FLUSHes, {waited} during a segment copy: longest wait for their commit {:.3} ms, \
-         longest FLUSH {:.3} ms, {} waited longer than the copy in progress; {copies} segment copies, longest {:.3} ms, mean {:.3} ms",
+        "{scheduler}: {flushes} FLUSHes, {waited} during a segment copy: longest behind cleaning {:.3} ms, \
+         longest FLUSH {:.3} ms, {} longer than the copy in progress at their arrival; {copies} segment copies, longest {:.3} ms, mean {:.3} ms",
         wait_max * 1e3,
         metric(&m, "flush_latency_during_cleaning_max_seconds") * 1e3,
         metric(&m, "flush_waits_over_segment_copy_total"),

@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use hvio_core::{Op, Request, RequestId, Sector, SECTOR_BYTES};
-use hvio_reshape::{Event, Io, IoKind, Layout, Payload, RecoveryReport, Reshaper};
+use hvio_reshape::{Event, Io, IoKind, Layout, Payload, RecoveryReport, Region, Reshaper};
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,11 +101,41 @@ impl Model {
         while let Some(e) = self.r.poll() {
             match e {
                 Event::Io(io) => {
+                    self.check_one_copy(&io);
                     self.issued.push(io.clone());
                     self.inflight.push(io);
                 }
                 Event::Done(id) => self.done.push(id),
                 Event::Failed(id, _) => self.failed.push(id),
+            }
+        }
+    }
+
+    /// The cleaning I/O in flight in a region belongs to one segment copy:
+    /// reads of one victim, or the writes of its copy, never both, so a
+    /// commit can be queued behind at most one copy's I/O.
+    fn check_one_copy(&self, io: &Io) {
+        let (IoKind::CleanRead(region) | IoKind::CleanWrite(region)) = io.kind else {
+            return;
+        };
+        let area = match region {
+            Region::Meta => self.layout.meta,
+            Region::Data => self.layout.data,
+        };
+        let seg = |s: Sector| (s - area.start) / self.layout.segment_sectors;
+        for other in &self.inflight {
+            match (io.kind, other.kind) {
+                (IoKind::CleanRead(a), IoKind::CleanRead(b)) if a == b => assert_eq!(
+                    seg(io.sector),
+                    seg(other.sector),
+                    "cleaning reads of two victims in flight: {io:?} {other:?}"
+                ),
+                (IoKind::CleanRead(a), IoKind::CleanWrite(b)) | (IoKind::CleanWrite(a), IoKind::CleanRead(b))
+                    if a == b =>
+                {
+                    panic!("cleaning reads and writes in flight together: {io:?} {other:?}")
+                }
+                _ => {}
             }
         }
     }
