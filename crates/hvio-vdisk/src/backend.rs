@@ -1,6 +1,6 @@
 //! Real-I/O backends: a thread pool doing pread/pwrite, and one io_uring ring.
 
-use crate::engine::{Backend, Dispatched, Msg, Poller, Waker};
+use crate::engine::{recv_sleeping, Backend, Dispatched, Msg, Poller, Waker};
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::nbd::ring::RingConn;
 use crate::store::Store;
@@ -44,7 +44,7 @@ impl ThreadPool {
                 std::thread::Builder::new()
                     .name(format!("hvio-io-{i}"))
                     .spawn(move || {
-                        for d in rx {
+                        while let Ok(d) = recv_sleeping(&rx, None) {
                             run_sync(&store, d.id, d.job, &notify);
                         }
                     })?,

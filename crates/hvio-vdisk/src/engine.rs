@@ -461,6 +461,24 @@ pub fn channel() -> (Sender<Msg>, Receiver<Msg>) {
     crossbeam_channel::unbounded()
 }
 
+/// Receive from `rx`, sleeping until a message comes or `deadline` passes.
+///
+/// `Receiver::recv` and `recv_deadline` spin and then call `sched_yield` up
+/// to four times before they sleep; on a loaded machine each yield hands the
+/// core to another process for a time slice, and a message that arrives
+/// meanwhile waits for it (no wake-up is sent to a thread that has not gone
+/// to sleep). A request crosses such a wait at every thread it passes, so the
+/// engine and its workers receive through a `Select`, which sleeps at once.
+pub(crate) fn recv_sleeping<T>(rx: &Receiver<T>, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+    let mut sel = crossbeam_channel::Select::new();
+    sel.recv(rx);
+    let op = match deadline {
+        Some(at) => sel.select_deadline(at).map_err(|_| RecvTimeoutError::Timeout)?,
+        None => sel.select(),
+    };
+    op.recv(rx).map_err(|_| RecvTimeoutError::Disconnected)
+}
+
 impl Engine {
     fn now(&self) -> Nanos {
         self.epoch.elapsed().as_nanos() as Nanos + 1
@@ -505,11 +523,7 @@ impl Engine {
                         continue;
                     }
                     _ => {
-                        let r = match deadline {
-                            Some(at) => rx.recv_deadline(at),
-                            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                        };
-                        match r {
+                        match recv_sleeping(&rx, deadline) {
                             Ok(m) => {
                                 self.handle(m);
                                 self.take_messages(&rx);
