@@ -15,7 +15,11 @@ use hvio_reshape::{IoKind, Region, ReshapeConfig};
 /// 24 sectors; cleaning starts under three free segments and one is kept
 /// in reserve.
 fn cleaning_model() -> Model {
-    let cfg = ReshapeConfig {
+    Model::new(cleaning_config().layout(24 * 512).unwrap())
+}
+
+fn cleaning_config() -> ReshapeConfig {
+    ReshapeConfig {
         block_bytes: 512,
         base: false,
         meta_region_bytes: 3 * 4096,
@@ -26,8 +30,7 @@ fn cleaning_model() -> Model {
         clean_start: 0.5,
         clean_hard: 0.1,
         ..Default::default()
-    };
-    Model::new(cfg.layout(24 * 512).unwrap())
+    }
 }
 
 /// Segments 0 to 2 full, an overwrite of six sectors of segment 0 done
@@ -134,17 +137,8 @@ fn cleaning_and_commits(m: &Model) -> Vec<String> {
 /// `clean_start` and its cleaner runs.
 fn overwritten(clean_victims: u32) -> Model {
     let cfg = ReshapeConfig {
-        block_bytes: 512,
-        base: false,
-        meta_region_bytes: 3 * 4096,
-        data_region_bytes: 6 * 4096,
-        segment_bytes: 4096,
-        log_bytes: 32 * 512,
-        commit_entries: 16,
-        clean_start: 0.5,
-        clean_hard: 0.1,
         clean_victims,
-        ..Default::default()
+        ..cleaning_config()
     };
     let mut m = Model::new(cfg.layout(24 * 512).unwrap());
     for start in [0, 8, 16] {
