@@ -498,3 +498,28 @@ def test_a_bench_scheduler_run_with_an_unknown_key_names_it(tmp_path):
     p.write_text('[study]\nname = "b"\nbase = "b.toml"\nkind = "bench-scheduler"\n[matrix]\nseed = 1\n')
     with pytest.raises(hvio.HvioError, match="unknown field `speed`"):
         sw.sweep(p, out=None, workers=1)
+
+
+def test_a_small_copy_of_paper002_table1_runs_mapreduce_jobs_over_the_pairs(tmp_path):
+    for f in ("paper002-cluster.toml", "paper002-pairs.toml", "paper002-table1.paper.toml"):
+        (tmp_path / f).write_text((EXPERIMENTS / f).read_text())
+    text = (EXPERIMENTS / "paper002-table1.study.toml").read_text()
+    small = '"cluster.nodes" = 1\n"cluster.vms_per_node" = 2\ninput_per_vm = "64MiB"\n'
+    text = text.replace('"cluster.nodes" = 2\n"cluster.vms_per_node" = 2\ninput_per_vm = "128MiB"\n', small)
+    assert small in text
+    (tmp_path / "t.study.toml").write_text(text)
+    r = hvio.reproduce(str(tmp_path / "t.study.toml"), quick=True, cache=None)
+    t = r.tables["sort job time: hvio's simulated cluster beside the paper's testbed"]
+    assert list(t["guest \\ host"]) == ["cfq", "deadline", "anticipatory", "noop"]
+    assert (t["cfq hvio s"] > 0).all() and list(t["noop paper s"]) == [962, 927, 987, 915]
+    assert any(n.startswith("goal ") and "(cfq, cfq) is not the best pair" in n for n in r.notes)
+    assert r.notes[-1].startswith("cluster: 1 nodes x 2 VMs, 64 MiB of input per VM, 2 maps")
+    assert len(r.data["pairs"]) == 16
+
+
+def test_an_unknown_run_kind_is_named(tmp_path):
+    p = study(tmp_path, 'kind = "hadoop"\n[matrix]\nseed = 1\n')
+    with pytest.raises(
+        sw.StudyError, match="kind 'hadoop': a run is one of simulate, bench-scheduler, mapreduce"
+    ):
+        sw.load_study(p)

@@ -58,10 +58,11 @@ SCHEDULER, GUEST, SEED, BASE = "scheduler", "guest", "seed", "base"
 INCLUDE = "include"
 # The list of a study's stages, run one after another.
 STAGE = "stage"
-# What a study's runs are: simulations (`hvio.simulate` of each config) or
-# the scheduler's own cost in a closed loop (`hvio bench-scheduler`).
-SIMULATE, BENCH_SCHEDULER = "simulate", "bench-scheduler"
-RUN_KINDS = (SIMULATE, BENCH_SCHEDULER)
+# What a study's runs are: simulations (`hvio.simulate` of each config),
+# the scheduler's own cost in a closed loop (`bench-scheduler`), or a
+# MapReduce job on paper 002's virtual cluster (`mapreduce`).
+SIMULATE, BENCH_SCHEDULER, MAPREDUCE = "simulate", "bench-scheduler", "mapreduce"
+RUN_KINDS = (SIMULATE, BENCH_SCHEDULER, MAPREDUCE)
 # Most runs one study may expand to: a typo'd range must not fill the disk.
 MAX_RUNS = 1_000_000
 
@@ -572,11 +573,14 @@ def _schedulers() -> list[str]:
 
 
 def run_one(config_json: str, origin: str, kind: str = SIMULATE) -> str:
-    """Run one run's config (simulate it, or for ``kind`` =
-    ``"bench-scheduler"`` time its host scheduler); its result as JSON text.
+    """Run one run's config (simulate it; for ``kind`` = ``"bench-scheduler"``
+    time its host scheduler, for ``"mapreduce"`` run its job on the virtual
+    cluster); its result as JSON text.
     A plain function of strings, so a Dask worker can run it."""
     if kind == BENCH_SCHEDULER:
         return _hvio.bench_scheduler(config_json, origin)
+    if kind == MAPREDUCE:
+        return _hvio.mapreduce(config_json, origin)
     return _hvio.simulate(config_json, origin, json=True)
 
 
@@ -711,8 +715,8 @@ def long_form(study: Study, runs: list[Run], results: list[dict[str, Any]]) -> p
     its VM's (``vm_*``) and the host's (``host_*``)."""
     rows = []
     keep = study.keep
-    if study.kind == BENCH_SCHEDULER:
-        # One row per run: its matrix values and what the closed loop measured.
+    if study.kind in (BENCH_SCHEDULER, MAPREDUCE):
+        # One row per run: its matrix values and what the run measured.
         for run, res in zip(runs, results):
             row = {"run": run.index, "key": run.key[:16], **run.params}
             row.update({k: v for k, v in res.items() if isinstance(v, (int, float, str, bool))})

@@ -224,6 +224,18 @@ fn bench_scheduler(py: Python<'_>, text: &str, origin: &str) -> PyResult<String>
     })
 }
 
+/// Run one MapReduce job on the virtual cluster ([`hvio_sim::mapreduce_run`],
+/// a study's `kind = "mapreduce"` run): the run's config as JSON, `origin`
+/// named in errors; JSON result. Without the GIL, as `simulate`.
+#[pyfunction]
+fn mapreduce(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
+    py.allow_threads(|| {
+        let cfg = hvio_sim::mapreduce_run::parse(text, origin).map_err(err)?;
+        let r = hvio_sim::mapreduce_run::run(&cfg).map_err(err)?;
+        serde_json::to_string(&r).map_err(err)
+    })
+}
+
 /// Run a named experiment; JSON report.
 #[pyfunction]
 #[pyo3(signature = (name, quick=false, seed=1))]
@@ -286,6 +298,7 @@ fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(comparison, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(bench_scheduler, m)?)?;
+    m.add_function(wrap_pyfunction!(mapreduce, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(default_scenario, m)?)?;

@@ -15,6 +15,7 @@ pub mod experiments;
 pub mod fiojob;
 pub(crate) mod host;
 pub mod mapreduce;
+pub mod mapreduce_run;
 pub mod metrics;
 pub mod pagecache;
 pub mod records;

@@ -1,8 +1,11 @@
 //! Paper 002's MapReduce experiments on hvio's virtual Hadoop cluster
-//! ([`crate::mapreduce`]): sort under the 16 (host, guest) pairs of noop,
-//! deadline, anticipatory and cfq (Table I), and the adaptive plan that
-//! Algorithm 1 finds against the brute force over every two-phase plan
-//! (§IV.C, Fig. 7-a's sort bar).
+//! ([`crate::mapreduce`]) that need Algorithm 1, the brute force over
+//! every two-phase plan or a switch of pairs mid-job: the adaptive plan
+//! against the best single pair (§IV.C, Fig. 7-a's sort bar), Fig. 5's
+//! switch costs, Fig. 7's scenarios. Table I, Fig. 2 and Table II (one job
+//! per pair, benchmark or input size) are studies,
+//! `experiments/paper002-*.study.toml`, whose `kind = "mapreduce"` runs are
+//! [`crate::mapreduce_run`].
 //!
 //! The cluster is the paper's: 4 nodes × 4 VMs, 512 MB of input per VM,
 //! 2 replicas, 1 Gb/s; each node one HDD (hvio's default disk model) with
@@ -21,21 +24,12 @@ use crate::report::{f, Table};
 use crate::tune::{self, Outcome, Space};
 use hvio_core::time::ns_to_s;
 use hvio_sched::SwitchPolicy;
-use rayon::prelude::*;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// The paper's four schedulers, in Table I's column order.
 const SCHEDULERS: [&str; 4] = ["cfq", "deadline", "anticipatory", "noop"];
-
-/// Table I (seconds, average of 3 runs): `[guest][host]` in [`SCHEDULERS`] order.
-const PAPER_TABLE1: [[f64; 4]; 4] = [
-    [402.0, 436.0, 375.0, 962.0],
-    [405.0, 415.0, 365.0, 927.0],
-    [399.0, 516.0, 369.0, 987.0],
-    [413.0, 418.0, 370.0, 915.0],
-];
 
 fn setup(opts: &ExpOptions) -> (JobSpec, ClusterSpec) {
     let spec = JobSpec::preset(Benchmark::Sort);
@@ -117,111 +111,6 @@ macro_rules! paper {
         )
     };
 }
-pub const TABLE1: Experiment = Experiment {
-    name: "paper002-table1",
-    title: "Sort on a virtual Hadoop cluster under the 16 (host, guest) scheduler pairs",
-    paper: paper!("Table I"),
-    run: run_table1,
-};
-
-fn run_table1(opts: &ExpOptions) -> Result<Report> {
-    let (spec, cluster) = setup(opts);
-    let started = std::time::Instant::now();
-    let runs: Vec<ClusterRun> = (0..16)
-        .into_par_iter()
-        .map(|p| run_plan(&spec, &cluster, &[p]))
-        .collect::<Result<_>>()?;
-    // Wall time differs run to run: on stderr, out of the report.
-    let wall = started.elapsed().as_secs_f64();
-    eprintln!(
-        "paper002-table1: the 16 runs took {wall:.1} s of wall time; goal {}: under a minute{}",
-        if wall < 60.0 { "met" } else { "missed" },
-        if opts.quick {
-            " (for the full cluster; this is --quick)"
-        } else {
-            ""
-        }
-    );
-    let secs: Vec<f64> = runs.iter().map(|r| ns_to_s(r.phases.job())).collect();
-    let mut columns = vec!["guest \\ host"];
-    let names: Vec<String> = SCHEDULERS
-        .iter()
-        .flat_map(|h| [format!("{h} hvio s"), format!("{h} paper s")])
-        .collect();
-    columns.extend(names.iter().map(String::as_str));
-    let mut t = Table::new(
-        "sort job time: hvio's simulated cluster beside the paper's testbed",
-        &columns,
-    );
-    for (g, guest) in SCHEDULERS.iter().enumerate() {
-        let mut row = vec![guest.to_string()];
-        for h in 0..4 {
-            row.push(f(secs[h * 4 + g], 1));
-            row.push(f(PAPER_TABLE1[g][h], 0));
-        }
-        t.row(row);
-    }
-    let mut order: Vec<usize> = (0..16).collect();
-    order.sort_by(|&a, &b| secs[a].total_cmp(&secs[b]).then(a.cmp(&b)));
-    let rank_default = order.iter().position(|&p| p == 0).unwrap_or(0) + 1;
-    let host_mean = |h: usize| (0..4).map(|g| secs[h * 4 + g]).sum::<f64>() / 4.0;
-    let worst_host = (0..4)
-        .max_by(|&a, &b| host_mean(a).total_cmp(&host_mean(b)))
-        .unwrap_or(0);
-    let spread = (secs[order[15]] - secs[order[0]]) / secs[order[0]] * 100.0;
-    let mut report = Report {
-        tables: vec![t],
-        ..Report::default()
-    };
-    report.notes = vec![
-        format!(
-            "hvio: the best pair is {} ({} s); (cfq, cfq) takes {} s, rank {rank_default} of 16 (paper: best (anticipatory, deadline) 365 s, (cfq, cfq) 402 s).",
-            label(order[0]),
-            f(secs[order[0]], 1),
-            f(secs[0], 1)
-        ),
-        format!(
-            "hvio: the slowest host scheduler on average is {} ({} s over the 4 guests; paper: noop, 915-987 s against 365-516 s for the others).",
-            SCHEDULERS[worst_host],
-            f(host_mean(worst_host), 1)
-        ),
-        goal(
-            rank_default > 1,
-            "(cfq, cfq) is not the best pair",
-            format!("rank {rank_default} of 16"),
-        ),
-        goal(
-            worst_host == 3,
-            "noop at the host is the worst host choice for sort",
-            format!(
-                "host means {}",
-                (0..4)
-                    .map(|h| format!("{} {} s", SCHEDULERS[h], f(host_mean(h), 1)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ),
-        format!("hvio: the slowest pair takes {} % longer than the fastest (paper: 45 % for sort).", f(spread, 1)),
-        format!(
-            "cluster: {} nodes x {} VMs, {} MiB of input per VM, {} maps, {} reducers, each guest with a 224 MiB page cache; hvio's times are not the testbed's.",
-            cluster.nodes,
-            cluster.vms_per_node,
-            spec.input_per_vm >> 20,
-            spec.maps_per_vm() as usize * cluster.vms(),
-            spec.reduces_per_vm * cluster.vms()
-        ),
-    ];
-    report.data = json!({
-        "pairs": (0..16).map(|p| json!({
-            "host": pair(p).0, "guest": pair(p).1, "job_s": secs[p],
-            "phases_s": runs[p].phases.spans.iter().map(|s| ns_to_s(s.duration())).collect::<Vec<_>>(),
-            "non_concurrent_shuffle_pct": runs[p].phases.non_concurrent_shuffle_pct(),
-        })).collect::<Vec<_>>(),
-        "paper_table1_guest_by_host": PAPER_TABLE1,
-    });
-    Ok(report)
-}
-
 pub const ADAPTIVE: Experiment = Experiment {
     name: "paper002-adaptive",
     title: "Algorithm 1's two-phase plan for sort against the brute force, the default and the best single pair",
@@ -430,167 +319,6 @@ fn phase_by_phase(c: &tune::Comparison, inherited: &HashMap<Vec<usize>, node::Ba
         ));
     }
     (t, notes)
-}
-
-pub const FIG2: Experiment = Experiment {
-    name: "paper002-fig2",
-    title: "Wordcount, wordcount without combiner and sort under the 16 (host, guest) pairs",
-    paper: paper!("Fig. 2"),
-    run: run_fig2,
-};
-
-/// The paper's words on each benchmark in Fig. 2: spread across the 16
-/// pairs, its best pair and that pair's gain over (cfq, cfq).
-const PAPER_FIG2: [(Benchmark, &str); 3] = [
-    (
-        Benchmark::Wordcount,
-        "spread 1.5 %; best (anticipatory, cfq), 4.5 % faster than (cfq, cfq)",
-    ),
-    (
-        Benchmark::WordcountNoCombiner,
-        "spread 29 %; best (anticipatory, noop) and (deadline, noop), 6 % faster",
-    ),
-    (
-        Benchmark::Sort,
-        "spread 45 %; best (anticipatory, deadline), 9 % faster",
-    ),
-];
-
-fn run_fig2(opts: &ExpOptions) -> Result<Report> {
-    let (sort, cluster) = setup(opts);
-    let mut t = Table::new(
-        "job time (s) per benchmark and pair",
-        &["pair", "wordcount", "wordcount-no-combiner", "sort"],
-    );
-    let all: Vec<usize> = (0..16).collect();
-    let secs = benchmark_times(&sort, &cluster, &all)?;
-    for p in 0..16 {
-        let mut row = vec![label(p)];
-        row.extend(secs.iter().map(|s| f(s[p], 1)));
-        t.row(row);
-    }
-    let mut notes = Vec::new();
-    for (b, (benchmark, paper)) in PAPER_FIG2.iter().enumerate() {
-        let s = &secs[b];
-        let best = (0..16)
-            .min_by(|&x, &y| s[x].total_cmp(&s[y]).then(x.cmp(&y)))
-            .unwrap_or(0);
-        let worst = (0..16).max_by(|&x, &y| s[x].total_cmp(&s[y])).unwrap_or(0);
-        notes.push(format!(
-            "{}: hvio spread {} %; best {}, {} % faster than (cfq, cfq) (paper: {paper}).",
-            benchmark.name(),
-            f((s[worst] - s[best]) / s[best] * 100.0, 1),
-            label(best),
-            f((s[0] - s[best]) / s[0] * 100.0, 1)
-        ));
-    }
-    let data = json!(PAPER_FIG2
-        .iter()
-        .zip(&secs)
-        .map(|((b, _), s)| json!({ "benchmark": b.name(), "job_s": s }))
-        .collect::<Vec<_>>());
-    Ok(Report {
-        tables: vec![t],
-        notes,
-        data,
-        ..Report::default()
-    })
-}
-
-/// Fig. 2's job times: `[benchmark][i]` seconds, each of [`PAPER_FIG2`]'s
-/// benchmarks (with `like`'s input per VM and block size) under
-/// `pairs[i]`, the runs in parallel.
-fn benchmark_times(like: &JobSpec, cluster: &ClusterSpec, pairs: &[usize]) -> Result<Vec<Vec<f64>>> {
-    PAPER_FIG2
-        .iter()
-        .map(|&(benchmark, _)| {
-            let spec = JobSpec {
-                input_per_vm: like.input_per_vm,
-                block: like.block,
-                ..JobSpec::preset(benchmark)
-            };
-            pairs
-                .par_iter()
-                .map(|&p| run_plan(&spec, cluster, &[p]).map(|r| ns_to_s(r.phases.job())))
-                .collect()
-        })
-        .collect()
-}
-
-pub const TABLE2: Experiment = Experiment {
-    name: "paper002-table2",
-    title: "The non-concurrent shuffle's share of sort against the number of map waves",
-    paper: paper!("Table II"),
-    run: run_table2,
-};
-
-/// Table II: waves and the non-concurrent shuffle's share (%).
-const PAPER_TABLE2: [(f64, f64); 9] = [
-    (1.0, 29.5),
-    (1.5, 17.0),
-    (2.0, 10.9),
-    (2.5, 6.4),
-    (3.0, 5.3),
-    (3.5, 3.4),
-    (4.0, 2.1),
-    (4.5, 2.3),
-    (5.0, 1.4),
-];
-
-fn run_table2(opts: &ExpOptions) -> Result<Report> {
-    let (sort, cluster) = setup(opts);
-    // One wave is a block per map slot of every VM.
-    let wave = sort.block * sort.map_slots as u64;
-    let waves: Vec<f64> = PAPER_TABLE2.iter().map(|w| w.0).collect();
-    let runs = wave_runs(&sort, &cluster, &waves)?;
-    let mut t = Table::new(
-        "sort under (cfq, cfq): the shuffle after the last map, as a share of the job",
-        &["waves", "MiB per VM", "job s", "hvio %", "paper %"],
-    );
-    for ((waves, paper), run) in PAPER_TABLE2.iter().zip(&runs) {
-        let blocks = run.progress.maps_done.len() as u64;
-        let measured = crate::mapreduce::waves(blocks, cluster.vms() as u64, sort.map_slots as u64);
-        t.row(vec![
-            f(measured, 1),
-            f(*waves * (wave >> 20) as f64, 0),
-            f(ns_to_s(run.phases.job()), 1),
-            f(run.phases.non_concurrent_shuffle_pct(), 1),
-            f(*paper, 1),
-        ]);
-    }
-    let first = runs[0].phases.non_concurrent_shuffle_pct();
-    let last = runs[runs.len() - 1].phases.non_concurrent_shuffle_pct();
-    let notes = vec![format!(
-        "hvio: {} % at 1 wave, {} % at 5 (paper: 29.5 % and 1.4 %).",
-        f(first, 1),
-        f(last, 1)
-    )];
-    let data = json!(runs
-        .iter()
-        .map(|r| r.phases.non_concurrent_shuffle_pct())
-        .collect::<Vec<_>>());
-    Ok(Report {
-        tables: vec![t],
-        notes,
-        data,
-        ..Report::default()
-    })
-}
-
-/// Table II's runs: sort under (cfq, cfq) with each count of map waves
-/// (a wave is a block per map slot of every VM), in parallel.
-fn wave_runs(sort: &JobSpec, cluster: &ClusterSpec, waves: &[f64]) -> Result<Vec<ClusterRun>> {
-    let wave = sort.block * sort.map_slots as u64;
-    waves
-        .par_iter()
-        .map(|&w| {
-            let spec = JobSpec {
-                input_per_vm: (w * wave as f64) as u64,
-                ..sort.clone()
-            };
-            run_plan(&spec, cluster, &[0])
-        })
-        .collect()
 }
 
 pub const FIG7: Experiment = Experiment {
@@ -977,34 +705,6 @@ mod tests {
                 ..ClusterSpec::default()
             },
         )
-    }
-
-    #[test]
-    fn fig2_the_heavier_benchmarks_take_longer_and_a_noop_guest_helps_wordcount_without_combiner() {
-        let (sort, cluster) = tiny();
-        // (cfq, cfq) and (cfq, noop).
-        let secs = benchmark_times(&sort, &cluster, &[0, 3]).unwrap();
-        let [wordcount, no_combiner, sort] = [&secs[0], &secs[1], &secs[2]];
-        // Without its combiner wordcount spills, shuffles and merges 1.7
-        // times its input; sort moves its whole input through every stage.
-        assert!(no_combiner[0] > wordcount[0], "{secs:?}");
-        assert!(sort[0] > wordcount[0], "{secs:?}");
-        // Fig. 2-b: the paper's two best pairs for wordcount without
-        // combiner have a noop guest; (cfq, cfq) is not the best pair.
-        assert!(no_combiner[1] < no_combiner[0], "{secs:?}");
-    }
-
-    #[test]
-    fn table2_the_shuffle_after_the_last_map_shrinks_with_more_waves() {
-        let (sort, cluster) = tiny();
-        let runs = wave_runs(&sort, &cluster, &[1.0, 3.0]).unwrap();
-        let share: Vec<f64> = runs.iter().map(|r| r.phases.non_concurrent_shuffle_pct()).collect();
-        assert_eq!(runs[0].progress.maps_done.len(), 4);
-        assert_eq!(runs[1].progress.maps_done.len(), 12);
-        assert!(runs[1].phases.job() > runs[0].phases.job());
-        // Table II: 29.5 % at one wave, 5.3 % at three.
-        assert!(share[0] > share[1], "{share:?}");
-        assert!(share[1] > 0.0, "{share:?}");
     }
 
     #[test]

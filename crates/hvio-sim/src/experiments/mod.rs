@@ -87,14 +87,7 @@ pub struct Experiment {
 }
 
 /// Every experiment, by name.
-pub static EXPERIMENTS: &[Experiment] = &[
-    meta_paper002::TABLE1,
-    meta_paper002::ADAPTIVE,
-    meta_paper002::FIG5,
-    meta_paper002::FIG2,
-    meta_paper002::TABLE2,
-    meta_paper002::FIG7,
-];
+pub static EXPERIMENTS: &[Experiment] = &[meta_paper002::ADAPTIVE, meta_paper002::FIG5, meta_paper002::FIG7];
 
 /// The experiment called `name`, or an error listing them.
 pub fn find(name: &str) -> Result<&'static Experiment> {

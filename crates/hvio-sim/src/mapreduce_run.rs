@@ -1,0 +1,221 @@
+//! One MapReduce job on paper 002's virtual Hadoop cluster under one
+//! (host, guest) scheduler pair, from a config: a study's
+//! `kind = "mapreduce"` run (`hvio._hvio.mapreduce` in Python; the studies
+//! `experiments/paper002-*.study.toml` sweep it over pairs, benchmarks and
+//! input sizes). The cluster is [`crate::mapreduce`]'s: each node one HDD
+//! (hvio's default disk model) with its own host scheduler, each guest with
+//! the page cache a 1 GiB Hadoop VM has beside its four task JVMs
+//! ([`node::hadoop_page_cache`]). The model draws no random numbers: the
+//! seed changes nothing.
+
+use crate::error::{Result, SimError};
+use crate::mapreduce::{node, waves, Benchmark, ClusterSpec, JobSpec, NodeSpec};
+use crate::size::Size;
+use hvio_core::time::ns_to_s;
+use serde::{Deserialize, Serialize};
+
+/// A run: the job, its input, the cluster and the scheduler pair.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapReduceRunConfig {
+    /// `sort`, `wordcount` or `wordcount-no-combiner`, with the paper's
+    /// sizes and Hadoop 0.19's defaults ([`JobSpec::preset`]).
+    pub benchmark: Benchmark,
+    /// HDFS input per data node (VM); default the preset's 512 MiB.
+    #[serde(default)]
+    pub input_per_vm: Option<Size>,
+    /// The input per VM in map waves instead (Table II): this many blocks
+    /// per map slot of every VM.
+    #[serde(default)]
+    pub input_waves: Option<f64>,
+    /// `dfs.block.size` (one map per block); default the preset's 64 MiB.
+    #[serde(default)]
+    pub block: Option<Size>,
+    /// Nodes, VMs per node, network and guest RAM (paper 002's by default).
+    #[serde(default)]
+    pub cluster: ClusterSpec,
+    /// Every node's host scheduler (as a config's `[host]`).
+    pub host: MapReduceHost,
+    /// Every guest's scheduler.
+    pub guest_scheduler: String,
+    /// Accepted so that a study's seed may be set; the model draws no random numbers.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// The `[host]` of a [`MapReduceRunConfig`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapReduceHost {
+    /// The host scheduler of every node.
+    pub scheduler: String,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct MapReduceRunResult {
+    /// The benchmark.
+    pub benchmark: String,
+    /// The host scheduler.
+    pub host: String,
+    /// The guests' scheduler.
+    pub guest: String,
+    /// Physical nodes.
+    pub nodes: usize,
+    /// VMs per node.
+    pub vms_per_node: usize,
+    /// HDFS input per VM, bytes.
+    pub input_per_vm: u64,
+    /// Bytes of one map wave per VM (a block per map slot).
+    pub wave_bytes: u64,
+    /// Map tasks of the job.
+    pub maps: u64,
+    /// Reduce tasks of the job.
+    pub reducers: usize,
+    /// The job's time, s.
+    pub job_s: f64,
+    /// Each phase's time (map, concurrent shuffle, the rest), s.
+    pub phases_s: Vec<f64>,
+    /// The shuffle after the last map, % of the job (Table II).
+    pub non_concurrent_shuffle_pct: f64,
+    /// Map waves the job ran: its blocks over the cluster's map slots.
+    pub waves: f64,
+}
+
+/// Parse a [`MapReduceRunConfig`] from JSON; errors name `origin`.
+pub fn parse(json: &str, origin: &str) -> Result<MapReduceRunConfig> {
+    serde_json::from_str(json).map_err(|e| SimError::Parse {
+        origin: origin.to_string(),
+        message: format!("mapreduce run: {e}"),
+    })
+}
+
+/// Run the job of `cfg` on its cluster.
+pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
+    let mut preset = JobSpec::preset(cfg.benchmark);
+    if let Some(block) = cfg.block {
+        if block.bytes() == 0 {
+            return Err(SimError::Other("mapreduce run: block = 0: must be > 0".into()));
+        }
+        preset.block = block.bytes();
+    }
+    let wave = preset.block * preset.map_slots as u64;
+    let input_per_vm = match (cfg.input_per_vm, cfg.input_waves) {
+        (Some(_), Some(_)) => {
+            return Err(SimError::Other(
+                "mapreduce run: give input_per_vm or input_waves, not both".into(),
+            ))
+        }
+        (Some(size), None) => size.bytes(),
+        (None, Some(w)) if w.is_finite() && w > 0.0 => (w * wave as f64) as u64,
+        (None, Some(w)) => {
+            return Err(SimError::Other(format!(
+                "mapreduce run: input_waves = {w}: must be a number > 0"
+            )))
+        }
+        (None, None) => preset.input_per_vm,
+    };
+    let spec = JobSpec { input_per_vm, ..preset };
+    let cluster = &cfg.cluster;
+    let (host, guest) = (cfg.host.scheduler.as_str(), cfg.guest_scheduler.as_str());
+    let r = node::simulate(
+        &spec,
+        cluster,
+        &NodeSpec::new(host, guest, cluster.vms_per_node).with_page_cache(node::hadoop_page_cache()),
+        &toml::Table::new(),
+        &[],
+    )?;
+    Ok(MapReduceRunResult {
+        benchmark: cfg.benchmark.name().into(),
+        host: host.into(),
+        guest: guest.into(),
+        nodes: cluster.nodes,
+        vms_per_node: cluster.vms_per_node,
+        input_per_vm,
+        wave_bytes: wave,
+        maps: spec.maps_per_vm() * cluster.vms() as u64,
+        reducers: spec.reduces_per_vm * cluster.vms(),
+        job_s: ns_to_s(r.phases.job()),
+        phases_s: r.phases.spans.iter().map(|s| ns_to_s(s.duration())).collect(),
+        non_concurrent_shuffle_pct: r.phases.non_concurrent_shuffle_pct(),
+        waves: waves(
+            r.progress.maps_done.len() as u64,
+            cluster.vms() as u64,
+            spec.map_slots as u64,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run on a 2-node cluster of one VM each with 16 MiB blocks (two
+    /// maps per VM per wave): a sixteenth of `--quick`'s data per node, so
+    /// that a debug build runs it in seconds.
+    fn tiny(benchmark: &str, pair: (&str, &str), input: &str) -> MapReduceRunResult {
+        let json = format!(
+            r#"{{"benchmark": "{benchmark}", {input}, "block": "16MiB", "cluster": {{"nodes": 2, "vms_per_node": 1}},
+                "host": {{"scheduler": "{}"}}, "guest_scheduler": "{}"}}"#,
+            pair.0, pair.1
+        );
+        run(&parse(&json, "tiny").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn fig2_the_heavier_benchmarks_take_longer_and_a_noop_guest_helps_wordcount_without_combiner() {
+        let job = |b: &str, pair| tiny(b, pair, r#""input_per_vm": "32MiB""#).job_s;
+        let cfq = ("cfq", "cfq");
+        let (wordcount, no_combiner, sort) = (
+            job("wordcount", cfq),
+            job("wordcount-no-combiner", cfq),
+            job("sort", cfq),
+        );
+        // Without its combiner wordcount spills, shuffles and merges 1.7
+        // times its input; sort moves its whole input through every stage.
+        assert!(no_combiner > wordcount, "{no_combiner} {wordcount}");
+        assert!(sort > wordcount, "{sort} {wordcount}");
+        // Fig. 2-b: the paper's two best pairs for wordcount without
+        // combiner have a noop guest; (cfq, cfq) is not the best pair.
+        let noop_guest = job("wordcount-no-combiner", ("cfq", "noop"));
+        assert!(noop_guest < no_combiner, "{noop_guest} {no_combiner}");
+    }
+
+    #[test]
+    fn table2_the_shuffle_after_the_last_map_shrinks_with_more_waves() {
+        let one = tiny("sort", ("cfq", "cfq"), r#""input_waves": 1"#);
+        let three = tiny("sort", ("cfq", "cfq"), r#""input_waves": 3"#);
+        assert_eq!((one.maps, three.maps), (4, 12));
+        assert_eq!((one.waves, three.waves), (1.0, 3.0));
+        assert!(three.job_s > one.job_s);
+        // Table II: 29.5 % at one wave, 5.3 % at three.
+        assert!(
+            one.non_concurrent_shuffle_pct > three.non_concurrent_shuffle_pct,
+            "{one:?} {three:?}"
+        );
+        assert!(three.non_concurrent_shuffle_pct > 0.0, "{three:?}");
+    }
+
+    #[test]
+    fn a_small_sort_runs_and_bad_runs_name_what_is_wrong() {
+        let json = r#"{"benchmark": "sort", "input_per_vm": "64MiB", "cluster": {"nodes": 1, "vms_per_node": 2},
+            "host": {"scheduler": "deadline"}, "guest_scheduler": "noop", "seed": 1}"#;
+        let r = run(&parse(json, "t").unwrap()).unwrap();
+        assert_eq!((r.maps, r.nodes, r.vms_per_node), (2, 1, 2));
+        assert!(r.job_s > 0.0 && r.phases_s.len() == 3, "{r:?}");
+        assert!((r.waves - 0.5).abs() < 1e-9, "{r:?}");
+        let e = parse(
+            r#"{"benchmark": "grep", "host": {"scheduler": "cfq"}, "guest_scheduler": "cfq"}"#,
+            "t",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("t: mapreduce run: unknown variant `grep`"),
+            "{e}"
+        );
+        let both = r#"{"benchmark": "sort", "input_per_vm": 1, "input_waves": 1,
+            "host": {"scheduler": "cfq"}, "guest_scheduler": "cfq"}"#;
+        let e = run(&parse(both, "t").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("not both"), "{e}");
+    }
+}
