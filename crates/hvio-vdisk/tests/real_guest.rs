@@ -527,13 +527,23 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
         } else {
             let sched = server.trim_start_matches("hvio ");
             let toml = format!(
-                "[store]\npath = \"{}\"\n{engine}[scheduler]\nname = \"{sched}\"\n[[vm]]\nname = \"vm1\"\nsize = \"256MiB\"\n[vm.vhost_user]\nsocket = \"@DIR@/vu.sock\"\nqueues = {queues}\n",
+                "[store]\npath = \"{}\"\n{engine}[scheduler]\nname = \"{sched}\"\n[control]\nhttp = \"127.0.0.1:0\"\n[[vm]]\nname = \"vm1\"\nsize = \"256MiB\"\n[vm.vhost_user]\nsocket = \"@DIR@/vu.sock\"\nqueues = {queues}\n",
                 image.display()
             );
             let d = Daemon::start(&toml);
-            let iops = bench_guest(kit, server, &vhost_user_disk(&d.path("vu.sock"), queues), secs);
-            d.stop();
-            iops
+            let disk = vhost_user_disk(&d.path("vu.sock"), queues);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bench_guest(kit, server, &disk, secs))) {
+                Ok(iops) => {
+                    d.stop();
+                    iops
+                }
+                Err(stalled) => {
+                    // Whether hvio still holds requests of a guest that stalled.
+                    let (_, status) = http(d.control_addr(), "GET", "/status", "");
+                    eprintln!("{server}: the guest failed; hvio's /status then: {status}");
+                    std::panic::resume_unwind(stalled)
+                }
+            }
         }
     };
     let servers = ["qemu-storage-daemon", "hvio noop", "hvio cfq"];
