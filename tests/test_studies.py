@@ -523,3 +523,15 @@ def test_an_unknown_run_kind_is_named(tmp_path):
         sw.StudyError, match="kind 'hadoop': a run is one of simulate, bench-scheduler, mapreduce"
     ):
         sw.load_study(p)
+
+
+def test_hvio_sweep_runs_a_study_in_stages_each_under_its_own_folder(tmp_path, capsys):
+    assert main(["sweep", str(EXPERIMENTS / "htbs-rates.study.toml"), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("htbs-rates: 2 stages on ")
+    assert "stage calibration: 1 runs" in out and "stage rates: 6 runs" in out
+    for stage in ("calibration", "rates"):
+        assert (tmp_path / "sweep" / "htbs-rates" / stage / "results.parquet").is_file()
+    # The second stage's matrix holds the rates the first stage's run sized.
+    runs = json.loads((tmp_path / "sweep" / "htbs-rates" / "rates" / "runs.json").read_text())["runs"]
+    assert all(r["params"]["vm.vm1x1.attrs.rate_iops"] > 0 for r in runs)
