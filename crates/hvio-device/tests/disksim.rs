@@ -42,6 +42,26 @@ fn shared_disks_within_goal() {
     }
 }
 
+/// `Read-ahead over requested` = 1 (the Barracuda, the HP C2247) gives the
+/// read's blocks over to the read-ahead although their `Maximum
+/// read-ahead` is above 0; 0 (the other three) keeps them.
+#[test]
+fn read_ahead_over_requested_whatever_the_maximum() {
+    let Some(data) = common::hdd_validation() else { return };
+    for (spec, over) in [
+        ("barracuda.parv", true),
+        ("hp_c2247a.parv", true),
+        ("atlas10k.parv", false),
+        ("ibm18es.parv", false),
+        ("hp_c3323a.parv", false),
+    ] {
+        let c = load_disk(&data.join(spec), None).unwrap().model.cache;
+        assert!(c.read_ahead > 0, "{spec}");
+        assert_eq!(c.read_ahead_over_request, over, "{spec}");
+        assert!(!c.drop_read_data, "{spec}");
+    }
+}
+
 /// LBN → (cylinder, head, sector) → LBN on every block of every zone
 /// (slips, spares, reserved fronts, per-range spares and surfaces reversed on
 /// odd cylinders included), on all five validation disks.

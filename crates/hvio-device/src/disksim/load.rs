@@ -416,7 +416,10 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     // blocks in the segment; otherwise, with no maximum, the read-ahead goes
     // a whole segment past the read (`disk_buffer_get_max_readahead`); −1
     // also takes the read's blocks out of the segment once sent
-    // (`disk_request_complete`). A maximum above 0 makes 0 and 1 the same.
+    // (`disk_request_complete`). DiskSim's code reads the key only when the
+    // maximum is 0; hvio lets 1 and −1 give the read's blocks over to the
+    // read-ahead whatever the maximum, as the key says (and as DIXtrac,
+    // which measured these descriptions, writes it: `cd_discard_req_after_read`).
     let over = k.num("Read-ahead over requested", 0.0)?;
     if !over.is_finite() || over.abs() > 1e9 {
         return Err(kerr(
@@ -426,7 +429,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], ctx: &mut Ctx) -> Result<HddModel, Spec
     }
     let over = over as i64;
     let keep_request_data = if over >= 0 { (over - 1).abs() } else { over };
-    let over_request = max_ra == 0.0 && keep_request_data <= 0;
+    let over_request = keep_request_data <= 0;
     let max_ra = if max_ra == 0.0 {
         seg_size
     } else {
