@@ -316,6 +316,13 @@ impl SortedIndex {
         Some((slot, next))
     }
 
+    /// The slot of the key after the hinted one, if it is in the same chunk.
+    #[inline]
+    fn slot_after_hint(&self) -> Option<u32> {
+        let (hc, hp) = self.hint;
+        self.chunks.get(hc).filter(|c| hp + 1 < c.len).map(|c| c.slots[hp + 1])
+    }
+
     fn get(&self, key: Packed) -> Option<u32> {
         self.find(key).map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
@@ -518,8 +525,14 @@ impl SortedFifo {
         self.free.push(slot);
         let Slot { rq, deadline, seq } = self.slots[slot as usize];
         if let Some((_, s)) = next {
-            // Deadline's next dispatch, CFQ's and AS's next look: fetch it now.
+            // Deadline's next dispatch, CFQ's and AS's next look: fetch it now,
+            // and the one after it (an elevator's dispatch after next), so
+            // that a slot whose fetch takes longer than one decision is
+            // still in time.
             prefetch(&self.slots[s as usize]);
+            if let Some(t) = self.by_sector.slot_after_hint() {
+                prefetch(&self.slots[t as usize]);
+            }
         }
         self.len -= 1;
         if seq == LATE {
