@@ -327,27 +327,54 @@ impl SortedIndex {
         self.find(key).map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
 
+    /// The hinted place, if it holds the first key at or after `key` (the
+    /// key there is at or after `key` and the one before it is not): an
+    /// elevator asks for the request after the one it just removed, which
+    /// the hint already points at, and is answered without a search.
+    #[inline]
+    fn hinted_lower_bound(&self, key: Packed) -> Option<Place> {
+        let (hc, hp) = self.hint;
+        let c = self.chunks.get(hc)?;
+        if hp >= c.len || c.keys[hp] < key {
+            return None;
+        }
+        let before_is_less = if hp > 0 {
+            c.keys[hp - 1] < key
+        } else {
+            hc == 0 || self.maxes[hc - 1] < key
+        };
+        before_is_less.then_some((hc, hp))
+    }
+
     fn at_or_after(&self, key: Packed) -> Option<u32> {
+        if let Some((ci, pos)) = self.hinted_lower_bound(key) {
+            return Some(self.chunks[ci].slots[pos]);
+        }
         let c = self.chunks.get(self.chunk_at_or_after(key))?;
         Some(c.slots[self.pos(c, key)])
     }
 
     /// Where the last key before `key` and the first at or after it are,
-    /// from one search.
+    /// from the hint or one search.
     #[inline]
     fn around(&self, key: Packed) -> (Option<Place>, Option<Place>) {
-        let ci = self.chunk_at_or_after(key);
         let last_of = |ci: usize| self.chunks.get(ci).map(|c| (ci, c.len - 1));
+        let before_place = |(ci, pos): Place| {
+            if pos > 0 {
+                Some((ci, pos - 1))
+            } else {
+                ci.checked_sub(1).and_then(last_of)
+            }
+        };
+        if let Some(at) = self.hinted_lower_bound(key) {
+            return (before_place(at), Some(at));
+        }
+        let ci = self.chunk_at_or_after(key);
         match self.chunks.get(ci) {
+            // `maxes[ci] >= key`, so the position is inside the chunk.
             Some(c) => {
-                // `maxes[ci] >= key`, so `pos` is inside the chunk.
-                let pos = self.pos(c, key);
-                let before = if pos > 0 {
-                    Some((ci, pos - 1))
-                } else {
-                    ci.checked_sub(1).and_then(last_of)
-                };
-                (before, Some((ci, pos)))
+                let at = (ci, self.pos(c, key));
+                (before_place(at), Some(at))
             }
             None => (ci.checked_sub(1).and_then(last_of), None),
         }
@@ -359,15 +386,7 @@ impl SortedIndex {
     }
 
     fn before(&self, key: Packed) -> Option<u32> {
-        let ci = self.chunk_at_or_after(key);
-        if let Some(c) = self.chunks.get(ci) {
-            let pos = self.pos(c, key);
-            if pos > 0 {
-                return Some(c.slots[pos - 1]);
-            }
-        }
-        let c = self.chunks.get(ci.checked_sub(1)?)?;
-        Some(c.slots[c.len - 1])
+        self.around(key).0.map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
 
     fn first(&self) -> Option<u32> {
