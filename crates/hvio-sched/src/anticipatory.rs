@@ -31,7 +31,8 @@
 use super::util::{key, wake_at, SortKey, SortedFifo, ThinkTime};
 use super::SchedulerSpec;
 use hvio_core::{ms, Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 
 /// The registry entry of `anticipatory`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
@@ -159,7 +160,7 @@ pub struct Anticipatory {
     /// them first.
     dispatch_list: VecDeque<Request>,
     last_sector: [Sector; 2],
-    streams: HashMap<StreamId, StreamCtx>,
+    streams: FxHashMap<StreamId, StreamCtx>,
     exit_prob: u64,
     exit_no_coop: u64,
     new_ttime_total: u64,
@@ -201,7 +202,7 @@ impl Anticipatory {
             next: [None, None],
             dispatch_list: VecDeque::new(),
             last_sector: [0, 0],
-            streams: HashMap::new(),
+            streams: FxHashMap::default(),
             exit_prob: 0,
             exit_no_coop: 0,
             new_ttime_total: 0,
