@@ -11,13 +11,11 @@
 //! access interval `ZT` of its dense zone (Eq. 6–7).
 //!
 //! Memory is proportional to the zones touched recently: zones live in a
-//! sorted map keyed by zone index, and a zone whose density has decayed below
+//! sorted array keyed by zone index, and a zone whose density has decayed below
 //! `forget_density` is dropped (its history no longer affects δ, and its mean
 //! interval would describe a past access pattern).
 
 use hvio_core::{Nanos, Sector};
-use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
 
 /// The vNavigator's tunables (Table 2 of the paper).
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +71,10 @@ impl Unit {
 #[derive(Debug, Clone)]
 pub struct VNavigator {
     p: NavParams,
-    zones: BTreeMap<u64, Zone>,
+    /// The zones remembered, as (zone number, zone) sorted by number: a
+    /// search is a bisection of one array, and the decay at each window one
+    /// pass over it in zone order.
+    zones: Vec<(u64, Zone)>,
     /// The current prediction window `T` (every stored density refers to it).
     window: u64,
     /// Σ D and count over zones with `D ≥ 1`, for Eq. 4, exact within a window.
@@ -88,7 +89,7 @@ impl VNavigator {
     pub fn new(p: NavParams) -> Self {
         VNavigator {
             p,
-            zones: BTreeMap::new(),
+            zones: Vec::new(),
             window: 0,
             sum_dense: 0.0,
             n_dense: 0,
@@ -99,6 +100,15 @@ impl VNavigator {
     /// Its parameters.
     pub fn params(&self) -> &NavParams {
         &self.p
+    }
+
+    /// Where zone `j` is in `zones` (`Err`: where it would go).
+    fn find(&self, j: u64) -> Result<usize, usize> {
+        self.zones.binary_search_by_key(&j, |e| e.0)
+    }
+
+    fn zone(&self, j: u64) -> Option<&Zone> {
+        self.find(j).ok().map(|i| &self.zones[i].1)
     }
 
     fn window_of(&self, t: Nanos) -> u64 {
@@ -122,7 +132,7 @@ impl VNavigator {
         self.sum_dense = 0.0;
         self.n_dense = 0;
         let (mut sum, mut n) = (0.0, 0usize);
-        self.zones.retain(|_, z| {
+        self.zones.retain_mut(|(_, z)| {
             z.density *= f;
             z.window = w;
             if z.density >= 1.0 {
@@ -143,9 +153,9 @@ impl VNavigator {
         let j = sector / self.p.zone_sectors;
         let w = self.window;
         // One search of the zone map per arrival, whether the zone is known or new.
-        match self.zones.entry(j) {
-            Entry::Occupied(mut e) => {
-                let z = e.get_mut();
+        match self.find(j) {
+            Ok(i) => {
+                let z = &mut self.zones[i].1;
                 let old = z.density;
                 z.density += 1.0;
                 if old >= 1.0 {
@@ -165,15 +175,16 @@ impl VNavigator {
                 z.accesses += 1;
                 z.last_arrival = now;
             }
-            Entry::Vacant(e) => {
-                e.insert(Zone {
+            Err(i) => {
+                let zone = Zone {
                     density: 1.0,
                     window: w,
                     accesses: 1,
                     last_arrival: now,
                     mean_interval: 0.0,
                     last_completion: None,
-                });
+                };
+                self.zones.insert(i, (j, zone));
                 self.sum_dense += 1.0;
                 self.n_dense += 1;
                 self.peak_zones = self.peak_zones.max(self.zones.len());
@@ -183,15 +194,15 @@ impl VNavigator {
 
     /// A request of this VM at `sector` completed at `now`.
     pub fn completed(&mut self, sector: Sector, now: Nanos) {
-        if let Some(z) = self.zones.get_mut(&(sector / self.p.zone_sectors)) {
-            z.last_completion = Some(now);
+        if let Ok(i) = self.find(sector / self.p.zone_sectors) {
+            self.zones[i].1.last_completion = Some(now);
         }
     }
 
     /// `D(Z_j, T)` of zone `j` at the window of `now` (0 for an untouched zone).
     pub fn density(&mut self, zone: u64, now: Nanos) -> f64 {
         self.advance(now);
-        self.zones.get(&zone).map_or(0.0, |z| z.density)
+        self.zone(zone).map_or(0.0, |z| z.density)
     }
 
     /// `δ(VM, T)` (Eq. 4); infinite when no zone has `D ≥ 1` (nothing is dense).
@@ -206,8 +217,7 @@ impl VNavigator {
 
     /// `ZT(Z_j)` of zone `j`, once it has had two accesses.
     pub fn zone_interval(&self, zone: u64) -> Option<Nanos> {
-        self.zones
-            .get(&zone)
+        self.zone(zone)
             .filter(|z| z.accesses >= 2)
             .map(|z| z.mean_interval.round() as Nanos)
     }
@@ -222,7 +232,9 @@ impl VNavigator {
         // Zones j − 1, j and j + 1 from one search of the map (one per call,
         // not one per zone asked about).
         let mut near: [Option<&Zone>; 3] = [None; 3];
-        for (&i, z) in self.zones.range(j.saturating_sub(1)..=j.saturating_add(1)) {
+        let (lo, hi) = (j.saturating_sub(1), j.saturating_add(1));
+        let first = self.zones.partition_point(|e| e.0 < lo);
+        for (i, z) in self.zones[first..].iter().take_while(|e| e.0 <= hi) {
             near[(i + 1 - j) as usize] = Some(z);
         }
         let dense = |i: usize| near[i].is_some_and(|z| z.density >= delta);
@@ -263,8 +275,8 @@ impl VNavigator {
     }
 
     fn bytes_for(zones: usize) -> usize {
-        // A BTreeMap entry costs the key, the value and about one pointer of
-        // node overhead on average.
+        // An estimate: a zone's key and value and one word of overhead (the
+        // sorted array's spare capacity, as it grows by doubling).
         std::mem::size_of::<Self>() + zones * (std::mem::size_of::<u64>() + std::mem::size_of::<Zone>() + 8)
     }
 }
