@@ -303,7 +303,7 @@ fn evictable(flags: u8) -> bool {
     flags & (PRESENT | UPTODATE | READING | DIRTY | WRITEBACK) == PRESENT | UPTODATE
 }
 
-/// Pages per [`Chunk`] (4 MiB of image), a power of two.
+/// Pages per `Chunk` (4 MiB of image), a power of two.
 const CHUNK_SHIFT: u32 = 10;
 const CHUNK_PAGES: usize = 1 << CHUNK_SHIFT;
 const CHUNK_WORDS: usize = CHUNK_PAGES / 64;
@@ -407,7 +407,7 @@ impl Waiters {
 
 /// One VM's page cache.
 ///
-/// Pages live in [`Chunk`]s of 1024 (a chunk is dropped when its last page
+/// Pages live in chunks of 1024 (a chunk is dropped when its last page
 /// is evicted); the chunks holding dirty pages and pages under write-back
 /// are kept in page order, so write-back walks only those. Clean pages
 /// wait for eviction as runs of pages in the order they became clean.
