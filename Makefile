@@ -33,7 +33,9 @@ deps: ## install the Debian packages the tests drive (qemu-io, fio, mkfs.ext4, l
 # A test that cannot run here (no shared data, no fio, no root to mount)
 # logs why to HVIO_SKIP_LOG; the last step counts and prints those lines.
 SKIP_LOG := $(abspath target/skipped-tests.log)
-test-rust: ## Rust tests and benchmarks (once each, untimed), then the skipped tests and why
+# `hvio reproduce` hands a study to the Python package, so the Rust tests of
+# the CLI need it installed.
+test-rust: python ## Rust tests and benchmarks (once each, untimed), then the skipped tests and why
 	rm -f $(SKIP_LOG)
 	HVIO_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --workspace --exclude hvio-py
 	HVIO_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --workspace --exclude hvio-py --benches
