@@ -138,13 +138,17 @@ requests = 200
 
 def test_tune_finds_a_plan_that_runs_in_the_predicted_time():
     t = hvio.tune(PHASED, hosts=["noop", "deadline"], guests=["noop", "cfq"], brute_force=True)
-    assert [p for p, _, _ in t.plan] == ["scan", "update"]
+    assert [p for p, _, _ in t.algorithm1] == ["scan", "update"]
+    # The plan written is the fastest run measured: here the optimum's time.
+    assert t.chosen_from in {"algorithm1", "single-pair", "walk-run", "brute-force", "as-written"}
+    if t.chosen_from != "as-written":
+        assert [p for p, _, _ in t.plan] == ["scan", "update"]
     assert list(t.profile.columns) == ["host", "guest", "scan", "update", "total"]
     assert len(t.profile) == 4
     # The optimum is the fastest of the 16 plans; Algorithm 1 is not faster.
     assert t.optimum is not None
     assert t.raw["comparison"]["brute_force"]["outcome"]["phase_s"]
-    assert t.predicted_s >= sum(t.raw["comparison"]["brute_force"]["outcome"]["phase_s"]) - 1e-9
+    assert t.predicted_s <= sum(t.raw["comparison"]["brute_force"]["outcome"]["phase_s"]) + 1e-9
     r = hvio.simulate(t.config)
     assert sum(p["duration_s"] for p in r.raw["phases"]) == pytest.approx(t.predicted_s, rel=1e-12)
 

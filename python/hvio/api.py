@@ -284,8 +284,10 @@ _PAPER_SCHEDULERS = ["cfq", "deadline", "anticipatory", "noop"]
 
 @dataclass
 class Tuned:
-    """What :func:`tune` found: Algorithm 1's plan over a config's phases
-    (``hvio tune``), its predicted time and gains, the profile and the runs."""
+    """What :func:`tune` found over a config's phases (``hvio tune``): the
+    plan it writes (the fastest run it measured: Algorithm 1's plan unless
+    another run was faster, see :attr:`chosen_from`), its predicted time and
+    gains, Algorithm 1's own plan, the profile and the runs."""
 
     raw: dict[str, Any]
     profile: pd.DataFrame = field(init=False)
@@ -309,7 +311,20 @@ class Tuned:
 
     @property
     def plan(self) -> list[tuple[str, str, str]]:
-        """Algorithm 1's choice: (phase, host, guest) per phase."""
+        """The plan written: (phase, host, guest) per phase; empty when the
+        config as written was faster than every plan measured."""
+        chosen = self.raw["chosen"]
+        return self._pairs(chosen["plan"]) if chosen else []
+
+    @property
+    def chosen_from(self) -> str:
+        """Which run :attr:`plan` is: ``algorithm1``, ``single-pair``,
+        ``walk-run``, ``brute-force`` or ``as-written``."""
+        return self.raw["chosen_from"]
+
+    @property
+    def algorithm1(self) -> list[tuple[str, str, str]]:
+        """Algorithm 1's own plan: (phase, host, guest) per phase."""
         return self._pairs(self.raw["comparison"]["heuristic"]["plan"])
 
     @property

@@ -109,7 +109,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     print(&a, &cfg, &tuned)?;
     match (&a.out, online) {
         (Some(out), Some((path, text))) => {
-            let hosts = phase_hosts(&tuned);
+            let hosts = phase_hosts(&tuned, &cfg);
             let (written, missing) = online_classes(&text, &path.display().to_string(), &hosts)?;
             // What is written must load as the daemon's config.
             hvio_vdisk::config::Config::from_toml_str(&written, &out.display().to_string())?;
@@ -145,12 +145,19 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     Ok(())
 }
 
-/// Each phase and the host scheduler Algorithm 1's plan runs in it.
-fn phase_hosts(t: &Tuned) -> Vec<(String, String)> {
+/// Each phase and the host scheduler the written plan runs in it (the
+/// config's own host scheduler when the config as written was fastest).
+fn phase_hosts(t: &Tuned, cfg: &Config) -> Vec<(String, String)> {
     t.phases
         .iter()
-        .zip(&t.comparison.heuristic.plan)
-        .map(|(phase, &p)| (phase.clone(), t.pairs[p].host.clone()))
+        .enumerate()
+        .map(|(k, phase)| {
+            let host = match &t.chosen {
+                Some(c) => t.pairs[c.plan[k]].host.clone(),
+                None => cfg.host.scheduler.clone(),
+            };
+            (phase.clone(), host)
+        })
         .collect()
 }
 
@@ -257,7 +264,18 @@ fn print(a: &TuneArgs, cfg: &Config, t: &Tuned) -> Result<()> {
     }
     outln!("{}", profile.render());
     let best = c.best_single;
-    outln!("chosen plan (Algorithm 1): {}", t.describe(&c.heuristic.plan));
+    outln!(
+        "Algorithm 1's plan: {} ({} s)",
+        t.describe(&c.heuristic.plan),
+        f(c.heuristic.outcome.total_s(), 3)
+    );
+    outln!(
+        "chosen plan ({}): {}",
+        t.chosen_from.describe(),
+        t.chosen
+            .as_ref()
+            .map_or_else(|| "no [[phase]] plan".to_string(), |p| t.describe(&p.plan))
+    );
     outln!("predicted: {} s", f(t.predicted_s, 3));
     outln!(
         "gain over the config's own schedulers ({} s): {} %",

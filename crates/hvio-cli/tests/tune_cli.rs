@@ -25,12 +25,18 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Two VMs, a sequential phase and a random one, on the small test disk.
+/// Two VMs, a sequential phase and a random one, on the small test disk,
+/// under (noop, noop).
 fn config(phases: &[&str]) -> String {
-    let mut text = String::from("seed = 5\n[disk]\nmodel = \"simple\"\n[host]\nscheduler = \"cfq\"\n");
+    config_under("noop", phases)
+}
+
+/// [`config`] with `sched` at the host and in both guests.
+fn config_under(sched: &str, phases: &[&str]) -> String {
+    let mut text = format!("seed = 5\n[disk]\nmodel = \"simple\"\n[host]\nscheduler = \"{sched}\"\n");
     for vm in ["a", "b"] {
         text.push_str(&format!(
-            "[[vm]]\nname = \"{vm}\"\nimage_size = \"1GiB\"\nguest_scheduler = \"cfq\"\n"
+            "[[vm]]\nname = \"{vm}\"\nimage_size = \"1GiB\"\nguest_scheduler = \"{sched}\"\n"
         ));
         for (i, p) in phases.iter().enumerate() {
             let job = if i % 2 == 0 {
@@ -74,7 +80,8 @@ fn the_written_plan_runs_in_the_predicted_time() {
     // Not a terminal: no progress bar.
     assert_eq!(err, "");
     assert!(out.contains("2 phases (scan, update), 6 pairs"), "{out}");
-    assert!(out.contains("chosen plan (Algorithm 1): scan: ("), "{out}");
+    assert!(out.contains("Algorithm 1's plan: scan: ("), "{out}");
+    assert!(out.contains("chosen plan ("), "{out}");
     let predicted: f64 = value_after(&out, "predicted: ").parse().unwrap();
     let gap: f64 = out
         .lines()
@@ -85,6 +92,20 @@ fn the_written_plan_runs_in_the_predicted_time() {
         .parse()
         .unwrap();
     assert!(gap >= 0.0, "the optimum is the fastest of all plans: {out}");
+    // The plan written is the fastest run measured: with the brute force,
+    // no slower than its optimum.
+    let optimum: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("brute force: the optimum is "))
+        .and_then(|l| l.rsplit_once(" s); ").map(|(a, _)| a))
+        .and_then(|a| a.rsplit_once('(').map(|(_, s)| s))
+        .unwrap_or_else(|| panic!("no optimum in\n{out}"))
+        .parse()
+        .unwrap();
+    assert!(
+        predicted <= optimum,
+        "predicted {predicted} against the optimum {optimum}\n{out}"
+    );
     // 1 as written, 6 profiling, Algorithm 1 within P × S = 12, 36 brute force.
     let runs: usize = value_after(&out, "runs: ").parse().unwrap();
     assert!((1 + 6 + 36..=1 + 6 + 12 + 36).contains(&runs), "{out}");
@@ -131,6 +152,42 @@ fn a_config_without_phases_is_one_phase_and_gets_the_best_single_pair() {
     assert!(plan.contains("at_s = 0.0"), "{plan}");
     let (ok, _, err) = hvio(&dir, &["sim", "plan.toml", "--json", "plan.json"]);
     assert!(ok, "{err}");
+}
+
+#[test]
+fn a_config_faster_as_written_than_every_plan_is_written_without_a_plan() {
+    // (cfq, cfq) as written is faster here than every pair of noop and
+    // deadline: the plan written is the config itself, and it says so.
+    let dir = scratch("as-written");
+    std::fs::write(dir.join("job.toml"), config_under("cfq", &["scan", "update"])).unwrap();
+    let (ok, out, err) = hvio(
+        &dir,
+        &[
+            "tune",
+            "job.toml",
+            "--host",
+            "noop,deadline",
+            "--guest",
+            "noop",
+            "--out",
+            "plan.toml",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("chosen plan (the config as written, faster than every plan measured): no [[phase]] plan"),
+        "{out}"
+    );
+    let predicted = value_after(&out, "predicted: ");
+    let default = out
+        .lines()
+        .find_map(|l| l.strip_prefix("gain over the config's own schedulers ("))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no default in\n{out}"));
+    assert_eq!(predicted, default, "{out}");
+    let plan = std::fs::read_to_string(dir.join("plan.toml")).unwrap();
+    assert!(!plan.contains("[[phase]]"), "{plan}");
+    assert!(plan.contains("measured no plan faster"), "{plan}");
 }
 
 #[test]

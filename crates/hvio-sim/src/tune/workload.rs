@@ -13,9 +13,16 @@
 //! written without it. Runs are independent and go in parallel on rayon's
 //! pool, each as `hvio sim` would run it, so the plan the search writes
 //! ([`plan_config`]) gives, when run, the time it predicted.
+//!
+//! The plan written is the fastest run the search measured ([`Chosen`]):
+//! Algorithm 1's plan unless a single pair of the profile, another plan its
+//! walk ran, the brute force's optimum or the config as written was faster.
+//! The paper's walk stops at the first candidate that does not help, so its
+//! plan can be slower than a run it already made; writing it would hand the
+//! user a slower config than one the search had measured.
 
 use super::plan::PhaseConfig;
-use super::search::{self, Comparison, Found, Outcome, Plan, Space};
+use super::search::{self, Comparison, Found, Outcome, Space};
 use crate::config::Config;
 use crate::error::{Result, SimError};
 use crate::metrics::SimResult;
@@ -70,6 +77,36 @@ impl std::fmt::Display for Pair {
     }
 }
 
+/// Which measured run the written plan is: the fastest, on a tie the
+/// first of this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Chosen {
+    /// Algorithm 1's plan.
+    Algorithm1,
+    /// A single pair of the profile.
+    SinglePair,
+    /// A plan Algorithm 1's walk ran before settling on another.
+    WalkRun,
+    /// The brute force's optimum.
+    BruteForce,
+    /// The config as written (its own schedulers, no plan).
+    AsWritten,
+}
+
+impl Chosen {
+    /// What the written plan is, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Chosen::Algorithm1 => "Algorithm 1's plan",
+            Chosen::SinglePair => "the profile's best single pair, faster than Algorithm 1's plan",
+            Chosen::WalkRun => "a plan Algorithm 1's walk ran, faster than the plan it settled on",
+            Chosen::BruteForce => "the brute force's optimum, faster than Algorithm 1's plan",
+            Chosen::AsWritten => "the config as written, faster than every plan measured",
+        }
+    }
+}
+
 /// What the search found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Tuned {
@@ -83,11 +120,15 @@ pub struct Tuned {
     pub default_s: f64,
     /// Profile, Algorithm 1 and (if asked) the brute force.
     pub comparison: Comparison,
-    /// Algorithm 1's plan as `[[phase]]` tables.
+    /// Which run the written plan is.
+    pub chosen_from: Chosen,
+    /// The written plan, a pair index per phase (`None`: the config as written).
+    pub chosen: Option<Found>,
+    /// The written plan as `[[phase]]` tables (none: the config as written).
     pub plan: Vec<PhaseConfig>,
     /// Simulated runs in all (the default, the profile, Algorithm 1, the brute force).
     pub runs: usize,
-    /// Algorithm 1's plan's time: seconds.
+    /// The written plan's time: seconds.
     pub predicted_s: f64,
     /// How much shorter that is than the config as written, in percent.
     pub gain_over_default_pct: f64,
@@ -261,9 +302,11 @@ pub fn tune(cfg: &Config, opts: &TuneOptions, progress: &(dyn Fn() + Sync)) -> R
         None
     };
     let runs = 1 + profile.runs + heuristic.runs + brute_force.as_ref().map_or(0, |b| b.runs);
-    let plan: &Plan = &heuristic.plan;
-    let tables = plan_tables(&phases, by_phase, &pairs, plan, opts.policy);
-    let predicted_s = heuristic.outcome.total_s();
+    let (chosen_from, chosen) = choose(&heuristic, &fastest_run, brute_force.as_ref(), default_s);
+    let tables = chosen.as_ref().map_or_else(Vec::new, |c| {
+        plan_tables(&phases, by_phase, &pairs, &c.plan, opts.policy)
+    });
+    let predicted_s = chosen.as_ref().map_or(default_s, |c| c.outcome.total_s());
     let comparison = Comparison {
         space,
         best_single: profile.best_single(),
@@ -275,8 +318,10 @@ pub fn tune(cfg: &Config, opts: &TuneOptions, progress: &(dyn Fn() + Sync)) -> R
     Ok(Tuned {
         predicted_s,
         gain_over_default_pct: pct_under(predicted_s, default_s),
-        gain_over_best_single_pct: comparison.gain_over_best_single_pct(),
+        gain_over_best_single_pct: pct_under(predicted_s, comparison.profile.total_s[comparison.best_single]),
         comparison,
+        chosen_from,
+        chosen,
         phases,
         by_phase,
         pairs,
@@ -284,6 +329,29 @@ pub fn tune(cfg: &Config, opts: &TuneOptions, progress: &(dyn Fn() + Sync)) -> R
         plan: tables,
         runs,
     })
+}
+
+/// The fastest of the runs measured: Algorithm 1's plan, the fastest run of
+/// the profile and the walk, the brute force's optimum, the config as
+/// written (`default_s`); on a tie the first of these. `None`: as written.
+fn choose(
+    heuristic: &Found,
+    fastest_run: &Found,
+    brute_force: Option<&Found>,
+    default_s: f64,
+) -> (Chosen, Option<Found>) {
+    let mut best = (Chosen::Algorithm1, heuristic);
+    if fastest_run.outcome.total_s() < best.1.outcome.total_s() {
+        let single = fastest_run.plan.windows(2).all(|w| w[0] == w[1]);
+        best = (if single { Chosen::SinglePair } else { Chosen::WalkRun }, fastest_run);
+    }
+    if let Some(b) = brute_force.filter(|b| b.outcome.total_s() < best.1.outcome.total_s()) {
+        best = (Chosen::BruteForce, b);
+    }
+    if default_s < best.1.outcome.total_s() {
+        return (Chosen::AsWritten, None);
+    }
+    (best.0, Some(best.1.clone()))
 }
 
 /// `cfg`'s TOML text with its `[[phase]]` tables replaced by `plan`: a
@@ -316,7 +384,13 @@ pub fn plan_config(cfg: &Config, plan: &[PhaseConfig]) -> Result<String> {
     if !out.ends_with('\n') {
         out.push('\n');
     }
-    out.push_str("\n# The plan `hvio tune` chose (Algorithm 1 of paper 002).\n");
+    if plan.is_empty() {
+        out.push_str("\n# `hvio tune` measured no plan faster than this config as written.\n");
+        return Ok(out);
+    }
+    out.push_str(
+        "\n# The plan `hvio tune` chose: the fastest it measured (paper 002's Algorithm 1 and the runs beside it).\n",
+    );
     let mut plan_doc = toml_edit::DocumentMut::new();
     plan_doc.insert("phase", toml_edit::Item::ArrayOfTables(tables));
     out.push_str(&plan_doc.to_string());
@@ -361,5 +435,38 @@ mod tests {
         // Every table passes the plan's own checks.
         let t = plan_tables(&names, true, &pairs(), &[0, 1, 2], SwitchPolicy::Migrate);
         assert!(super::super::PhasePlan::check_workload(&t, &names).is_ok());
+    }
+
+    fn found(plan: &[usize], phase_s: &[f64]) -> Found {
+        Found {
+            plan: plan.to_vec(),
+            outcome: Outcome {
+                phase_s: phase_s.to_vec(),
+                switch_s: vec![0.0; phase_s.len()],
+            },
+            runs: 0,
+        }
+    }
+
+    #[test]
+    fn the_written_plan_is_the_fastest_run_measured_and_says_which() {
+        let heuristic = found(&[0, 1], &[10.0, 20.0]);
+        // Algorithm 1's plan is the fastest: it is written (a tie keeps it).
+        let (from, plan) = choose(&heuristic, &heuristic, None, 40.0);
+        assert_eq!((from, plan.unwrap().plan), (Chosen::Algorithm1, vec![0, 1]));
+        // A single pair of the profile was faster than the walk's plan.
+        let single = found(&[2, 2], &[12.0, 16.0]);
+        let (from, plan) = choose(&heuristic, &single, None, 40.0);
+        assert_eq!((from, plan.unwrap().plan), (Chosen::SinglePair, vec![2, 2]));
+        // A plan the walk tried on its way.
+        let walked = found(&[1, 2], &[11.0, 16.0]);
+        assert_eq!(choose(&heuristic, &walked, None, 40.0).0, Chosen::WalkRun);
+        // The brute force's optimum beats both.
+        let optimum = found(&[1, 0], &[11.0, 15.0]);
+        let (from, plan) = choose(&heuristic, &single, Some(&optimum), 40.0);
+        assert_eq!((from, plan.unwrap().plan), (Chosen::BruteForce, vec![1, 0]));
+        // The config as written beat every plan: no plan is written.
+        let (from, plan) = choose(&heuristic, &single, Some(&optimum), 25.0);
+        assert_eq!((from, plan), (Chosen::AsWritten, None));
     }
 }
