@@ -38,6 +38,7 @@ use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRE
 use virtio_queue::QueueOwnedT;
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier};
 
 type Memory = GuestMemoryAtomic<GuestMemoryMmap>;
 
@@ -46,6 +47,8 @@ const SECTOR: u64 = 512;
 const SIZE_MAX: u32 = 1 << 20;
 /// Sectors of the largest discard or write-zeroes request.
 const MAX_RANGE_SECTORS: u32 = (32 << 20) / SECTOR as u32;
+/// How long a queue's stop (`GET_VRING_BASE`) waits for its requests.
+const STOP_VRING_WAIT: Duration = Duration::from_secs(30);
 
 /// One VM's disk as a vhost-user-blk device.
 pub struct BlkDevice {
@@ -66,38 +69,53 @@ pub struct BlkDevice {
     in_flight: Arc<InFlight>,
 }
 
-/// Requests taken from the queues and not yet answered.
-#[derive(Default)]
+/// Requests taken from the queues and not yet answered, per queue.
 struct InFlight {
-    count: Mutex<usize>,
+    count: Mutex<Vec<usize>>,
     answered: Condvar,
 }
 
 impl InFlight {
-    fn begin(&self) {
-        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    fn new(queues: usize) -> InFlight {
+        InFlight {
+            count: Mutex::new(vec![0; queues]),
+            answered: Condvar::new(),
+        }
     }
 
-    fn end(&self) {
+    fn begin(&self, queue: usize) {
+        self.count.lock().unwrap_or_else(|p| p.into_inner())[queue] += 1;
+    }
+
+    fn end(&self, queue: usize) {
         let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        *n -= 1;
-        if *n == 0 {
+        n[queue] -= 1;
+        if n[queue] == 0 {
             self.answered.notify_all();
         }
     }
 
-    /// Wait until none is left or `limit` has passed; how many are left.
-    fn wait_none(&self, limit: Duration) -> usize {
+    /// Unanswered requests of `queue` (every queue's if None).
+    fn left(counts: &[usize], queue: Option<usize>) -> usize {
+        match queue {
+            Some(q) => counts.get(q).copied().unwrap_or(0),
+            None => counts.iter().sum(),
+        }
+    }
+
+    /// Wait until none of `queue`'s (every queue's if None) is left or
+    /// `limit` has passed; how many are left.
+    fn wait_none(&self, queue: Option<usize>, limit: Duration) -> usize {
         let end = Instant::now() + limit;
         let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        while *n > 0 {
+        while InFlight::left(&n, queue) > 0 {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
             n = self.answered.wait_timeout(n, left).unwrap_or_else(|p| p.into_inner()).0;
         }
-        *n
+        InFlight::left(&n, queue)
     }
 }
 
@@ -200,7 +218,7 @@ impl BlkDevice {
             event_idx: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             reading: RwLock::new(()),
-            in_flight: Arc::new(InFlight::default()),
+            in_flight: Arc::new(InFlight::new(cfg.queues as usize)),
         }
     }
 
@@ -211,9 +229,9 @@ impl BlkDevice {
         self.stopping.store(true, Ordering::SeqCst);
         // A queue pass under way finishes starting what it took.
         drop(self.reading.write().unwrap_or_else(|p| p.into_inner()));
-        let at_stop = *self.in_flight.count.lock().unwrap_or_else(|p| p.into_inner());
+        let at_stop = InFlight::left(&self.in_flight.count.lock().unwrap_or_else(|p| p.into_inner()), None);
         tracing::info!(vm = %self.name, in_flight = at_stop, "vhost-user: taking no more requests");
-        (at_stop, self.in_flight.wait_none(limit))
+        (at_stop, self.in_flight.wait_none(None, limit))
     }
 
     /// virtio-blk's configuration space (`struct virtio_blk_config`).
@@ -342,15 +360,12 @@ impl BlkDevice {
         }
     }
 
-    /// Start every request the driver has made available on `vring`.
-    fn process_queue(&self, vring: &VringRwLock, mem: &Memory) -> std::io::Result<()> {
+    /// Start every request the driver has made available on queue `queue`.
+    fn process_queue(&self, queue: usize, vring: &VringRwLock, mem: &Memory) -> Result<(), QueueError> {
         let chains: Vec<Chain> = {
             let guard = mem.memory();
             let mut state = vring.get_mut();
-            let iter = state
-                .get_queue_mut()
-                .iter(guard)
-                .map_err(|e| std::io::Error::other(format!("virtqueue: {e}")))?;
+            let iter = state.get_queue_mut().iter(guard)?;
             iter.map(|chain| {
                 let head = chain.head_index();
                 let (mut readable, mut writable) = (Vec::new(), Vec::new());
@@ -374,12 +389,12 @@ impl BlkDevice {
             .collect()
         };
         for c in chains {
-            self.start(c, vring, mem);
+            self.start(queue, c, vring, mem);
         }
         Ok(())
     }
 
-    fn start(&self, c: Chain, vring: &VringRwLock, mem: &Memory) {
+    fn start(&self, queue: usize, c: Chain, vring: &VringRwLock, mem: &Memory) {
         let m = mem.memory();
         let parsed = self.parse(&m, &c);
         let event_idx = self.event_idx.load(Ordering::Relaxed);
@@ -422,10 +437,10 @@ impl BlkDevice {
             }
             Parsed::Io { kind, offset, len, buf } => {
                 let in_flight = self.in_flight.clone();
-                in_flight.begin();
+                in_flight.begin(queue);
                 let finish = move |c: Chain, status: u8, data: Option<&[u8]>| {
                     finish(c, status, data);
-                    in_flight.end();
+                    in_flight.end(queue);
                 };
                 self.engine.submit(IoJob {
                     vm: self.vm,
@@ -497,6 +512,33 @@ impl VhostUserBackend for BlkDevice {
         Ok(())
     }
 
+    /// The worker thread's exit event: without one, the thread would never
+    /// leave its epoll loop, and dropping a disconnected hypervisor's
+    /// daemon (which joins it) would hang the export's accept loop.
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        match new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC) {
+            Ok(pair) => Some(pair),
+            Err(e) => {
+                tracing::error!(vm = %self.name, error = %e, "vhost-user: no exit eventfd for the queue worker");
+                None
+            }
+        }
+    }
+
+    /// `GET_VRING_BASE`: the queue is no longer read (its kick is
+    /// unregistered and it is marked not ready); answer the requests taken
+    /// from it before the hypervisor learns where the queue stands, so none
+    /// is answered into a ring the driver has since reset or handed on.
+    fn stop_vring(&self, queue_index: u32) -> std::io::Result<()> {
+        // A pass under way finishes starting what it took.
+        drop(self.reading.write().unwrap_or_else(|p| p.into_inner()));
+        let left = self.in_flight.wait_none(Some(queue_index as usize), STOP_VRING_WAIT);
+        if left > 0 {
+            tracing::warn!(vm = %self.name, queue = queue_index, left, "vhost-user: queue stopped with requests unanswered");
+        }
+        Ok(())
+    }
+
     fn handle_event(
         &self,
         device_event: u16,
@@ -504,7 +546,8 @@ impl VhostUserBackend for BlkDevice {
         vrings: &[VringRwLock],
         _thread_id: usize,
     ) -> std::io::Result<()> {
-        let Some(vring) = vrings.get(device_event as usize) else {
+        let queue = device_event as usize;
+        let Some(vring) = vrings.get(queue) else {
             return Ok(());
         };
         let Some(mem) = self.mem.read().unwrap_or_else(|p| p.into_inner()).clone() else {
@@ -515,20 +558,52 @@ impl VhostUserBackend for BlkDevice {
             // Left in the queue for the next daemon (see the module doc).
             return Ok(());
         }
+        match self.serve_queue(queue, vring, &mem) {
+            // An event taken from epoll just before `GET_VRING_BASE` stopped
+            // the queue: nothing to do (an error would end the worker).
+            Ok(()) | Err(QueueError::NotReady) => Ok(()),
+            Err(e) => {
+                // The worker thread ends with this error and vhost-user-backend
+                // drops it unseen: the queue is served no more.
+                tracing::error!(vm = %self.name, queue, error = %e, "vhost-user: the queue's worker stops");
+                Err(std::io::Error::other(e.to_string()))
+            }
+        }
+    }
+}
+
+/// Why a queue cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum QueueError {
+    /// Stopped by the hypervisor (`GET_VRING_BASE`), or not yet set up.
+    #[error("the queue is not ready")]
+    NotReady,
+    /// Anything else: a virtqueue the driver broke, guest memory out of reach.
+    #[error("virtqueue: {0}")]
+    Virtqueue(virtio_queue::Error),
+}
+
+impl From<virtio_queue::Error> for QueueError {
+    fn from(e: virtio_queue::Error) -> QueueError {
+        match e {
+            virtio_queue::Error::QueueNotReady => QueueError::NotReady,
+            e => QueueError::Virtqueue(e),
+        }
+    }
+}
+
+impl BlkDevice {
+    /// Take and start the requests on queue `queue`.
+    fn serve_queue(&self, queue: usize, vring: &VringRwLock, mem: &Memory) -> Result<(), QueueError> {
         if !self.event_idx.load(Ordering::Relaxed) {
-            return self.process_queue(vring, &mem);
+            return self.process_queue(queue, vring, mem);
         }
         // With event-idx: take everything, re-enable kicks, and take what
         // arrived meanwhile (enable_notification says if anything did).
         loop {
-            vring
-                .disable_notification()
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            self.process_queue(vring, &mem)?;
-            if !vring
-                .enable_notification()
-                .map_err(|e| std::io::Error::other(e.to_string()))?
-            {
+            vring.disable_notification()?;
+            self.process_queue(queue, vring, mem)?;
+            if !vring.enable_notification()? {
                 return Ok(());
             }
         }
