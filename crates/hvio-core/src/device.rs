@@ -145,4 +145,13 @@ pub trait Device: Send {
     fn counters(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+    /// Begin another run on what the device holds now (workload-dependent
+    /// preconditioning runs a workload on it round after round): the clock
+    /// back at zero as if the device had sat idle until everything it
+    /// accepted was done, its counters from zero, its content (an SSD's
+    /// mapping and flash) kept. Only with nothing in flight. Returns
+    /// whether the model can; by default it cannot.
+    fn restart(&mut self) -> bool {
+        false
+    }
 }

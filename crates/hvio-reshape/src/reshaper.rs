@@ -599,6 +599,12 @@ impl Reshaper {
         (extents * EXTENT_PAYLOAD_BYTES) as u64
     }
 
+    /// Start the counters of [`Reshaper::stats`] again from zero (the
+    /// tables, segments and log stay as they are).
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats::default();
+    }
+
     /// Remap memory per GiB the guest has written.
     pub fn table_bytes_per_gib_written(&self) -> f64 {
         let written = (self.stats.guest_write_sectors[0] + self.stats.guest_write_sectors[1]) * SECTOR_BYTES;

@@ -318,6 +318,7 @@ impl HostSide {
             phases: Vec::new(),
             switches: Vec::new(),
             reshape: None,
+            precondition: None,
         }
     }
 

@@ -45,7 +45,10 @@ pub fn run(cfg: &Config) -> Result<SimResult> {
 
 /// Run `cfg` on a given device (tests, custom models).
 pub fn run_with_device(cfg: &Config, device: Box<dyn hvio_core::Device>) -> Result<SimResult> {
-    let r = engine::Engine::new(cfg, device).map_err(|e| cfg.locate(e))?.run();
+    let r = match engine::precondition::plan(cfg).map_err(|e| cfg.locate(e))? {
+        Some(steady) => engine::precondition::run(cfg, device, steady),
+        None => engine::Engine::new(cfg, device).map_err(|e| cfg.locate(e))?.run(),
+    };
     RUNS_FINISHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     r
 }

@@ -646,6 +646,42 @@ pub struct SimResult {
     /// Address reshaping's cost over every VM with `reshape`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reshape: Option<ReshapeResult>,
+    /// The rounds of a workload-dependent preconditioning
+    /// (`[disk] precondition.workload`) before the measured run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<PreconditionRounds>,
+}
+
+/// What a workload-dependent preconditioning did: its criterion, whether
+/// the rounds reached it before the cap, and each round's measures.
+#[derive(Clone, Debug, Serialize)]
+pub struct PreconditionRounds {
+    /// Rounds in the measurement window.
+    pub window: usize,
+    /// The round cap.
+    pub max_rounds: usize,
+    /// Largest range over the window, a fraction of its average.
+    pub excursion: f64,
+    /// Largest change of the linear fit across the window, a fraction of the average.
+    pub slope: f64,
+    /// A reshaped image between rounds: `kept` or `fresh`.
+    pub reshaped_image: &'static str,
+    /// Whether the last `window` rounds met the criterion (false: the cap was reached).
+    pub settled: bool,
+    /// Every round, in order.
+    pub rounds: Vec<PreconditionRound>,
+}
+
+/// One round of a workload-dependent preconditioning.
+#[derive(Clone, Debug, Serialize)]
+pub struct PreconditionRound {
+    /// MB per second over all VMs, as the run's `total_mb_per_s`.
+    pub mb_per_s: f64,
+    /// The device's write amplification in the round.
+    pub device_write_amplification: f64,
+    /// Reshaping's write amplification in the round (over every VM with `reshape`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_write_amplification: Option<f64>,
 }
 
 /// One phase of a run: when it began (the last job of the phase before

@@ -78,6 +78,16 @@ fn errors_start_with_the_file_and_the_line_of_the_key() {
         ),
         ("write_buffer_mib = -1.0", "write_buffer_mib", "-1"),
         ("precondition = { fill = 2.0 }", "precondition.fill", "2"),
+        (
+            "precondition = { workload = { window = 1 } }",
+            "precondition.workload.window",
+            "1",
+        ),
+        (
+            "precondition = { tolerance = 0.1, workload = {} }",
+            "precondition.tolerance",
+            "0.1",
+        ),
     ] {
         let text = format!("[disk]\nmodel = \"ssd\"\ncapacity_gib = 1\n{disk}\n[[vm]]\nname = \"a\"\n");
         let line = 3 + disk.lines().count();

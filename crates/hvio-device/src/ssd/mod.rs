@@ -16,6 +16,7 @@
 
 mod ftl;
 mod presets;
+pub mod steady;
 pub mod theory;
 
 use crate::done::DoneQueue;
@@ -111,6 +112,12 @@ pub struct Precondition {
     /// image's former contents. Only pages the range covers whole are
     /// unmapped.
     pub trim_bytes: Option<u64>,
+    /// Precondition the way SNIA's PTS does: the drive filled in order
+    /// twice over (its workload-independent preconditioning), then the run's
+    /// own workload repeated in rounds until it reaches steady state
+    /// ([`steady`]). The device does the fill; the simulator runs the rounds.
+    /// Excludes `tolerance` and `max_drive_writes` (no random overwrites).
+    pub workload: Option<steady::WorkloadRounds>,
 }
 
 /// What preconditioning did.
@@ -126,6 +133,9 @@ pub struct PreconditionReport {
     pub settled: bool,
     /// Pages unmapped by `trim_offset` / `trim_bytes` afterwards.
     pub trimmed_pages: u64,
+    /// Times the drive's filled part was written in order before any random
+    /// overwrite: 1, or 2 with `workload` (the PTS's 2× sequential fill).
+    pub fill_passes: u32,
 }
 
 /// An address pattern for [`Ssd::overwrite_untimed`].
@@ -520,6 +530,7 @@ struct PreconditionPlan {
 #[derive(Clone, Copy, PartialEq)]
 struct Overwrites {
     fill: f64,
+    fill_passes: u32,
     tolerance: f64,
     max_drive_writes: f64,
     seed: u64,
@@ -554,6 +565,17 @@ impl Precondition {
                 "must be a fraction above 0 and at most 1",
             ));
         }
+        if let Some(w) = &self.workload {
+            // The rounds replace the random overwrites: a key of those is a mistake.
+            let why = "has no effect with precondition.workload, whose rounds replace the random overwrites";
+            if let Some(t) = self.tolerance {
+                return Err(DeviceError::param("precondition.tolerance", t, why));
+            }
+            if let Some(d) = self.max_drive_writes {
+                return Err(DeviceError::param("precondition.max_drive_writes", d, why));
+            }
+            w.checked()?;
+        }
         let tolerance = self.tolerance.unwrap_or(0.02);
         if !(tolerance.is_finite() && tolerance > 0.0 && tolerance <= 1.0) {
             return Err(DeviceError::param(
@@ -562,7 +584,10 @@ impl Precondition {
                 "must be a fraction above 0 and at most 1",
             ));
         }
-        let max_drive_writes = self.max_drive_writes.unwrap_or(8.0);
+        let max_drive_writes = match self.workload {
+            Some(_) => 0.0,
+            None => self.max_drive_writes.unwrap_or(8.0),
+        };
         if !(max_drive_writes.is_finite() && (0.0..=MAX_DRIVE_WRITES).contains(&max_drive_writes)) {
             return Err(DeviceError::param(
                 "precondition.max_drive_writes",
@@ -591,6 +616,7 @@ impl Precondition {
         Ok(PreconditionPlan {
             overwrites: Overwrites {
                 fill,
+                fill_passes: if self.workload.is_some() { 2 } else { 1 },
                 tolerance,
                 max_drive_writes,
                 seed: self.seed.unwrap_or(1),
@@ -696,7 +722,10 @@ impl Ssd {
     /// The fill and the random overwrites of preconditioning.
     fn overwrite_randomly(&mut self, plan: &Overwrites) -> PreconditionReport {
         let fill = ((self.lpns as f64 * plan.fill).round() as u64).clamp(1, self.lpns);
-        self.overwrite_untimed(Pattern::Sequential { n: fill, start: 0 }, fill);
+        self.overwrite_untimed(
+            Pattern::Sequential { n: fill, start: 0 },
+            fill * plan.fill_passes as u64,
+        );
         let window = (fill / 2).max(1);
         let max_pages = (plan.max_drive_writes * self.lpns as f64) as u64;
         let mut random = 0;
@@ -707,6 +736,7 @@ impl Ssd {
             write_amplification: 1.0,
             settled: false,
             trimmed_pages: 0,
+            fill_passes: plan.fill_passes,
         };
         let mut seed = plan.seed;
         while random < max_pages {
@@ -885,6 +915,28 @@ impl Device for Ssd {
 
     fn head(&self) -> u64 {
         0
+    }
+
+    /// The drive sits idle until its buffer is programmed and its dies and
+    /// channels are free, then its clock starts again at zero: the mapping,
+    /// the blocks' valid pages and the free blocks stay as they are.
+    fn restart(&mut self) -> bool {
+        if self.in_flight > 0 {
+            return false;
+        }
+        self.chan_free.iter_mut().for_each(|t| *t = 0.0);
+        self.die_free.iter_mut().for_each(|t| *t = 0.0);
+        if let Some(b) = &mut self.buffer {
+            b.draining.clear();
+            b.held.clear();
+            b.last_programmed = 0.0;
+        }
+        if let Some(l) = &mut self.link {
+            l.free = 0.0;
+            l.command_free = 0.0;
+        }
+        self.ftl.stats = SsdStats::default();
+        true
     }
 
     /// The FTL's counters since the run began (after any preconditioning):

@@ -30,7 +30,7 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) fn finish(mut self, truncated: bool) -> Result<SimResult> {
+    pub(crate) fn finish(&mut self, truncated: bool) -> Result<SimResult> {
         let now = self.now;
         if !truncated {
             self.account()?;

@@ -30,6 +30,7 @@ mod events;
 mod finish;
 mod guest;
 mod phases;
+pub(crate) mod precondition;
 mod requests;
 mod stage;
 #[cfg(test)]
@@ -43,6 +44,11 @@ pub(crate) use stage::blktap::Blktap;
 pub(crate) use stage::direct::Direct;
 pub(crate) use stage::reshape::Reshape;
 pub(crate) use stage::*;
+
+/// The VMs' host-path stages one run hands to the next (by VM; `None`
+/// where a new one is built): reshaped images, for workload-dependent
+/// preconditioning.
+pub(crate) type Stages = Vec<Option<Box<dyn HostPath>>>;
 
 /// One simulation run.
 pub struct Engine {
@@ -82,6 +88,14 @@ fn derive_seed(seed: u64, a: u64, b: u64) -> u64 {
 impl Engine {
     /// Build a run of `cfg` on `device`.
     pub fn new(cfg: &Config, device: Box<dyn Device>) -> Result<Engine> {
+        Engine::resuming(cfg, device, Vec::new())
+    }
+
+    /// Build a run of `cfg` on `device` whose VMs take up the host-path
+    /// stages `carried` (by VM; `None`, or past its end, for a new one): a
+    /// reshaped image as an earlier run of a workload-dependent
+    /// preconditioning left it.
+    pub(crate) fn resuming(cfg: &Config, device: Box<dyn Device>, mut carried: Stages) -> Result<Engine> {
         let plan = cfg.plan()?;
         // A plan's first step at the start sets the pair the run begins with.
         let started = phases::started(cfg, &plan);
@@ -238,13 +252,16 @@ impl Engine {
             Some(p) => Some(RecordWriter::create(&cfg.base_dir.join(p), cfg.seed)?),
             None => None,
         };
+        carried.resize_with(vms.len(), || None);
         let paths = vms
             .iter()
-            .map(|vm| VmPath {
-                stage: match (&vm.layout.reshape, &cfg.host.blktap) {
-                    (Some(l), _) => Stage::Other(Box::new(Reshape::new(&vm.layout.name, l.clone()))),
-                    (None, Some(b)) => Stage::Other(Box::new(Blktap::new(b.clone(), vm.ring_depth))),
-                    (None, None) => Stage::Direct(Direct),
+            .zip(carried)
+            .map(|(vm, carried)| VmPath {
+                stage: match (&vm.layout.reshape, &cfg.host.blktap, carried) {
+                    (Some(_), _, Some(stage)) => Stage::Other(stage),
+                    (Some(l), _, None) => Stage::Other(Box::new(Reshape::new(&vm.layout.name, l.clone()))),
+                    (None, Some(b), _) => Stage::Other(Box::new(Blktap::new(b.clone(), vm.ring_depth))),
+                    (None, None, _) => Stage::Direct(Direct),
                 },
                 map: vm.layout.map.clone(),
             })
@@ -322,6 +339,28 @@ impl Engine {
 
     /// Run to the end (every job finished and every request drained) or to `max_time_s`.
     pub fn run(mut self) -> Result<SimResult> {
+        let truncated = self.play()?;
+        self.finish(truncated)
+    }
+
+    /// [`Engine::run`], then hand back the device and the VMs' reshaping
+    /// stages (by VM, `None` for another path) for the next run on them.
+    pub(crate) fn run_keeping(mut self) -> Result<(SimResult, Box<dyn Device>, Stages)> {
+        let truncated = self.play()?;
+        let result = self.finish(truncated)?;
+        let stages = std::mem::take(&mut self.paths)
+            .into_iter()
+            .map(|p| match p.stage {
+                Stage::Other(s) if s.reshape().is_some() => Some(s),
+                _ => None,
+            })
+            .collect();
+        let device = std::mem::replace(&mut self.host.device, Box::new(crate::testing::SimpleDisk::new(0)));
+        Ok((result, device, stages))
+    }
+
+    /// Play the events to the end; whether `max_time_s` cut the run short.
+    fn play(&mut self) -> Result<bool> {
         let mut truncated = false;
         while let Some((t, ev)) = self.queue.pop() {
             if t > self.max_time {
@@ -374,6 +413,6 @@ impl Engine {
                 _ => {}
             }
         }
-        self.finish(truncated)
+        Ok(truncated)
     }
 }

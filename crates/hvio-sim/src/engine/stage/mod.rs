@@ -44,6 +44,9 @@ pub(crate) trait HostPath {
     fn reshape(&self) -> Option<ReshapeResult> {
         None
     }
+    /// Another run begins on the stage as this one left it (rounds of a
+    /// workload-dependent preconditioning): counters from zero, state kept.
+    fn restart(&mut self) {}
 }
 
 /// A VM's stage and the map of its image.

@@ -103,6 +103,11 @@ impl HostPath for Reshape {
         self.batch.len() + self.reshaper.guest_outstanding()
     }
 
+    /// The image keeps its tables, segments and log; its counters start again.
+    fn restart(&mut self) {
+        self.reshaper.reset_stats();
+    }
+
     fn reshape(&self) -> Option<ReshapeResult> {
         Some(ReshapeResult {
             stats: self.reshaper.stats().clone(),
