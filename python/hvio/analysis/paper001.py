@@ -82,9 +82,52 @@ def points(s: Sweep) -> pd.DataFrame:
                 "host_reads_per_guest_read": (
                     reshape["guest_read_requests"] / max(job["reads"], 1) if reshape else 1.0
                 ),
+                "cleaning_mb": reshape["clean_write_bytes"] / 1e6 if reshape else 0.0,
+                "precondition_rounds": len(r.get("precondition", {}).get("rounds", [])),
+                "precondition_settled": r.get("precondition", {}).get("settled", True),
             }
         )
     return pd.DataFrame(rows)
+
+
+def drive_state(c: dict[str, Any]) -> str:
+    """The drive's state before the run in config ``c``, in words."""
+    pc = c["disk"].get("precondition")
+    if pc is None:
+        return "fresh (no page written)"
+    w = pc.get("workload")
+    if w is not None:
+        image = (
+            "the reshaped image created afresh for each round and the run"
+            if w.get("reshaped_image") == "fresh"
+            else "the reshaped image kept from round to round"
+        )
+        window, cap = w.get("window", 5), w.get("max_rounds", 25)
+        excursion, slope = w.get("excursion", 0.2), w.get("slope", 0.1)
+        return (
+            "preconditioned as SNIA's PTS does: filled in order twice, then the run's own workload repeated "
+            f"in rounds until its bandwidth and the drive's write amplification settle (a window of {window} "
+            f"rounds, range ≤ {excursion:.0%} and fit ≤ {slope:.0%} of the average, at most {cap} rounds), "
+            + image
+        )
+    if pc.get("max_drive_writes") == 0:
+        return "filled in order"
+    return "filled, then overwritten at random until write amplification settled"
+
+
+def rounds_note(p: pd.DataFrame) -> str | None:
+    """How many rounds the runs' workload-dependent preconditioning took, if any did."""
+    rounds = p[p["precondition_rounds"] > 0]
+    if rounds.empty:
+        return None
+    unsettled = rounds[~rounds["precondition_settled"].astype(bool)]
+    n = rounds["precondition_rounds"]
+    text = f"workload preconditioning: {n.min()}–{n.max()} rounds per run before the measured one"
+    if unsettled.empty:
+        return text + ", every run settled"
+    keys = ("drive", "state", "workload", "system", "utilisation")
+    which = (" / ".join(str(v) for k, v in row.items() if k in keys) for _, row in unsettled.iterrows())
+    return text + f"; {len(unsettled)} run(s) reached the round cap without settling: " + ", ".join(which)
 
 
 def result(row: pd.Series) -> dict[str, float]:
@@ -151,8 +194,7 @@ def scale_note(s: Sweep) -> str:
     return (
         f"scale: {threads} threads × {mib} MiB (the paper: 8 × 1 GiB), {job['bs'].removesuffix('k')} KiB "
         f"O_DIRECT writes at iodepth {job['iodepth']}, on the {c['disk']['preset']} preset scaled to "
-        f"{capacity(c)} GiB and preconditioned to steady state before each run; the reshaped image is "
-        "fresh, as the paper's"
+        f"{capacity(c)} GiB; the drive {drive_state(c)}"
     )
 
 

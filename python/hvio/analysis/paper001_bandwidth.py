@@ -26,6 +26,7 @@ from .paper001 import (
     paper_bandwidth,
     points,
     result,
+    rounds_note,
     scale_note,
     workload_goal,
 )
@@ -96,16 +97,17 @@ def analyse(s: Sweep, paper: dict[str, Any], where: Path | None) -> Analysis:
     notes = [
         scale_note(s),
         "random writes: the drive copied {:.2f} pages per page written under baseline QEMU and {:.2f} "
-        "under reshaping (reshaping's own write amplification {:.3f}): the reshaped writes reach the drive "
-        "in order, but they overwrite addresses the preconditioning wrote at random, so the blocks garbage "
-        "collection picks still hold old valid pages until the region has been rewritten once (paper001-fill "
-        "shows the image in use)".format(
+        "under reshaping (reshaping's own write amplification {:.3f}, its cleaning {:.1f} MB)".format(
             rand["baseline QEMU"]["device_wa"] - 1.0,
             rand["reshaped QEMU"]["device_wa"] - 1.0,
             rand["reshaped QEMU"]["host_wa"],
+            rand["reshaped QEMU"]["cleaning_mb"],
         ),
         *goals,
     ]
+    note = rounds_note(p)
+    if note:
+        notes.append(note)
     table = Table(
         TITLES.get(preset, f"fio bandwidth, {preset}, host noop"),
         pd.DataFrame(rows, columns=COLUMNS),

@@ -22,6 +22,7 @@ from .paper001 import (
     capacity,
     check_paper,
     config,
+    drive_state,
     gain,
     goal,
     points,
@@ -49,7 +50,7 @@ def analyse(s: Sweep, paper: dict[str, Any], where: Path | None) -> Analysis:
         f"scale: {files} files of {size_bytes(job['size']) // files >> 10} KiB "
         f"(the paper: 100,000 files), {job['numjobs']} synchronous threads, {job['requests']} requests "
         f"of {job['bs'].removesuffix('k')} KiB, reads {job['rwmixread']} % of them, on the "
-        f"{c['disk']['preset']} preset scaled to {capacity(c)} GiB and preconditioned",
+        f"{c['disk']['preset']} preset scaled to {capacity(c)} GiB; the drive {drive_state(c)}",
         "the drive's write amplification: baseline {:.2f}, reshaped {:.2f}; under reshaping a guest read "
         "took {:.2f} host reads on average (a 4 KiB read never spans two extents here); hvio counts no CPU "
         "time for the remap-table lookup the paper blames for its slower reads".format(

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..studies import Analysis, Table
 from ..sweeps import Sweep
-from .paper001 import PCT, by_system, capacity, gain, points, size_bytes
+from .paper001 import PCT, by_system, capacity, drive_state, gain, points, rounds_note, size_bytes
 
 COLUMNS = [
     "utilisation",
@@ -89,10 +89,13 @@ def analyse(s: Sweep, paper: dict[str, Any], where: Path | None) -> Analysis:
         f"scale: a data region of {region // segment} segments of {segment >> 20} MiB; "
         f"{job['numjobs']} threads at iodepth {job['iodepth']} write {size_bytes(job['io_size']) // region} "
         "× the region's size at random over a data set of utilisation × the region; the drive "
-        f"({rc['disk']['preset']} scaled to {capacity(rc)} GiB) preconditioned; bandwidth and write "
+        f"({rc['disk']['preset']} scaled to {capacity(rc)} GiB) {drive_state(rc)}; bandwidth and write "
         "amplification over the whole run, the image's first fill included",
         verdict,
     ]
+    note = rounds_note(p)
+    if note:
+        notes.append(note)
     table = Table(
         "random 4 KiB writes as the reshaped image fills, SATA SSD (850 PRO preset), host noop",
         pd.DataFrame(rows, columns=COLUMNS),
