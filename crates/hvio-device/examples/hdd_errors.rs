@@ -14,6 +14,16 @@
 //! exactly (its simulated times replaced by the measured ones): the drop is
 //! what the class's error costs the disk. Then the `TOP` (default 15)
 //! requests hvio gets most wrong.
+//!
+//! `--disksim OUTTRACE` puts DiskSim 4.0's own service time for the same
+//! requests beside hvio's: OUTTRACE is the trace of requests DiskSim
+//! simulated (its global `Output file for trace of I/O requests
+//! simulated`, one line per request with its arrival time in ms); in a
+//! closed-loop replay a request's service time is the next arrival minus
+//! this arrival minus the recorded gap. Each class then also shows
+//! DiskSim's mean and its demerit, and the top list DiskSim's time.
+//! `--dump FILE` writes `line,op,lbn,sectors,measured_ms,hvio_ms` (and
+//! `disksim_ms`) per request.
 
 use hvio_device::disksim::load_disk;
 use hvio_device::validate::{quantiles, read_trace, replay, rms};
@@ -25,9 +35,16 @@ fn demerit(measured: &[f64], sim: &[f64]) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let mut option = |name: &str| -> Option<String> {
+        let i = args.iter().position(|a| a == name)?;
+        let v = args.get(i + 1).cloned();
+        args.drain(i..(i + 2).min(args.len()));
+        v
+    };
+    let (disksim_trace, dump) = (option("--disksim"), option("--dump"));
     if args.len() < 3 {
-        return Err("usage: hdd_errors SPEC TRACE [TOP]".into());
+        return Err("usage: hdd_errors SPEC TRACE [TOP] [--disksim OUTTRACE] [--dump FILE]".into());
     }
     let (spec, trace) = (Path::new(&args[1]), Path::new(&args[2]));
     let top: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(15);
@@ -41,9 +58,55 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
         .collect();
     let sim = replay(loaded.model, &records)?;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let measured: Vec<f64> = records.iter().map(|r| r.measured_ms).collect();
     let total = demerit(&measured, &sim);
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    // DiskSim's service times from its trace of simulated requests.
+    let disksim: Option<Vec<f64>> = match &disksim_trace {
+        None => None,
+        Some(p) => {
+            let arrivals: Vec<f64> = std::fs::read_to_string(p)?
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| l.split_whitespace().next().unwrap_or("").parse::<f64>())
+                .collect::<Result<_, _>>()?;
+            if arrivals.len() != records.len() {
+                return Err(format!("{p}: {} requests, the trace has {}", arrivals.len(), records.len()).into());
+            }
+            // The last request's completion is not in the file: its measured time stands in.
+            let mut v: Vec<f64> = arrivals
+                .windows(2)
+                .zip(&records)
+                .map(|(w, r)| w[1] - w[0] - r.gap_ms)
+                .collect();
+            v.push(records[records.len() - 1].measured_ms);
+            let d = demerit(&measured, &v);
+            println!(
+                "DiskSim 4.0 ({p}): mean {:.3} ms, demerit {:.4} ms ({:.2} %); hvio against DiskSim {:.4} ms",
+                mean(&v),
+                d,
+                100.0 * d / mean(&measured),
+                demerit(&v, &sim)
+            );
+            Some(v)
+        }
+    };
+    if let Some(path) = &dump {
+        let mut out = String::from("line,op,lbn,sectors,measured_ms,hvio_ms,disksim_ms\n");
+        for (i, r) in records.iter().enumerate() {
+            out += &format!(
+                "{},{},{},{},{:.6},{:.6},{}\n",
+                r.line,
+                if r.write { "W" } else { "R" },
+                r.lbn,
+                r.sectors,
+                measured[i],
+                sim[i],
+                disksim.as_ref().map_or(String::new(), |d| format!("{:.6}", d[i]))
+            );
+        }
+        std::fs::write(path, out)?;
+    }
     println!(
         "{}: {} requests, measured mean {:.3} ms, hvio {:.3} ms, demerit {:.4} ms ({:.2} %)",
         trace.display(),
@@ -96,8 +159,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (prev, prev_end) = (Some(r.lbn), Some(end));
     }
     println!(
-        "\n{:<26} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>10} {:>12}",
-        "class", "n", "meas ms", "hvio ms", "diff ms", "meas<1", "hvio<1", "class dem", "disk w/o it"
+        "\n{:<26} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>10} {:>12}{}",
+        "class",
+        "n",
+        "meas ms",
+        "hvio ms",
+        "diff ms",
+        "meas<1",
+        "hvio<1",
+        "class dem",
+        "disk w/o it",
+        if disksim.is_some() {
+            format!(" {:>9} {:>7} {:>10}", "DiskSim", "DS<1", "DS dem")
+        } else {
+            String::new()
+        }
     );
     // Requests served in under 1 ms: buffer hits on these disks.
     let fast = |v: &[f64]| v.iter().filter(|&&x| x < 1.0).count();
@@ -108,8 +184,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for &i in idx {
             fixed[i] = measured[i];
         }
+        let ds = disksim.as_ref().map_or(String::new(), |d| {
+            let d: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
+            format!(" {:>9.3} {:>7} {:>10.3}", mean(&d), fast(&d), demerit(&m, &d))
+        });
         println!(
-            "{key:<26} {:>6} {:>9.3} {:>9.3} {:>+9.3} {:>7} {:>7} {:>10.3} {:>12.4}",
+            "{key:<26} {:>6} {:>9.3} {:>9.3} {:>+9.3} {:>7} {:>7} {:>10.3} {:>12.4}{ds}",
             idx.len(),
             mean(&m),
             mean(&s),
@@ -123,13 +203,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut worst: Vec<usize> = (0..records.len()).collect();
     worst.sort_by(|&a, &b| (sim[b] - measured[b]).abs().total_cmp(&(sim[a] - measured[a]).abs()));
     println!(
-        "\n{:>6} {:>2} {:>5} {:>10} {:>5} {:>7} {:>9} {:>9}",
-        "line", "op", "cache", "lbn", "n", "seek", "meas ms", "hvio ms"
+        "\n{:>6} {:>2} {:>5} {:>10} {:>5} {:>7} {:>9} {:>9} {:>9}",
+        "line", "op", "cache", "lbn", "n", "seek", "meas ms", "hvio ms", "DiskSim"
     );
     for &i in worst.iter().take(top) {
         let r = &records[i];
         println!(
-            "{:>6} {:>2} {:>5} {:>10} {:>5} {:>7} {:>9.3} {:>9.3}",
+            "{:>6} {:>2} {:>5} {:>10} {:>5} {:>7} {:>9.3} {:>9.3} {:>9}",
             r.line,
             if r.write { "W" } else { "R" },
             cache.get(i).map_or("?", |s| s.as_str()),
@@ -137,7 +217,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.sectors,
             dist[i],
             measured[i],
-            sim[i]
+            sim[i],
+            disksim.as_ref().map_or("—".to_string(), |d| format!("{:.3}", d[i]))
         );
     }
     Ok(())
