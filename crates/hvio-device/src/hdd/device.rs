@@ -24,6 +24,48 @@ struct Segment {
     read_end: u64,
 }
 
+/// The read segments in the order they were last touched: a circular
+/// doubly linked list over their indices through a head node (index
+/// `segments`), least recently touched first.
+#[derive(Debug, Clone)]
+struct SegmentLru {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl SegmentLru {
+    /// Segments `0..n` in index order.
+    fn new(n: usize) -> SegmentLru {
+        let len = n as u32 + 1;
+        SegmentLru {
+            prev: (0..len).map(|i| (i + len - 1) % len).collect(),
+            next: (0..len).map(|i| (i + 1) % len).collect(),
+        }
+    }
+
+    /// The least recently touched segment (the head when there are none).
+    fn first(&self) -> usize {
+        self.next[self.next.len() - 1] as usize
+    }
+
+    /// Segment `i` becomes the most recently touched.
+    fn make_last(&mut self, i: usize) {
+        let head = self.next.len() - 1;
+        let (p, n) = (self.prev[i] as usize, self.next[i] as usize);
+        if n == head {
+            // Already the most recent (a stream's segment, touched again).
+            return;
+        }
+        self.next[p] = n as u32;
+        self.prev[n] = p as u32;
+        let last = self.prev[head] as usize;
+        self.next[last] = i as u32;
+        self.prev[i] = last as u32;
+        self.next[i] = head as u32;
+        self.prev[head] = i as u32;
+    }
+}
+
 /// `Segment::read_end` of a segment no read has used.
 const NO_READ: u64 = u64::MAX;
 
@@ -102,6 +144,13 @@ pub struct Hdd {
     done: DoneQueue,
     in_flight: usize,
     segs: Vec<Segment>,
+    /// The segments in the order they were last touched (a circular list
+    /// through index `segs.len()`, its head): once every segment is valid,
+    /// the least recently used, the victim, is the first, without a scan.
+    lru: SegmentLru,
+    /// Segments not valid: while there are any, the victim is one of them
+    /// and is found by a scan.
+    invalid_segs: usize,
     prefetch: Option<Prefetch>,
     /// Dirty runs by first block: disjoint and never adjacent (coalesced on insert).
     dirty: BTreeMap<u64, Dirty>,
@@ -148,6 +197,8 @@ impl Hdd {
             done: DoneQueue::with_capacity(depth + 1),
             in_flight: 0,
             segs: vec![Segment::default(); m.cache.segments],
+            lru: SegmentLru::new(m.cache.segments),
+            invalid_segs: m.cache.segments,
             prefetch: None,
             dirty: BTreeMap::new(),
             dirty_age: BTreeSet::new(),
@@ -233,7 +284,14 @@ impl Hdd {
 
     /// The read segment to refill: an invalid one or the least recently used.
     fn victim(&self) -> usize {
-        self.victim_among(|_| true).unwrap_or(0)
+        if self.invalid_segs > 0 || self.segs.is_empty() {
+            return self.victim_among(|_| true).unwrap_or(0);
+        }
+        // Every segment is valid, and each was touched when it became valid:
+        // the least recently touched has the lowest stamp.
+        let lru = self.lru.first();
+        debug_assert_eq!(Some(lru), self.victim_among(|_| true));
+        lru
     }
 
     /// `victim` among the segments no read has used (`None`: every one holds a stream).
@@ -259,6 +317,21 @@ impl Hdd {
     fn touch(&mut self, i: usize) {
         self.clock += 1;
         self.segs[i].stamp = self.clock;
+        self.lru.make_last(i);
+    }
+
+    /// Refills segment `i` with `start..end` (prefetch target `limit`), touched now.
+    fn refill(&mut self, i: usize, start: u64, end: u64, limit: u64) {
+        self.invalid_segs -= !self.segs[i].valid as usize;
+        self.segs[i] = Segment {
+            start,
+            end,
+            limit,
+            stamp: 0,
+            valid: true,
+            read_end: NO_READ,
+        };
+        self.touch(i);
     }
 
     /// Holds blocks `a..b` in the buffer at time `t` (dirty data counts)?
@@ -478,6 +551,7 @@ impl Hdd {
                     s.limit = a;
                 } else {
                     s.valid = false;
+                    self.invalid_segs += 1;
                 }
             }
         }
@@ -650,15 +724,7 @@ impl Hdd {
             ReadAheadPolicy::Adaptive => self.victim_without_run(),
         };
         if let Some(i) = victim {
-            self.segs[i] = Segment {
-                start: a.max(b.saturating_sub(self.m.cache.segment_sectors)),
-                end: b,
-                limit: b,
-                stamp: 0,
-                valid: true,
-                read_end: NO_READ,
-            };
-            self.touch(i);
+            self.refill(i, a.max(b.saturating_sub(self.m.cache.segment_sectors)), b, b);
         }
     }
 
@@ -849,15 +915,7 @@ impl Hdd {
             .min(start.saturating_add(c.segment_sectors))
             .max(b)
             .min(self.m.geom.capacity());
-        self.segs[i] = Segment {
-            start,
-            end: b,
-            limit,
-            stamp: 0,
-            valid: true,
-            read_end: NO_READ,
-        };
-        self.touch(i);
+        self.refill(i, start, b, limit);
         if limit > b {
             let (t0, loc0) = self.continue_at(t_end, self.head, b);
             self.prefetch = Some(Prefetch {
