@@ -336,24 +336,36 @@ impl Hdd {
 
     /// Holds blocks `a..b` in the buffer at time `t` (dirty data counts)?
     fn cached(&self, a: u64, b: u64, t: f64) -> Option<usize> {
+        self.lookup(a, b, t).0
+    }
+
+    /// `cached`, and whether any segment's range (counting prefetch still
+    /// to come) holds block `a`: when none does, nor does any after the
+    /// read-ahead under way stops, so a miss has no partial hit to look for.
+    fn lookup(&self, a: u64, b: u64, t: f64) -> (Option<usize>, bool) {
+        let mut holds_a = false;
         // Branch-free first pass over 64 segments at a time (random requests
-        // rarely match): segments whose range, counting prefetch still to
-        // come, could hold `a..b`.
+        // rarely match): segments whose range could hold block `a`; of
+        // those, the ones whose range could hold `a..b` are looked at.
         for (k, chunk) in self.segs.chunks(64).enumerate() {
             let mut mask = 0u64;
             for (i, s) in chunk.iter().enumerate() {
-                let c = (s.valid as u64) & ((a >= s.start) as u64) & ((b <= s.limit) as u64);
+                let c = (s.valid as u64) & ((a >= s.start) as u64) & ((a < s.limit) as u64);
                 mask |= c << i;
             }
+            holds_a |= mask != 0;
             while mask != 0 {
                 let i = 64 * k + mask.trailing_zeros() as usize;
                 mask &= mask - 1;
+                if b > self.segs[i].limit {
+                    continue;
+                }
                 let end = match &self.prefetch {
                     Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
                     _ => self.segs[i].end,
                 };
                 if b <= end {
-                    return Some(i);
+                    return (Some(i), true);
                 }
             }
         }
@@ -361,10 +373,12 @@ impl Hdd {
         // mechanism serves nothing before the destage ends, and then the
         // run's blocks sit in a read segment, see `keep_written`, or with
         // `keep_destaged` in the buffer as clean data.)
-        if self.m.cache.keep_destaged {
-            return self.buffer_covers(a, b).then_some(usize::MAX);
-        }
-        self.dirty_holds(a, b).then_some(usize::MAX)
+        let dirty = if self.m.cache.keep_destaged {
+            self.buffer_covers(a, b)
+        } else {
+            self.dirty_holds(a, b)
+        };
+        (dirty.then_some(usize::MAX), holds_a)
     }
 
     /// `keep_destaged`: every block of `a..b` is in the write-back buffer,
@@ -593,7 +607,8 @@ impl Hdd {
                 if run.is_some() {
                     self.stats.sequential_reads += 1;
                 }
-                if let Some(i) = self.cached(a, b, tf) {
+                let (held, holds_a) = self.lookup(a, b, tf);
+                if let Some(i) = held {
                     // Full hit: data goes straight from the buffer.
                     hit = true;
                     self.stats.read_hits += 1;
@@ -633,11 +648,17 @@ impl Hdd {
                     self.stop_prefetch(tf);
                     let oh = self.overhead(Overheads::READ_MISS);
                     let oh = (oh - lead).max(0.0);
-                    // Partial hit: only the part not in the buffer comes off the media.
-                    let seg = self
-                        .segs
-                        .iter()
-                        .rposition(|s| s.valid && a >= s.start && a < s.end && s.end < b);
+                    // Partial hit: only the part not in the buffer comes off
+                    // the media. (Stopping the read-ahead only shrank its
+                    // segment, so no segment holds `a` now unless `holds_a`.)
+                    let seg = if holds_a {
+                        self.segs
+                            .iter()
+                            .rposition(|s| s.valid && a >= s.start && a < s.end && s.end < b)
+                    } else {
+                        debug_assert!(!self.segs.iter().any(|s| s.valid && a >= s.start && a < s.end));
+                        None
+                    };
                     let from = seg.map_or(a, |i| self.segs[i].end);
                     let acc = self.m.access(self.head, tf + oh, from, b - from, false);
                     let media_start = tf + oh + acc.seek + acc.rotation;
