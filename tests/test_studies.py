@@ -14,6 +14,7 @@ import pytest
 from hvio import studies
 from hvio import sweeps as sw
 from hvio.__main__ import main
+from hvio.analysis import paper002, paper002_adaptive
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "experiments"
@@ -503,11 +504,8 @@ def test_a_bench_scheduler_run_with_an_unknown_key_names_it(tmp_path):
 def test_a_small_copy_of_paper002_table1_runs_mapreduce_jobs_over_the_pairs(tmp_path):
     for f in ("paper002-cluster.toml", "paper002-pairs.toml", "paper002-table1.paper.toml"):
         (tmp_path / f).write_text((EXPERIMENTS / f).read_text())
-    text = (EXPERIMENTS / "paper002-table1.study.toml").read_text()
-    small = '"cluster.nodes" = 1\n"cluster.vms_per_node" = 2\ninput_per_vm = "64MiB"\n'
-    text = text.replace('"cluster.nodes" = 2\n"cluster.vms_per_node" = 2\ninput_per_vm = "128MiB"\n', small)
-    assert small in text
-    (tmp_path / "t.study.toml").write_text(text)
+    (tmp_path / "t.study.toml").write_text((EXPERIMENTS / "paper002-table1.study.toml").read_text())
+    small_quick_cluster(tmp_path)
     r = hvio.reproduce(str(tmp_path / "t.study.toml"), quick=True, cache=None)
     t = r.tables["sort job time: hvio's simulated cluster beside the paper's testbed"]
     assert list(t["guest \\ host"]) == ["cfq", "deadline", "anticipatory", "noop"]
@@ -515,6 +513,160 @@ def test_a_small_copy_of_paper002_table1_runs_mapreduce_jobs_over_the_pairs(tmp_
     assert any(n.startswith("goal ") and "(cfq, cfq) is not the best pair" in n for n in r.notes)
     assert r.notes[-1].startswith("cluster: 1 nodes x 2 VMs, 64 MiB of input per VM, 2 maps")
     assert len(r.data["pairs"]) == 16
+
+
+def small_quick_cluster(tmp_path: Path) -> None:
+    """A smaller --quick cluster for copies of paper 002's studies: 1 node × 2 VMs of 64 MiB."""
+    quick = (EXPERIMENTS / "paper002-quick.toml").read_text()
+    small = quick.replace('"cluster.nodes" = 2', '"cluster.nodes" = 1').replace('"128MiB"', '"64MiB"')
+    assert small != quick
+    (tmp_path / "paper002-quick.toml").write_text(small)
+
+
+# A mapreduce-tune or switch-cost study on a tiny cluster: 2 nodes × 1 VM,
+# 32 MiB per VM in 16 MiB blocks, two candidate pairs of each side.
+TINY_TUNE = """[study]
+name = "tiny"
+base = "job.toml"
+kind = "mapreduce-tune"
+[matrix]
+"tune.hosts" = [["cfq", "deadline"]]
+"tune.guests" = [["cfq", "noop"]]
+"tune.brute_force" = true
+[matrix.scenario.cases]
+"1 VM" = { "cluster.vms_per_node" = 1 }
+"2 VMs" = { "cluster.vms_per_node" = 2 }
+"""
+TINY_JOB = """benchmark = "sort"
+guest_scheduler = "cfq"
+input_per_vm = "32MiB"
+block = "16MiB"
+[cluster]
+nodes = 2
+vms_per_node = 1
+[host]
+scheduler = "cfq"
+"""
+
+
+def test_a_mapreduce_tune_study_runs_algorithm1_and_the_brute_force_per_run(tmp_path):
+    (tmp_path / "job.toml").write_text(TINY_JOB)
+    (tmp_path / "t.study.toml").write_text(TINY_TUNE)
+    s = sw.sweep(tmp_path / "t.study.toml", out=None)
+    assert [r.params["scenario"] for r in s.runs] == ["1 VM", "2 VMs"]
+    for r in s.results:
+        assert [(p["host"], p["guest"]) for p in r["pairs"]] == [
+            ("cfq", "cfq"),
+            ("cfq", "noop"),
+            ("deadline", "cfq"),
+            ("deadline", "noop"),
+        ]
+        assert r["default"] == 0 and r["profile"]["runs"] == 4 and r["brute_force"]["runs"] == 16
+        assert r["heuristic"]["runs"] <= 2 * 4, "Algorithm 1's bound: P x S runs beyond the profile"
+        t = paper002.Tuned(r)
+        best = t.found_s(t.brute)
+        assert best <= t.found_s(t.heuristic) and best <= min(r["profile"]["total_s"])
+        assert t.found_s(t.fastest) <= t.found_s(t.heuristic)
+        assert len(r["plans"]) == 16, "every plan run is reported, once"
+    frame = s.frame
+    assert list(frame["scenario"]) == ["1 VM", "2 VMs"] and (frame["best_single"] >= 0).all()
+    # The same study again gives the same results, byte for byte.
+    again = sw.sweep(tmp_path / "t.study.toml", out=None, workers=1)
+    assert json.dumps(again.results) == json.dumps(s.results)
+
+
+def test_a_mapreduce_run_takes_a_phase_plan_and_refuses_a_search_table(tmp_path):
+    (tmp_path / "job.toml").write_text(TINY_JOB)
+    plan = '[[phase]]\nat = "shuffle"\nguest = "noop"\n'
+    (tmp_path / "plan.toml").write_text(TINY_JOB + plan)
+    (tmp_path / "t.study.toml").write_text(
+        '[study]\nname = "p"\nbase = ["job.toml", "plan.toml"]\nkind = "mapreduce"\n[matrix]\nseed = 1\n'
+    )
+    single, switched = sw.sweep(tmp_path / "t.study.toml", out=None).results
+    assert single["phases_s"][0] == switched["phases_s"][0], "the map runs under (cfq, cfq) in both"
+    assert single["job_s"] != switched["job_s"]
+    assert [b["phase"] for b in switched["backlogs"]] == ["shuffle", "reduce"]
+    (tmp_path / "bad.toml").write_text(TINY_JOB + "[tune]\nbrute_force = true\n")
+    (tmp_path / "b.study.toml").write_text(
+        '[study]\nname = "b"\nbase = "bad.toml"\nkind = "mapreduce"\n[matrix]\nseed = 1\n'
+    )
+    with pytest.raises(hvio.HvioError, match="tune.*mapreduce-tune"):
+        sw.sweep(tmp_path / "b.study.toml", out=None)
+
+
+def test_a_switch_cost_study_measures_every_ordered_pair(tmp_path):
+    (tmp_path / "dd.toml").write_text(
+        'hosts = ["cfq"]\nguests = ["cfq", "noop"]\nvms = 2\nbytes = "8MiB"\n[page_cache]\nmemory = "4MiB"\n'
+    )
+    (tmp_path / "t.study.toml").write_text(
+        '[study]\nname = "c"\nbase = "dd.toml"\nkind = "switch-cost"\n[matrix]\nseed = 1\n'
+    )
+    (r,) = sw.sweep(tmp_path / "t.study.toml", out=None).results
+    assert r["runs"] == 2 + 4 and r["vms"] == 2 and r["page_cache_bytes"] == 4 << 20
+    for a in range(2):
+        for b in range(2):
+            assert r["cost_s"][a][b] == r["switched_s"][a][b] - 0.5 * (r["alone_s"][a] + r["alone_s"][b])
+    (tmp_path / "dd.toml").write_text('bytes = "8MiB"\nblocks = 3\n')
+    with pytest.raises(hvio.HvioError, match="switch-cost run: unknown field `blocks`"):
+        sw.sweep(tmp_path / "t.study.toml", out=None)
+
+
+def test_paper002_phase_by_phase_shows_a_switching_plan_beside_its_pairs_single_runs():
+    # A made-up search of two pairs: pair 1's phase 2 is fast in its own
+    # run, slower after pair 0's map phase (it inherits 160 MiB of dirty
+    # pages, where its own map leaves 100 MiB).
+    def outcome(phase_s):
+        return {"phase_s": phase_s, "switch_s": [0.0, 0.0]}
+
+    def backlog(mib):
+        return {"dirty_bytes": mib << 20, "writeback_bytes": 0, "guest_queued": 3, "host_queued": 1}
+
+    found = {"plan": [0, 1], "outcome": outcome([10.0, 18.0]), "runs": 2}
+    r = {
+        "pairs": [{"host": "cfq", "guest": "cfq"}, {"host": "cfq", "guest": "deadline"}],
+        "phases": ["map", "shuffle-reduce"],
+        "profile": {
+            "phase_s": [[10.0, 16.0], [20.0, 15.0]],
+            "total_s": [30.0, 31.0],
+            "single": [outcome([10.0, 20.0]), outcome([16.0, 15.0])],
+            "runs": 2,
+        },
+        "best_single": 0,
+        "heuristic": found,
+        "fastest_run": {**found, "runs": 0},
+        "brute_force": {**found, "runs": 4},
+        "default": 0,
+        "plans": [
+            {"plan": [0, 0], "backlog": backlog(160)},
+            {"plan": [0, 1], "backlog": backlog(160)},
+            {"plan": [1, 1], "backlog": backlog(100)},
+        ],
+    }
+    table, notes = paper002_adaptive.phase_by_phase(paper002.Tuned(r))
+    # Algorithm 1's plan and the brute force's (the same), each beside its two pairs' single runs.
+    assert len(table.frame) == 6 and len(notes) == 2
+    assert list(table.frame["run"][:3]) == ["Algorithm 1's plan", "single pair", "single pair"]
+    assert list(table.frame["dirty + write-back MiB"][:3]) == [160.0, 160.0, 100.0]
+    assert "took 18.00 s, 15.00 s in (cfq, deadline)'s own run" in notes[0]
+    assert "add up to 25.00 s, the plan ran 28.00 s" in notes[0]
+    assert "160 MiB" in notes[0] and "100 MiB" in notes[0]
+
+
+def test_a_quick_list_of_cases_may_name_cases_the_full_run_leaves_out(tmp_path):
+    p = study(
+        tmp_path,
+        '[matrix.n]\nonly = ["two"]\n[matrix.n.cases]\none = { "vm.*.virtio_depth" = 1 }\n'
+        'two = { "vm.*.virtio_depth" = 2 }\n[quick.matrix]\nn = ["one"]\n',
+    )
+    assert [r.params["n"] for r in sw.plan(sw.load_study(p))] == ["two"]
+    assert [r.params["n"] for r in sw.plan(sw.load_study(p, quick=True))] == ["one"]
+
+
+def test_reproduce_lists_every_experiment_as_a_study(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"paper002-adaptive", "paper002-fig5", "paper002-fig7", "paper002-table1"} <= set(names)
+    assert names == sorted(names)
 
 
 def test_an_unknown_run_kind_is_named(tmp_path):

@@ -172,7 +172,7 @@ def sweep(study: Path, out: Path, cluster: str | None, workers: int | None, cach
 def reproduce_command(args: argparse.Namespace) -> int:
     """``hvio reproduce``: the report as text on stdout, as JSON in a file."""
     if args.list or args.name is None:
-        listed = api.experiments(studies_only=args.studies)
+        listed = api.experiments()
         for e in listed.itertuples(index=False):
             print(f"{e.name:<22} {e.title} ({e.paper})")
         if args.name is None and not args.list:
@@ -235,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--out", type=Path, default=Path("out"), help="the cache of the runs' results: OUT/cache")
     e.add_argument("--no-cache", action="store_true", help="compute every run again (and refresh the cache)")
     e.add_argument("--list", action="store_true", help="list the experiments")
-    e.add_argument("--studies", action="store_true", help="with --list: only the study-backed ones")
     w = sub.add_parser("sweep", help="run a study's matrix on every core or a Dask cluster")
     w.add_argument("study", type=Path, help="a study file (experiments/*.study.toml)")
     w.add_argument(

@@ -411,11 +411,10 @@ class Report:
         return self.raw["data"]
 
 
-def experiments(*, studies_only: bool = False) -> pd.DataFrame:
-    """The experiments ``reproduce`` knows: those still written in Rust, then
-    the studies with an analysis (``experiments/*.study.toml``)."""
-    rust = [] if studies_only else [tuple(e) for e in _hvio.experiments()]
-    return pd.DataFrame(rust + studies.experiments(), columns=["name", "title", "paper"])
+def experiments() -> pd.DataFrame:
+    """The experiments ``reproduce`` knows: the studies with an analysis
+    (``experiments/*.study.toml``), by name."""
+    return pd.DataFrame(studies.experiments(), columns=["name", "title", "paper"])
 
 
 def reproduce(
@@ -440,11 +439,8 @@ def reproduce(
                 name, quick=quick, seed=seed, workers=workers, cache=cache, recompute=recompute, counts=counts
             )
         )
-    rust = [e[0] for e in _hvio.experiments()]
-    if str(name) not in rust:
-        known = ", ".join(dict.fromkeys(rust + [e[0] for e in studies.experiments()]))
-        raise _hvio.HvioError(f"unknown experiment {str(name)!r} (known: {known})")
-    return Report(studies.rust_report(str(name), quick, seed))
+    known = ", ".join(e[0] for e in studies.experiments())
+    raise _hvio.HvioError(f"unknown experiment {str(name)!r} (known: {known})")
 
 
 def replay(

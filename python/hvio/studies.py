@@ -15,7 +15,6 @@ study runs with no rebuild: ``hvio reproduce path/to/copy.study.toml``.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import _hvio, sweeps
+from . import sweeps
 
 try:
     import tomllib
@@ -266,8 +265,3 @@ def reproduce(
 
 def _where() -> str:
     return ", ".join(str(f) for f in _folders())
-
-
-def rust_report(name: str, quick: bool, seed: int) -> dict[str, Any]:
-    """An experiment still written in Rust, as the same JSON-ready data."""
-    return json.loads(_hvio.reproduce(name, quick, seed))

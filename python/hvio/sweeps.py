@@ -16,7 +16,11 @@ A study file may ``include`` other files into any of its tables (shared
 cases, a base's keys); a study in stages (``[[stage]]``) runs one sweep per
 stage, a stage's matrix computed by the study's analysis from the stages
 before it (:func:`sweep_stages`); a study's ``kind`` says what a run is: a
-simulation, or ``bench-scheduler``, the host scheduler's own calls timed.
+simulation, ``bench-scheduler`` (the host scheduler's own calls timed), or
+one of paper 002's on its virtual Hadoop cluster: ``mapreduce`` (a job,
+under one pair or a ``[[phase]]`` plan), ``mapreduce-tune`` (Algorithm 1
+and the brute force over a job's two-phase plans), ``switch-cost`` (the
+cost of every ordered switch between pairs, §IV.B).
 
 Each result is cached under ``<out>/cache`` by a hash of (config, seed,
 hvio build): the build is the compiled extension module's own hash, so a
@@ -59,10 +63,20 @@ INCLUDE = "include"
 # The list of a study's stages, run one after another.
 STAGE = "stage"
 # What a study's runs are: simulations (`hvio.simulate` of each config),
-# the scheduler's own cost in a closed loop (`bench-scheduler`), or a
-# MapReduce job on paper 002's virtual cluster (`mapreduce`).
+# the scheduler's own cost in a closed loop (`bench-scheduler`), a
+# MapReduce job on paper 002's virtual cluster (`mapreduce`), the search
+# for its plan (`mapreduce-tune`) or the cost of switching pairs
+# (`switch-cost`).
 SIMULATE, BENCH_SCHEDULER, MAPREDUCE = "simulate", "bench-scheduler", "mapreduce"
-RUN_KINDS = (SIMULATE, BENCH_SCHEDULER, MAPREDUCE)
+MAPREDUCE_TUNE, SWITCH_COST = "mapreduce-tune", "switch-cost"
+RUN_KINDS = (SIMULATE, BENCH_SCHEDULER, MAPREDUCE, MAPREDUCE_TUNE, SWITCH_COST)
+# Each kind but a simulation: the extension module's function that runs one.
+_RUNNERS = {
+    BENCH_SCHEDULER: "bench_scheduler",
+    MAPREDUCE: "mapreduce",
+    MAPREDUCE_TUNE: "mapreduce_tune",
+    SWITCH_COST: "switch_cost",
+}
 # Most runs one study may expand to: a typo'd range must not fill the disk.
 MAX_RUNS = 1_000_000
 
@@ -343,8 +357,9 @@ def _study(
     for k, v in quick_table.get("matrix", {}).items():
         was = entries.get(k)
         if isinstance(v, list) and isinstance(was, dict) and "cases" in was:
-            # A list of case names keeps those cases.
-            unknown = [name for name in v if name not in was.get("only", was["cases"])]
+            # A list of case names keeps those cases (any of [matrix]'s, not
+            # only those its `only` runs).
+            unknown = [name for name in v if name not in was["cases"]]
             if unknown or not v:
                 raise StudyError(f"{here}: [quick.matrix] `{k}`: {unknown or v!r}: name cases of [matrix]")
             v = {"cases": {name: was["cases"][name] for name in v}}
@@ -575,12 +590,11 @@ def _schedulers() -> list[str]:
 def run_one(config_json: str, origin: str, kind: str = SIMULATE) -> str:
     """Run one run's config (simulate it; for ``kind`` = ``"bench-scheduler"``
     time its host scheduler, for ``"mapreduce"`` run its job on the virtual
-    cluster); its result as JSON text.
+    cluster, for ``"mapreduce-tune"`` search its plan, for ``"switch-cost"``
+    measure every switch); its result as JSON text.
     A plain function of strings, so a Dask worker can run it."""
-    if kind == BENCH_SCHEDULER:
-        return _hvio.bench_scheduler(config_json, origin)
-    if kind == MAPREDUCE:
-        return _hvio.mapreduce(config_json, origin)
+    if kind in _RUNNERS:
+        return getattr(_hvio, _RUNNERS[kind])(config_json, origin)
     return _hvio.simulate(config_json, origin, json=True)
 
 
@@ -715,7 +729,7 @@ def long_form(study: Study, runs: list[Run], results: list[dict[str, Any]]) -> p
     its VM's (``vm_*``) and the host's (``host_*``)."""
     rows = []
     keep = study.keep
-    if study.kind in (BENCH_SCHEDULER, MAPREDUCE):
+    if study.kind in _RUNNERS:
         # One row per run: its matrix values and what the run measured.
         for run, res in zip(runs, results):
             row = {"run": run.index, "key": run.key[:16], **run.params}

@@ -78,47 +78,6 @@ pub fn progress_bar(total: u64) -> indicatif::ProgressBar {
     bar
 }
 
-/// A spinner on stderr counting the simulations this process finishes
-/// (`hvio_sim::runs_finished`) and the time so far, for commands whose
-/// number of runs is not known ahead (`hvio reproduce`). Hidden when stderr
-/// is not a terminal. Stops when the returned guard is dropped.
-pub fn run_counter() -> RunCounter {
-    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {pos} runs done, {elapsed} so far")
-            .expect("a valid template"),
-    );
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ticker = (!bar.is_hidden()).then(|| {
-        let (bar, stop) = (bar.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                bar.set_position(hvio_sim::runs_finished());
-                bar.tick();
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-        })
-    });
-    RunCounter { bar, stop, ticker }
-}
-
-/// The spinner of [`run_counter`]; dropping it clears the line.
-pub struct RunCounter {
-    bar: indicatif::ProgressBar,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    ticker: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for RunCounter {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.ticker.take() {
-            let _ = t.join();
-        }
-        self.bar.finish_and_clear();
-    }
-}
-
 /// clap value parser: a finite number > 0 (`--time-scale`).
 pub fn positive_number(s: &str) -> Result<f64, String> {
     s.parse::<f64>()

@@ -3,7 +3,7 @@
 use crate::common::{check_not_dir, errln, out, outln, write_atomic};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hvio_sim::{compare as cmp, experiments, report, Config, DEFAULT_SCENARIO};
+use hvio_sim::{compare as cmp, report, Config, DEFAULT_SCENARIO};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -270,63 +270,25 @@ pub struct ReproduceArgs {
 }
 
 pub fn reproduce(a: ReproduceArgs) -> Result<()> {
-    if a.list || a.name.is_none() {
-        if experiments::EXPERIMENTS.is_empty() {
-            outln!("(no experiments registered yet)");
-        }
-        for e in experiments::EXPERIMENTS {
-            outln!("{:<22} {} ({})", e.name, e.title, e.paper);
-        }
-        // The experiments that are studies (experiments/NAME.study.toml):
-        // hvio's Python package, which runs and analyses them, lists them.
-        crate::analysis::python_hvio("reproduce", vec!["--list".into(), "--studies".into()])?;
-        if a.name.is_none() && !a.list {
-            bail!("name an experiment (see the list above)");
-        }
-        return Ok(());
+    // Every experiment is a study (experiments/NAME.study.toml, or a study
+    // file's path): its runs and its analysis are hvio's Python package's,
+    // which also lists them and names the known ones for an unknown name.
+    let mut args: Vec<OsString> = Vec::new();
+    if a.list {
+        args.push("--list".into());
     }
-    let name = a.name.expect("checked above");
-    if experiments::find(&name).is_err() {
-        // A study (experiments/NAME.study.toml, or a study file's path): its
-        // runs and its analysis are hvio's Python package's.
-        let mut args: Vec<OsString> = vec![name.into(), "--seed".into(), a.seed.to_string().into()];
-        if a.quick {
-            args.push("--quick".into());
-        }
-        if let Some(j) = a.json {
-            args.extend(["--json".into(), j.into()]);
-        }
-        if a.no_cache {
-            args.push("--no-cache".into());
-        }
-        return crate::analysis::python_hvio("reproduce", args);
+    if let Some(name) = a.name {
+        args.push(name.into());
     }
-    let json = a.json.unwrap_or_else(|| {
-        let quick = if a.quick { "-quick" } else { "" };
-        let seed = if a.seed == 1 {
-            String::new()
-        } else {
-            format!("-seed{}", a.seed)
-        };
-        PathBuf::from("out").join(format!("{name}{quick}{seed}.json"))
-    });
-    check_not_dir(&json)?;
-    let counter = crate::common::run_counter();
-    let started = std::time::Instant::now();
-    let r = experiments::run(
-        &name,
-        &experiments::ExpOptions {
-            seed: a.seed,
-            quick: a.quick,
-        },
-    )
-    .with_context(|| format!("experiment {name}"));
-    drop(counter);
-    let r = r?;
-    write_atomic(&json, &serde_json::to_string_pretty(&r)?)?;
-    out!("{}", r.render());
-    // Wall time on stderr: the report itself stays the same on every run.
-    errln!("run time: {:.1} s", started.elapsed().as_secs_f64());
-    outln!("report: {}", json.display());
-    Ok(())
+    args.extend(["--seed".into(), a.seed.to_string().into()]);
+    if a.quick {
+        args.push("--quick".into());
+    }
+    if let Some(j) = a.json {
+        args.extend(["--json".into(), j.into()]);
+    }
+    if a.no_cache {
+        args.push("--no-cache".into());
+    }
+    crate::analysis::python_hvio("reproduce", args)
 }

@@ -236,24 +236,30 @@ fn mapreduce(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
     })
 }
 
-/// Run a named experiment; JSON report.
+/// Paper 002's Algorithm 1 and brute force over a MapReduce job's
+/// two-phase plans ([`hvio_sim::mapreduce_tune::tune`], a study's
+/// `kind = "mapreduce-tune"` run): the run's config as JSON; JSON result.
+/// Without the GIL, as `simulate`.
 #[pyfunction]
-#[pyo3(signature = (name, quick=false, seed=1))]
-fn reproduce(py: Python<'_>, name: &str, quick: bool, seed: u64) -> PyResult<String> {
-    let opts = hvio_sim::experiments::ExpOptions { seed, quick };
-    let r = py
-        .allow_threads(|| hvio_sim::experiments::run(name, &opts))
-        .map_err(err)?;
-    serde_json::to_string(&r).map_err(err)
+fn mapreduce_tune(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
+    py.allow_threads(|| {
+        let cfg = hvio_sim::mapreduce_tune::parse_tune(text, origin).map_err(err)?;
+        let r = hvio_sim::mapreduce_tune::tune(&cfg).map_err(err)?;
+        serde_json::to_string(&r).map_err(err)
+    })
 }
 
-/// Names of the registered experiments.
+/// Paper 002's switch cost of every ordered pair
+/// ([`hvio_sim::mapreduce_tune::switch_cost`], a study's
+/// `kind = "switch-cost"` run): the run's config as JSON; JSON result.
+/// Without the GIL, as `simulate`.
 #[pyfunction]
-fn experiments() -> Vec<(String, String, String)> {
-    hvio_sim::experiments::EXPERIMENTS
-        .iter()
-        .map(|e| (e.name.to_string(), e.title.to_string(), e.paper.to_string()))
-        .collect()
+fn switch_cost(py: Python<'_>, text: &str, origin: &str) -> PyResult<String> {
+    py.allow_threads(|| {
+        let cfg = hvio_sim::mapreduce_tune::parse_switch_cost(text, origin).map_err(err)?;
+        let r = hvio_sim::mapreduce_tune::switch_cost(&cfg).map_err(err)?;
+        serde_json::to_string(&r).map_err(err)
+    })
 }
 
 /// Every scheduler with its parameter table, as JSON.
@@ -296,10 +302,10 @@ fn _hvio(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(comparison, m)?)?;
-    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(bench_scheduler, m)?)?;
     m.add_function(wrap_pyfunction!(mapreduce, m)?)?;
-    m.add_function(wrap_pyfunction!(experiments, m)?)?;
+    m.add_function(wrap_pyfunction!(mapreduce_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(switch_cost, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(default_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

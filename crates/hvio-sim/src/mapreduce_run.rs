@@ -1,5 +1,6 @@
 //! One MapReduce job on paper 002's virtual Hadoop cluster under one
-//! (host, guest) scheduler pair, from a config: a study's
+//! (host, guest) scheduler pair, or a `[[phase]]` plan of pairs (§IV: a
+//! switch as the job enters a phase), from a config: a study's
 //! `kind = "mapreduce"` run (`hvio._hvio.mapreduce` in Python; the studies
 //! `experiments/paper002-*.study.toml` sweep it over pairs, benchmarks and
 //! input sizes). The cluster is [`crate::mapreduce`]'s: each node one HDD
@@ -9,8 +10,9 @@
 //! seed changes nothing.
 
 use crate::error::{Result, SimError};
-use crate::mapreduce::{node, waves, Benchmark, ClusterSpec, JobSpec, NodeSpec};
+use crate::mapreduce::{node, waves, Benchmark, ClusterRun, ClusterSpec, JobSpec, NodeSpec, PhaseKind};
 use crate::size::Size;
+use crate::tune::{PhaseConfig, PhasePlan, When};
 use hvio_core::time::ns_to_s;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +40,16 @@ pub struct MapReduceRunConfig {
     pub host: MapReduceHost,
     /// Every guest's scheduler.
     pub guest_scheduler: String,
+    /// A switch plan, as an `hvio sim` config's `[[phase]]` steps: a step
+    /// `at = "map"` sets the pair the job starts with, one at `shuffle`,
+    /// `reduce` or `shuffle-reduce` (the shuffle's start) switches the
+    /// host, every guest or both as the job enters that phase.
+    #[serde(default)]
+    pub phase: Vec<PhaseConfig>,
+    /// A `mapreduce-tune` run's search ([`crate::mapreduce_tune::tune`]):
+    /// refused by a single run.
+    #[serde(default)]
+    pub tune: Option<crate::mapreduce_tune::TuneSettings>,
     /// Accepted so that a study's seed may be set; the model draws no random numbers.
     #[serde(default)]
     pub seed: Option<u64>,
@@ -80,18 +92,59 @@ pub struct MapReduceRunResult {
     pub non_concurrent_shuffle_pct: f64,
     /// Map waves the job ran: its blocks over the cluster's map slots.
     pub waves: f64,
+    /// The map, then the shuffle and the reduce as one phase, s: the two
+    /// phases paper 002's two-phase plans switch between.
+    pub two_phases_s: Vec<f64>,
+    /// The cluster's backlog (every node's) as the job entered each phase
+    /// after the map, before any switch there: what the next pair of a
+    /// plan inherits.
+    pub backlogs: Vec<PhaseBacklog>,
+}
+
+/// The backlog as the job entered a phase.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseBacklog {
+    /// The phase entered (`shuffle`, `reduce`).
+    pub phase: &'static str,
+    /// Bytes dirty in the guests' page caches, not yet under write-back.
+    pub dirty_bytes: u64,
+    /// Bytes under write-back.
+    pub writeback_bytes: u64,
+    /// Requests queued or in flight in the guest schedulers.
+    pub guest_queued: usize,
+    /// Requests queued or in flight in the host schedulers.
+    pub host_queued: usize,
+}
+
+impl PhaseBacklog {
+    /// The node model's backlog `b` as the job entered `phase`.
+    pub fn new(phase: &'static str, b: node::Backlog) -> PhaseBacklog {
+        PhaseBacklog {
+            phase,
+            dirty_bytes: b.dirty_bytes,
+            writeback_bytes: b.writeback_bytes,
+            guest_queued: b.guest_queued,
+            host_queued: b.host_queued,
+        }
+    }
 }
 
 /// Parse a [`MapReduceRunConfig`] from JSON; errors name `origin`.
 pub fn parse(json: &str, origin: &str) -> Result<MapReduceRunConfig> {
+    parse_as(json, origin, "mapreduce run")
+}
+
+/// A run kind's config from JSON; errors name `origin` and the kind (`what`).
+pub(crate) fn parse_as<T: serde::de::DeserializeOwned>(json: &str, origin: &str, what: &str) -> Result<T> {
     serde_json::from_str(json).map_err(|e| SimError::Parse {
         origin: origin.to_string(),
-        message: format!("mapreduce run: {e}"),
+        message: format!("{what}: {e}"),
     })
 }
 
-/// Run the job of `cfg` on its cluster.
-pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
+/// The job `cfg` describes: its benchmark's preset with the config's
+/// block and input, and the bytes of one map wave per VM.
+pub(crate) fn job_spec(cfg: &MapReduceRunConfig) -> Result<(JobSpec, u64)> {
     let mut preset = JobSpec::preset(cfg.benchmark);
     if let Some(block) = cfg.block {
         if block.bytes() == 0 {
@@ -115,23 +168,97 @@ pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
         }
         (None, None) => preset.input_per_vm,
     };
-    let spec = JobSpec { input_per_vm, ..preset };
-    let cluster = &cfg.cluster;
-    let (host, guest) = (cfg.host.scheduler.as_str(), cfg.guest_scheduler.as_str());
-    let r = node::simulate(
-        &spec,
+    Ok((JobSpec { input_per_vm, ..preset }, wave))
+}
+
+/// Run `spec` on `cluster` starting under (`host`, `guest`), switching as
+/// `switches` say; the run and the backlog as it entered each phase.
+pub(crate) fn simulate(
+    spec: &JobSpec,
+    cluster: &ClusterSpec,
+    (host, guest): (&str, &str),
+    switches: &[node::PhaseSwitch],
+) -> Result<(ClusterRun, Vec<node::Backlog>)> {
+    node::simulate_with_backlog(
+        spec,
         cluster,
         &NodeSpec::new(host, guest, cluster.vms_per_node).with_page_cache(node::hadoop_page_cache()),
         &toml::Table::new(),
-        &[],
-    )?;
+        switches,
+    )
+}
+
+/// The map and the shuffle+reduce of a run, s.
+pub(crate) fn two_phases_s(run: &ClusterRun) -> Vec<f64> {
+    run.phases
+        .planned(u64::MAX)
+        .iter()
+        .map(|s| ns_to_s(s.duration()))
+        .collect()
+}
+
+/// The pair a plan starts with and its switches: a step at the map sets
+/// the first pair; a step at `shuffle-reduce` is taken as the shuffle
+/// begins (the job enters them at the same instant).
+fn plan_switches(cfg: &MapReduceRunConfig) -> Result<((String, String), Vec<node::PhaseSwitch>)> {
+    let plan = PhasePlan::check(&cfg.phase)?;
+    let mut start = (cfg.host.scheduler.clone(), cfg.guest_scheduler.clone());
+    let mut switches = Vec::new();
+    for (i, step) in plan.steps.into_iter().enumerate() {
+        let at = match step.when {
+            When::Phase(PhaseKind::Map) => {
+                start = (step.host.unwrap_or(start.0), step.guest.unwrap_or(start.1));
+                continue;
+            }
+            When::Phase(PhaseKind::ShuffleReduce) => PhaseKind::Shuffle,
+            When::Phase(kind) => kind,
+            When::Time(_) | When::Workload(_) => {
+                return Err(SimError::invalid(
+                    &format!("phase {i}"),
+                    "at_s",
+                    "(a time)",
+                    "a MapReduce run switches at a phase: map, shuffle, reduce, shuffle-reduce",
+                ))
+            }
+        };
+        switches.push(node::PhaseSwitch {
+            at,
+            host: step.host,
+            guest: step.guest,
+            policy: step.policy,
+        });
+    }
+    Ok((start, switches))
+}
+
+/// Run the job of `cfg` on its cluster.
+pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
+    if cfg.tune.is_some() {
+        return Err(SimError::invalid(
+            "mapreduce run",
+            "tune",
+            "[tune]",
+            "a search's settings: run it as kind = \"mapreduce-tune\"",
+        ));
+    }
+    let (spec, wave) = job_spec(cfg)?;
+    let cluster = &cfg.cluster;
+    let ((host, guest), switches) = plan_switches(cfg)?;
+    let (r, backlogs) = simulate(&spec, cluster, (&host, &guest), &switches)?;
+    let backlogs = r
+        .boundaries
+        .iter()
+        .map(|(kind, _)| kind.name())
+        .zip(backlogs)
+        .map(|(phase, b)| PhaseBacklog::new(phase, b))
+        .collect();
     Ok(MapReduceRunResult {
         benchmark: cfg.benchmark.name().into(),
-        host: host.into(),
-        guest: guest.into(),
+        host,
+        guest,
         nodes: cluster.nodes,
         vms_per_node: cluster.vms_per_node,
-        input_per_vm,
+        input_per_vm: spec.input_per_vm,
         wave_bytes: wave,
         maps: spec.maps_per_vm() * cluster.vms() as u64,
         reducers: spec.reduces_per_vm * cluster.vms(),
@@ -143,6 +270,8 @@ pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
             cluster.vms() as u64,
             spec.map_slots as u64,
         ),
+        two_phases_s: two_phases_s(&r),
+        backlogs,
     })
 }
 

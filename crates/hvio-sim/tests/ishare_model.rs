@@ -5,9 +5,14 @@
 //! the same VMs, guests and disks as data; docs/ishare.md has why each key
 //! is what it is. These tests hold the results docs/ishare.md documents.
 
-use hvio_sim::experiments::ExpOptions;
 use hvio_sim::metrics::SimResult;
 use hvio_sim::{Config, Result, SimError};
+
+/// The runs' seed, and whether they are the scaled-down (`--quick`) ones.
+struct ExpOptions {
+    seed: u64,
+    quick: bool,
+}
 
 /// The three host schedulers of the paper, in its column order.
 const SCHEDULERS: [&str; 3] = ["cfq", "blkio", "ishare"];
