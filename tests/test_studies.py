@@ -662,6 +662,22 @@ def test_a_quick_list_of_cases_may_name_cases_the_full_run_leaves_out(tmp_path):
     assert [r.params["n"] for r in sw.plan(sw.load_study(p, quick=True))] == ["one"]
 
 
+def test_each_sets_keys_of_every_case_before_the_cases_own_and_quick_changes_it(tmp_path):
+    p = study(
+        tmp_path,
+        '[matrix.n.each]\n"vm.*.virtio_depth" = 8\nmax_time_s = 5\n'
+        '[matrix.n.cases]\nplain = {}\ndeep = { "vm.*.virtio_depth" = 32 }\n'
+        "[quick.matrix.n.each]\nmax_time_s = 1\n",
+    )
+    for quick, max_time in ((False, 5), (True, 1)):
+        runs = sw.plan(sw.load_study(p, quick=quick))
+        assert [[vm["virtio_depth"] for vm in r.config["vm"]] for r in runs] == [[8, 8], [32, 32]]
+        assert [r.config["max_time_s"] for r in runs] == [max_time, max_time]
+    bad = study(tmp_path, "[matrix.n]\neach = 3\n[matrix.n.cases]\na = { seed = 1 }\n")
+    with pytest.raises(sw.StudyError, match="matrix key `n`: `each` is a table"):
+        sw.load_study(bad)
+
+
 def test_reproduce_lists_every_experiment_as_a_study(capsys):
     assert main(["reproduce", "--list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]

@@ -60,6 +60,8 @@ except ImportError:  # Python < 3.11
 SCHEDULER, GUEST, SEED, BASE = "scheduler", "guest", "seed", "base"
 # The key of any table of a study file that merges other files into it.
 INCLUDE = "include"
+# The key of a set of cases that every case of it sets first.
+EACH = "each"
 # The list of a study's stages, run one after another.
 STAGE = "stage"
 # What a study's runs are: simulations (`hvio.simulate` of each config),
@@ -176,11 +178,12 @@ def _cases(path: Path | str, key: str, spec: dict[str, Any]) -> dict[str, dict[s
     case a named set of matrix keys run together."""
     where = f"{path}: matrix key `{key}`"
     cases = spec["cases"]
-    if set(spec) - {"cases", "only"} or not isinstance(cases, dict) or not cases:
+    if set(spec) - {"cases", "only", EACH} or not isinstance(cases, dict) or not cases:
         raise StudyError(
             f"{where}: cases are a table {{cases = {{NAME = {{KEY = VALUE, ...}}, ...}}}}"
-            " with, optionally, only = [NAME, ...]"
+            " with, optionally, only = [NAME, ...] and each = {KEY = VALUE, ...}"
         )
+    each = _each(path, key, spec)
     if "only" in spec:
         # The cases to run, in this order (of those an included file defines, say).
         only = spec["only"]
@@ -195,7 +198,18 @@ def _cases(path: Path | str, key: str, spec: dict[str, Any]) -> dict[str, dict[s
             raise StudyError(f"{where}: case {name!r} must be a table of keys and values")
         if BASE in settings:
             raise StudyError(f"{where}: case {name!r}: list the base configs in [study] base")
-    return cases
+    # The keys every case has come first, so that a case's own apply over them.
+    return {name: {**each, **settings} for name, settings in cases.items()}
+
+
+def _each(path: Path | str, key: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A set of cases' ``each``: the keys every case of it sets, before its own."""
+    each = spec.get(EACH, {})
+    if not isinstance(each, dict) or BASE in each:
+        raise StudyError(
+            f"{path}: matrix key `{key}`: `each` is a table of the keys every case sets {{KEY = VALUE, ...}}"
+        )
+    return each
 
 
 def _merge(into: dict[str, Any], over: dict[str, Any]) -> None:
@@ -362,15 +376,17 @@ def _study(
             unknown = [name for name in v if name not in was["cases"]]
             if unknown or not v:
                 raise StudyError(f"{here}: [quick.matrix] `{k}`: {unknown or v!r}: name cases of [matrix]")
-            v = {"cases": {name: was["cases"][name] for name in v}}
-        elif isinstance(v, dict) and "cases" in v and isinstance(was, dict) and "cases" in was:
-            # Cases named here change some of their keys; the others stay.
+            v = {**({EACH: was[EACH]} if EACH in was else {}), "cases": {n: was["cases"][n] for n in v}}
+        elif isinstance(v, dict) and {"cases", EACH} & set(v) and isinstance(was, dict) and "cases" in was:
+            # Cases named here change some of their keys, and `each` some
+            # of the keys every case has; the others stay.
             merged = {name: dict(c) for name, c in was["cases"].items()}
-            for name, c in v["cases"].items():
+            for name, c in v.get("cases", {}).items():
                 if name not in merged or not isinstance(c, dict):
                     raise StudyError(f"{here}: [quick.matrix] `{k}`: {name!r} is not a case of [matrix]")
                 merged[name].update(c)
-            v = {**was, "cases": merged}
+            each = {**_each(here, k, was), **_each(here, k, v)}
+            v = {**was, "cases": merged, **({EACH: each} if each else {})}
         if quick:
             entries[k] = v
     if extra:
