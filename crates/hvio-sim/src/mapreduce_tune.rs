@@ -2,14 +2,14 @@
 //! study's `kind = "mapreduce-tune"` and `kind = "switch-cost"` runs
 //! (`hvio._hvio.mapreduce_tune` and `hvio._hvio.switch_cost` in Python).
 //!
-//! - [`tune`] (§IV.C): one job ([`crate::mapreduce_run`]'s config) profiled
+//! - [`tune()`] (§IV.C): one job ([`crate::mapreduce_run`]'s config) profiled
 //!   under every candidate (host, guest) pair, then Algorithm 1's walk over
 //!   two-phase plans (the map, then the shuffle and the reduce as one: the
 //!   paper's split for a job whose shuffle is short), the switch as the job
 //!   enters its shuffle, and, if asked, the brute force over every plan
 //!   ([`crate::tune::search`]). Every plan run is reported with its phase
 //!   times and the backlog its second pair inherited.
-//! - [`switch_cost`] (§IV.B): every VM of one node writing with `dd` at
+//! - [`switch_cost()`] (§IV.B): every VM of one node writing with `dd` at
 //!   once, under each pair alone and switched halfway to each other pair:
 //!   `Cost(a → b) = T_ab − ½ (T_a + T_b)` ([`crate::tune::switch_cost`]).
 //!
