@@ -13,6 +13,10 @@
 #                      read back as zeros, and a discard of the MiB after
 #   hvio.bench_s=N     instead, N seconds of 4 KiB random reads at iodepth 16
 #                      over the whole disk (no check; for IOPS comparisons)
+#   hvio.bench_warm_s=N  first the same job for N seconds, reported apart
+#                      ("warm"): the guest's translated code, its page tables
+#                      and the server's threads and caches warm up outside
+#                      the measurement
 # The last line is "HVIO-GUEST result ok" or "HVIO-GUEST result FAIL <why>".
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -28,11 +32,13 @@ fail() {
 check_mib=8
 fio_mib=16
 bench_s=0
+bench_warm_s=0
 for kv in $(cat /proc/cmdline); do
   case $kv in
     hvio.check_mib=*) check_mib=${kv#*=} ;;
     hvio.fio_mib=*) fio_mib=${kv#*=} ;;
     hvio.bench_s=*) bench_s=${kv#*=} ;;
+    hvio.bench_warm_s=*) bench_warm_s=${kv#*=} ;;
   esac
 done
 
@@ -48,6 +54,12 @@ done
 echo "HVIO-GUEST disk vda sectors=$(cat /sys/block/vda/size) rotational=$(cat /sys/block/vda/queue/rotational)"
 
 if [ "$bench_s" -gt 0 ]; then
+  if [ "$bench_warm_s" -gt 0 ]; then
+    fio --name=warm --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
+      --rw=randread --bs=4k --time_based --runtime="$bench_warm_s" --minimal >/tmp/fio.out 2>&1 ||
+      { cat /tmp/fio.out; fail "fio warm-up"; }
+    echo "HVIO-GUEST warm read_iops=$(cut -d';' -f8 /tmp/fio.out)"
+  fi
   echo "HVIO-GUEST fio start"
   fio --name=bench --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
     --rw=randread --bs=4k --time_based --runtime="$bench_s" --minimal >/tmp/fio.out 2>&1 ||

@@ -419,3 +419,81 @@ fn event_idx_driver_gets_every_answer_and_interrupt() {
         );
     }
 }
+
+/// `GET_VRING_BASE` (QEMU stopping the device: a guest reset, a reboot, a
+/// VM stop) while requests are in flight on an emulated HDD: when the reply
+/// comes every request taken from the queue has been answered (in the used
+/// ring, with its status), so the hypervisor, which then drops the call
+/// eventfd and may reset the ring, loses none.
+#[test]
+fn get_vring_base_answers_the_requests_taken_first() {
+    let d = Daemon::start(&format!(
+        "[store]\nkind = \"emulator\"\npath = \"@DIR@/disk.img\"\n[store.device]\nmodel = \"hdd\"\n\
+         [scheduler]\nname = \"cfq\"\n[[vm]]\nname = \"vm1\"\nsize = \"{}\"\n\
+         [vm.vhost_user]\nsocket = \"@DIR@/vu.sock\"\nqueues = {QUEUES}\n",
+        BLOCKS * BLOCK
+    ));
+    let mem = Memory::new();
+    let (frontend, fds) = mem.attach(&d.path("vu.sock"));
+    let m = &mem.mem;
+    let at = GuestAddress;
+    // DEPTH reads spread over the disk (the HDD seeks for each).
+    for s in 0..DEPTH {
+        let (hdr, data) = (HDR + 16 * s as u64, DATA + BLOCK * s as u64);
+        m.write_obj(VIRTIO_BLK_T_IN, at(hdr)).unwrap();
+        m.write_obj(0u32, at(hdr + 4)).unwrap();
+        m.write_obj(s as u64 * 509 % BLOCKS * BLOCK / 512, at(hdr + 8)).unwrap();
+        m.write_obj(0xffu8, at(STATUS + s as u64)).unwrap();
+        let parts = [
+            (hdr, 16u32, VIRTQ_DESC_F_NEXT),
+            (data, BLOCK as u32, VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE),
+            (STATUS + s as u64, 1, VIRTQ_DESC_F_WRITE),
+        ];
+        for (k, (addr, len, flags)) in parts.into_iter().enumerate() {
+            let desc = DESC + 16 * (3 * s as u64 + k as u64);
+            m.write_obj(addr, at(desc)).unwrap();
+            m.write_obj(len, at(desc + 8)).unwrap();
+            m.write_obj(flags, at(desc + 12)).unwrap();
+            m.write_obj(3 * s + k as u16 + 1, at(desc + 14)).unwrap();
+        }
+        m.write_obj(3 * s, at(AVAIL + 4 + 2 * s as u64)).unwrap();
+    }
+    fence(Ordering::SeqCst);
+    m.write_obj(DEPTH, at(AVAIL + 2)).unwrap();
+    fence(Ordering::SeqCst);
+    fds[0].0.write(1).unwrap();
+    // The device took them all once it asks for a kick past them.
+    let t0 = Instant::now();
+    while m.read_obj::<u16>(at(USED + 4 + 8 * QUEUE as u64)).unwrap() != DEPTH {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the device did not take the requests"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let used_before: u16 = m.read_obj(at(USED + 2)).unwrap();
+    let base = frontend.get_vring_base(0).unwrap();
+    fence(Ordering::SeqCst);
+    let used: u16 = m.read_obj(at(USED + 2)).unwrap();
+    assert_eq!(base, DEPTH as u32, "GET_VRING_BASE's next available index");
+    assert!(
+        used_before < DEPTH,
+        "all {DEPTH} were answered before GET_VRING_BASE: the test proves nothing"
+    );
+    assert_eq!(
+        used,
+        DEPTH,
+        "GET_VRING_BASE replied with {} of the {DEPTH} requests taken still unanswered",
+        DEPTH - used
+    );
+    for s in 0..DEPTH {
+        assert_eq!(
+            m.read_obj::<u8>(at(STATUS + s as u64)).unwrap(),
+            0,
+            "request {s}'s status"
+        );
+    }
+    eprintln!("{used_before} of {DEPTH} answered when GET_VRING_BASE was sent, {used} when it was answered");
+    drop(frontend);
+    d.stop();
+}
