@@ -278,6 +278,17 @@ where
             "the replayer sends a trace's requests straight to the host: address reshaping runs in `hvio sim` only",
         )));
     }
+    if crate::engine::precondition::plan(cfg)
+        .map_err(|e| cfg.locate(e))?
+        .is_some()
+    {
+        return Err(cfg.locate(SimError::invalid(
+            "disk",
+            "precondition.workload",
+            "{ ... }",
+            "the replayer has no workload to repeat in rounds: workload-dependent preconditioning runs in `hvio sim` only",
+        )));
+    }
     let info = device.info();
     let mut jobless = cfg.clone();
     for v in &mut jobless.vms {
@@ -449,6 +460,16 @@ mod tests {
             "replay-test.toml",
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_workload_dependent_preconditioning_is_refused_by_name() {
+        let text = "[disk]\nmodel = \"ssd\"\ncapacity_gib = 1\npages_per_block = 16\nprecondition = { workload = {} }\n[[vm]]\nname = \"a\"\nimage_size = \"64MiB\"\n";
+        let c = Config::from_toml_str(text, "replay-test.toml").unwrap();
+        let e = replay(&c, vec![rq(0, 0, 0)], ReplayMode::Open { time_scale: 1.0 })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("precondition.workload") && e.contains("hvio sim"), "{e}");
     }
 
     fn rq(time: Nanos, vm: usize, sector: u64) -> std::result::Result<ReplayRequest, String> {
