@@ -552,6 +552,11 @@ impl SortedFifo {
             if let Some(t) = self.by_sector.slot_after_hint() {
                 prefetch(&self.slots[t as usize]);
             }
+            // Removing the next request blanks its entry in its lane, a
+            // random place in a deque of the whole queue: fetch that line
+            // now too. The next slot's own line was asked for one removal
+            // ago (as the one after next), so reading its `seq` costs little.
+            self.prefetch_lane_entry(self.slots[s as usize].seq);
         }
         self.len -= 1;
         if seq == LATE {
@@ -560,6 +565,19 @@ impl SortedFifo {
             self.lanes[(seq >> LANE_SHIFT) as usize].blank(seq & !(1 << LANE_SHIFT));
         }
         Some((rq, next.map(|(k, _)| unpack(k))))
+    }
+
+    /// Asks for the line of the lane entry of the request whose `Slot::seq`
+    /// is `seq` (none for a request in `late`).
+    #[inline]
+    fn prefetch_lane_entry(&self, seq: u64) {
+        if seq != LATE {
+            let lane = &self.lanes[(seq >> LANE_SHIFT) as usize];
+            let at = (seq & !(1 << LANE_SHIFT)).wrapping_sub(lane.base);
+            if let Some(e) = lane.fifo.get(at as usize) {
+                prefetch(e);
+            }
+        }
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
