@@ -619,11 +619,14 @@ impl Scheduler for Anticipatory {
         self.streams.entry(rq.stream).or_default().nr_queued += 1;
         let dir = rq.sync as usize;
         // `as_add_arq_rb`: a queued request at the same sector (an alias)
-        // goes to the dispatch queue at once.
+        // goes to the dispatch queue at once. The sector is compared on the
+        // index's key: the request itself is read only for an alias.
         if sorted(&rq) {
             while let Some(alias) = self.queues[dir]
-                .at_or_after((rq.sector, 0))
-                .filter(|a| a.sector == rq.sector && sorted(a))
+                .key_at_or_after((rq.sector, 0))
+                .filter(|k| k.0 == rq.sector)
+                .and_then(|k| self.queues[dir].get(k))
+                .filter(|a| sorted(a))
                 .copied()
             {
                 let alias = self.move_to_dispatch(alias);

@@ -346,6 +346,15 @@ impl SortedIndex {
         before_is_less.then_some((hc, hp))
     }
 
+    /// The first key at or after `key` (its chunk's keys only, no slot).
+    fn key_at_or_after(&self, key: Packed) -> Option<Packed> {
+        if let Some((ci, pos)) = self.hinted_lower_bound(key) {
+            return Some(self.chunks[ci].keys[pos]);
+        }
+        let c = self.chunks.get(self.chunk_at_or_after(key))?;
+        Some(c.keys[self.pos(c, key)])
+    }
+
     fn at_or_after(&self, key: Packed) -> Option<u32> {
         if let Some((ci, pos)) = self.hinted_lower_bound(key) {
             return Some(self.chunks[ci].slots[pos]);
@@ -606,6 +615,14 @@ impl SortedFifo {
         let (b, a) = self.by_sector.around(pack(key));
         let k = |(ci, pos): Place| unpack(self.by_sector.chunks[ci].keys[pos]);
         (b.map(k), a.map(k))
+    }
+
+    /// The sort key of the first request at or after `key` in sector
+    /// order, from the index alone (as [`SortedFifo::around_keys`]): a
+    /// caller that only compares sectors reads no request slot, which in a
+    /// big queue would be a cache miss.
+    pub fn key_at_or_after(&self, key: SortKey) -> Option<SortKey> {
+        self.by_sector.key_at_or_after(pack(key)).map(unpack)
     }
 
     /// The sort key of the first request in sector order.
@@ -876,6 +893,7 @@ mod sorted_fifo_tests {
                 assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), head);
             }
             assert_eq!(q.at_or_after(probe).map(key), model.range(probe..).next().map(|e| *e.0));
+            assert_eq!(q.key_at_or_after(probe), model.range(probe..).next().map(|e| *e.0));
             assert_eq!(q.before(probe).map(key), model.range(..probe).next_back().map(|e| *e.0));
             assert_eq!(q.first().map(key), model.keys().next().copied());
             let around = (q.before(probe).map(key), q.at_or_after(probe).map(key));
