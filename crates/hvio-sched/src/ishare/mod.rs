@@ -102,7 +102,7 @@ use hvio_core::{
     Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, SliceGrant, SliceLog, StreamId,
     StreamInfo, NS_PER_S, NS_PER_US,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The registry entry of `ishare`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
@@ -335,10 +335,12 @@ pub struct IShare {
     device: hvio_core::DeviceInfo,
     max_seek_us: f64,
     vms: Vec<Vm>,
-    index: HashMap<StreamId, usize>,
+    /// Looked up at every hook: FxHash (a multiply per key) rather than
+    /// SipHash, whose flooding resistance a VM's id does not need.
+    index: FxHashMap<StreamId, usize>,
     /// Dispatch time of each request at the disk, and whether the request
     /// before it at the disk was another VM's (a switch's positioning).
-    dispatched_at: HashMap<u64, (Nanos, bool)>,
+    dispatched_at: FxHashMap<u64, (Nanos, bool)>,
     /// The VM whose request went to the disk last.
     last_vm: Option<usize>,
     active: Option<Active>,
@@ -374,8 +376,8 @@ impl IShare {
             },
             max_seek_us: ctx.device.seek.max_seek_time() as f64 / NS_PER_US as f64,
             vms: Vec::new(),
-            index: HashMap::new(),
-            dispatched_at: HashMap::new(),
+            index: FxHashMap::default(),
+            dispatched_at: FxHashMap::default(),
             last_vm: None,
             active: None,
             round: 0,
@@ -489,11 +491,13 @@ impl IShare {
         (slice as Nanos).max(MIN_SLICE)
     }
 
-    /// The VM's pending request nearest the head, and its distance.
+    /// The VM's pending request nearest the head, and its distance: from
+    /// one search of its queue's index, which holds the sectors (its
+    /// requests' slots, a cache miss each in a big queue, are not read).
     fn nearest(&self, i: usize) -> Option<(Sector, Sector)> {
-        let q = &self.vms[i].queue;
-        let after = q.at_or_after((self.head, 0)).map(|r| (r.sector - self.head, r.sector));
-        let before = q.before((self.head, 0)).map(|r| (self.head - r.sector, r.sector));
+        let (before, after) = self.vms[i].queue.around_keys((self.head, 0));
+        let after = after.map(|(sector, _)| (sector - self.head, sector));
+        let before = before.map(|(sector, _)| (self.head - sector, sector));
         after.into_iter().chain(before).min()
     }
 
