@@ -19,6 +19,10 @@
 //!   `dirty_background_ratio`); writers block above `dirty_ratio`.
 //! - **Memory**: clean pages are evicted first in, first out when the cache
 //!   holds more than `memory`; dirty pages and pages in flight stay.
+//! - **Deletion** (`discard`, `unlink` of a file no one holds open, as
+//!   `truncate_inode_pages` does): the file's dirty pages are dropped
+//!   without being written back and its cached pages freed; a page whose
+//!   read or write-back is already in flight is dropped when that ends.
 //!
 //! The cache only decides which pages move; the engine turns page runs into
 //! requests of at most `max_sectors_kb` and tells the cache when they finish.
@@ -264,6 +268,8 @@ pub struct CacheStats {
     pub written_pages: u64,
     /// Pages evicted.
     pub evicted: u64,
+    /// Dirty pages dropped unwritten because their file was deleted.
+    pub discarded_dirty: u64,
 }
 
 /// `get_init_ra_size`: the first window for a request of `req` pages.
@@ -297,6 +303,9 @@ const MARKER: u8 = 1 << 3;
 const DIRTY: u8 = 1 << 4;
 /// A write of it is in flight.
 const WRITEBACK: u8 = 1 << 5;
+/// Its file was deleted while a read or write-back of it was in flight:
+/// not valid data, dropped when the last of them ends.
+const GONE: u8 = 1 << 6;
 
 /// A page the cache may drop: cached, valid, and neither moving nor dirty.
 fn evictable(flags: u8) -> bool {
@@ -599,15 +608,23 @@ impl PageCache {
             let chunk = Self::chunk_mut(&mut self.chunks, c);
             for s in slots {
                 let p = base + s as u64;
-                if chunk.flags[s] & PRESENT != 0 {
+                let f = chunk.flags[s];
+                let marker_bit = if marker == Some(p) { MARKER } else { 0 };
+                if f & PRESENT != 0 && f & (GONE | READING) == GONE {
+                    // A deleted file's page still under write-back, its
+                    // block now another file's: read it again.
+                    chunk.flags[s] = (f & !GONE) | READING | marker_bit;
+                    self.stats.readahead_pages += 1;
+                } else if f & PRESENT != 0 {
                     if let Some(r) = run.take() {
                         runs.push(r);
                     }
                     continue;
+                } else {
+                    chunk.flags[s] = PRESENT | READING | marker_bit;
+                    chunk.present += 1;
+                    added += 1;
                 }
-                chunk.flags[s] = PRESENT | READING | if marker == Some(p) { MARKER } else { 0 };
-                chunk.present += 1;
-                added += 1;
                 match &mut run {
                     Some(r) => r.pages += 1,
                     None => run = Some(Run { first: p, pages: 1 }),
@@ -642,12 +659,22 @@ impl PageCache {
             if let Some(chunk) = self.chunks.get_mut(&c) {
                 for s in slots {
                     let f = &mut chunk.flags[s];
-                    if *f & PRESENT != 0 {
+                    if *f & GONE != 0 {
+                        *f &= !READING;
+                        if *f & WRITEBACK == 0 {
+                            *f = 0;
+                            chunk.present -= 1;
+                            self.cached -= 1;
+                        }
+                    } else if *f & PRESENT != 0 {
                         *f = (*f & !READING) | UPTODATE;
                         if evictable(*f) {
                             Self::push_clean(&mut self.fifo, base + s as u64);
                         }
                     }
+                }
+                if chunk.present == 0 {
+                    self.chunks.remove(&c);
                 }
             }
             self.read_waiters.wake(first, n, &mut woken);
@@ -673,7 +700,7 @@ impl PageCache {
                     chunk.present += 1;
                     self.cached += 1;
                 }
-                *f |= UPTODATE;
+                *f = (*f & !GONE) | UPTODATE;
                 if *f & DIRTY == 0 {
                     *f |= DIRTY;
                     chunk.dirtied_at[s] = now;
@@ -840,7 +867,11 @@ impl PageCache {
                     let f = &mut chunk.flags[s];
                     if *f & PRESENT != 0 {
                         *f &= !WRITEBACK;
-                        if evictable(*f) {
+                        if *f & (GONE | READING) == GONE {
+                            *f = 0;
+                            chunk.present -= 1;
+                            self.cached -= 1;
+                        } else if evictable(*f) {
                             Self::push_clean(&mut self.fifo, base + s as u64);
                         }
                     }
@@ -849,12 +880,61 @@ impl PageCache {
                 if was_writeback > 0 && chunk.nr_writeback == 0 {
                     self.writeback_chunks.remove(&c);
                 }
+                if chunk.present == 0 {
+                    self.chunks.remove(&c);
+                }
             }
             self.wb_waiters.wake(first, n, &mut woken);
             c += 1;
         }
         self.evict();
         woken
+    }
+
+    /// `file` was deleted: its dirty pages are dropped unwritten, its
+    /// cached pages freed and its read-ahead state forgotten; a page whose
+    /// read or write-back is in flight is no longer valid and is dropped
+    /// when that ends. Returns the dirty pages dropped.
+    pub fn discard(&mut self, file: FileSpan) -> u64 {
+        self.ra.remove(&file.key);
+        let (first, end) = (file.first, file.first + file.pages);
+        let mut dropped_dirty = 0;
+        if first >= end {
+            return 0;
+        }
+        for c in chunk_of(first)..=chunk_of(end - 1) {
+            let Some(chunk) = self.chunks.get_mut(&c) else { continue };
+            let (_, slots) = chunk_span(c, first, end);
+            let was_dirty = chunk.nr_dirty;
+            for s in slots {
+                let f = chunk.flags[s];
+                if f & PRESENT == 0 {
+                    continue;
+                }
+                if f & DIRTY != 0 {
+                    chunk.dirty[s / 64] &= !(1 << (s % 64));
+                    chunk.nr_dirty -= 1;
+                }
+                if f & (READING | WRITEBACK) != 0 {
+                    chunk.flags[s] = (f & (PRESENT | READING | WRITEBACK)) | GONE;
+                } else {
+                    chunk.flags[s] = 0;
+                    chunk.present -= 1;
+                    self.cached -= 1;
+                }
+            }
+            let dropped = (was_dirty - chunk.nr_dirty) as u64;
+            dropped_dirty += dropped;
+            if was_dirty > 0 && chunk.nr_dirty == 0 {
+                self.dirty_chunks.remove(&c);
+            }
+            if chunk.present == 0 {
+                self.chunks.remove(&c);
+            }
+        }
+        self.nr_dirty -= dropped_dirty;
+        self.stats.discarded_dirty += dropped_dirty;
+        dropped_dirty
     }
 
     /// Drop clean pages, oldest first, while over `memory`.
@@ -1111,6 +1191,69 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_files_dirty_pages_are_dropped_unwritten() {
+        let mut c = cache();
+        let spill = FileSpan {
+            key: 7,
+            first: 0,
+            pages: 100,
+        };
+        let other = FileSpan {
+            key: 8,
+            first: 100,
+            pages: 50,
+        };
+        c.write(0, 100, 0);
+        c.write(100, 50, 0);
+        // 30 of the spill's pages are already under write-back.
+        let inflight = c.writeback_range(0, 30);
+        assert_eq!(inflight, vec![Run { first: 0, pages: 30 }]);
+        assert_eq!((c.nr_dirty(), c.nr_writeback()), (120, 30));
+        // Deleting it drops its 70 dirty pages: nothing of them is written.
+        assert_eq!(c.discard(spill), 70);
+        assert_eq!((c.nr_dirty(), c.nr_writeback()), (50, 30));
+        assert_eq!(c.stats.discarded_dirty, 70);
+        assert_eq!(c.cached(), 30 + 50);
+        assert!(!c.page_uptodate(50) && !c.page_dirty(50));
+        assert!((other.first..other.first + other.pages).all(|p| c.page_dirty(p)));
+        // Write-back takes only the other file's pages.
+        assert_eq!(c.writeback_background(1000), vec![Run { first: 100, pages: 50 }]);
+        // The write-back in flight ends: those pages are dropped, not cached.
+        c.write_done(inflight[0]);
+        assert_eq!((c.cached(), c.nr_writeback()), (50, 50));
+        assert!(!c.page_uptodate(10));
+        // Its blocks taken by a new file while a page is still in flight:
+        // the new file's write makes it that file's page.
+        c.write(200, 10, 1);
+        c.writeback_range(200, 10);
+        c.discard(FileSpan {
+            key: 9,
+            first: 200,
+            pages: 10,
+        });
+        c.write(200, 5, 2);
+        assert!(c.page_dirty(200) && c.page_uptodate(200));
+        c.write_done(Run { first: 200, pages: 10 });
+        assert!(c.page_dirty(204) && !c.page_uptodate(205));
+        // A read of the deleted file's page still under write-back reads it anew.
+        c.write(300, 4, 3);
+        c.writeback_range(300, 4);
+        let f = FileSpan {
+            key: 10,
+            first: 300,
+            pages: 4,
+        };
+        c.discard(f);
+        let r = c.read(f, 300, 1, 1);
+        assert_eq!(r.wait, 1);
+        assert!(r.runs.iter().any(|run| run.first == 300), "{:?}", r.runs);
+        for run in r.runs {
+            assert_eq!(c.read_done(run), vec![1]);
+        }
+        assert!(c.page_uptodate(300));
+    }
+
+    #[test]
     fn config_checks_name_the_key() {
         let bad = PageCacheConfig {
             dirty_background_ratio: 50,
@@ -1143,6 +1286,7 @@ mod reference {
         dirty: bool,
         writeback: bool,
         marker: bool,
+        gone: bool,
         dirtied_at: Nanos,
     }
 
@@ -1269,6 +1413,14 @@ mod reference {
         fn start_read(&mut self, first: u64, n: u64, marker: Option<u64>, runs: &mut Vec<Run>) {
             let mut missing = Vec::new();
             for p in first..first + n {
+                if let Some(pg) = self.pages.get_mut(&p).filter(|pg| pg.gone && !pg.reading) {
+                    pg.gone = false;
+                    pg.reading = true;
+                    pg.marker = marker == Some(p);
+                    self.stats.readahead_pages += 1;
+                    missing.push(p);
+                    continue;
+                }
                 if self.pages.contains_key(&p) {
                     runs.extend(runs_of(&std::mem::take(&mut missing)));
                     continue;
@@ -1290,9 +1442,15 @@ mod reference {
             for p in run.first..run.first + run.pages {
                 if let Some(pg) = self.pages.get_mut(&p) {
                     pg.reading = false;
-                    pg.uptodate = true;
-                    if pg.evictable() {
-                        self.fifo.push_back(p);
+                    if pg.gone {
+                        if !pg.writeback {
+                            self.pages.remove(&p);
+                        }
+                    } else {
+                        pg.uptodate = true;
+                        if pg.evictable() {
+                            self.fifo.push_back(p);
+                        }
                     }
                 }
                 woken.extend(self.read_waiters.remove(&p).unwrap_or_default());
@@ -1305,6 +1463,7 @@ mod reference {
             for p in first..first + n {
                 let pg = self.pages.entry(p).or_default();
                 pg.uptodate = true;
+                pg.gone = false;
                 if !pg.dirty {
                     pg.dirty = true;
                     pg.dirtied_at = now;
@@ -1368,7 +1527,9 @@ mod reference {
                 self.writeback.remove(&p);
                 if let Some(pg) = self.pages.get_mut(&p) {
                     pg.writeback = false;
-                    if pg.evictable() {
+                    if pg.gone && !pg.reading {
+                        self.pages.remove(&p);
+                    } else if pg.evictable() {
                         self.fifo.push_back(p);
                     }
                 }
@@ -1376,6 +1537,28 @@ mod reference {
             }
             self.evict();
             woken
+        }
+
+        pub fn discard(&mut self, file: FileSpan) -> u64 {
+            self.ra.remove(&file.key);
+            let mut dropped = 0;
+            for p in file.first..file.first + file.pages {
+                let Some(pg) = self.pages.get_mut(&p) else { continue };
+                if pg.dirty {
+                    pg.dirty = false;
+                    self.dirty.remove(&p);
+                    dropped += 1;
+                }
+                if pg.reading || pg.writeback {
+                    pg.gone = true;
+                    pg.uptodate = false;
+                    pg.marker = false;
+                } else {
+                    self.pages.remove(&p);
+                }
+            }
+            self.stats.discarded_dirty += dropped;
+            dropped
         }
 
         fn evict(&mut self) {
@@ -1425,6 +1608,7 @@ mod against_reference {
         Expired(Nanos),
         Wait { first: u64, n: u64 },
         WriteDone(usize),
+        Discard(usize),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -1437,6 +1621,7 @@ mod against_reference {
             1 => (0..60u64).prop_map(Step::Expired),
             1 => (900..4300u64, 1..600u64).prop_map(|(first, n)| Step::Wait { first, n }),
             3 => any::<usize>().prop_map(Step::WriteDone),
+            1 => (0..3usize).prop_map(Step::Discard),
         ]
     }
 
@@ -1514,6 +1699,9 @@ mod against_reference {
                         if let Some(run) = piece(&mut writes, pick) {
                             prop_assert_eq!(cache.write_done(run), model.write_done(run));
                         }
+                    }
+                    Step::Discard(file) => {
+                        prop_assert_eq!(cache.discard(FILES[file]), model.discard(FILES[file]));
                     }
                 }
                 prop_assert_eq!((cache.cached(), cache.nr_dirty(), cache.nr_writeback()), model.counts());

@@ -13,7 +13,7 @@
 //! At each phase boundary the job reports, `on_phase` is called with the
 //! nodes, so a plan can switch their schedulers there.
 
-use super::job::{Action, FileOp, Job, JobStats, OpId};
+use super::job::{Action, FileKey, FileOp, Job, JobStats, OpId, VmId};
 use super::phases::{PhaseKind, Phases, ProgressLog};
 use super::share::Shared;
 use super::spec::ClusterSpec;
@@ -25,6 +25,8 @@ use serde::Serialize;
 pub trait NodeIo {
     /// Start `op` of one of this node's VMs at `now`.
     fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()>;
+    /// `file` of VM `vm` on this node is deleted at `now`.
+    fn delete(&mut self, now: Nanos, vm: VmId, file: FileKey);
     /// The time of this node's next event, if it has one.
     fn next_event(&self) -> Option<Nanos>;
     /// Step to `until`; the operations completed by then, with their times.
@@ -132,6 +134,7 @@ impl Fabric {
         for action in actions {
             match action {
                 Action::Io(op) => nodes[op.vm.node].submit(now, op)?,
+                Action::Delete { vm, file } => nodes[vm.node].delete(now, vm, file),
                 Action::Cpu { id, vm, work } => self.vcpus.add(id, vec![vm.node * self.vms_per_node + vm.vm], work),
                 Action::Send { id, from, to, bytes } => self.network.add(id, vec![2 * from, 2 * to + 1], bytes),
                 Action::Entered(kind) => {
@@ -165,6 +168,9 @@ mod tests {
         now: Nanos,
         bytes: BTreeMap<&'static str, u64>,
         switches: Vec<(PhaseKind, Nanos)>,
+        /// Files deleted, and any operation on one after its deletion.
+        deleted: std::collections::BTreeSet<(VmId, FileKey)>,
+        after_delete: Vec<FileOp>,
     }
 
     impl FifoDisk {
@@ -178,6 +184,8 @@ mod tests {
                 now: 0,
                 bytes: BTreeMap::new(),
                 switches: Vec::new(),
+                deleted: std::collections::BTreeSet::new(),
+                after_delete: Vec::new(),
             }
         }
 
@@ -212,9 +220,16 @@ mod tests {
         fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()> {
             self.now = self.now.max(now);
             *self.bytes.entry(kind(op.file, op.write)).or_default() += op.len;
+            if self.deleted.contains(&(op.vm, op.file)) {
+                self.after_delete.push(op);
+            }
             self.queue.push_back(op);
             self.start_next();
             Ok(())
+        }
+
+        fn delete(&mut self, _now: Nanos, vm: VmId, file: FileKey) {
+            assert!(self.deleted.insert((vm, file)), "{file:?} of {vm:?} deleted twice");
         }
 
         fn next_event(&self) -> Option<Nanos> {
@@ -309,6 +324,33 @@ mod tests {
             ]
         );
         assert_eq!(nodes[1].switches, run.boundaries);
+    }
+
+    #[test]
+    fn merged_spills_and_segments_are_deleted_and_never_touched_again() {
+        // Wordcount without its combiner: spills merged in two passes.
+        let (spec, cluster) = small(Benchmark::WordcountNoCombiner);
+        let (run, nodes) = run_on_disks(&spec, &cluster);
+        let s = &run.stats;
+        assert!(nodes.iter().all(|n| n.after_delete.is_empty()));
+        let deleted: Vec<FileKey> = nodes.iter().flat_map(|n| n.deleted.iter().map(|(_, f)| *f)).collect();
+        let count = |pred: fn(&FileKey) -> bool| deleted.iter().filter(|f| pred(f)).count() as u64;
+        // Every spill (each merged), every segment and intermediate merge;
+        // no input, map output or job output.
+        assert_eq!(count(|f| matches!(f, FileKey::Spill { .. })), s.spills);
+        assert!(count(|f| matches!(f, FileKey::Merged { reduce: false, .. })) > 0);
+        assert!(count(|f| matches!(f, FileKey::Segment { .. })) > 0);
+        assert_eq!(
+            count(|f| matches!(f, FileKey::Input(_) | FileKey::MapOutput(_) | FileKey::Output { .. })),
+            0
+        );
+        // Bytes: every spill and intermediate merge of the maps (what their
+        // merges wrote, less the map outputs, is what they read beyond the
+        // spills) and every segment and intermediate merge of the reducers.
+        assert_eq!(
+            s.deleted,
+            s.spilled + (s.map_merge_read - s.spilled) + s.segments_written + s.reduce_merge_written
+        );
     }
 
     #[test]

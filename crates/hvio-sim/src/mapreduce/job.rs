@@ -26,6 +26,14 @@
 //!   the next ones on the same VM slot of the following nodes, sent over the
 //!   network, with `replica_window` chunks in flight.
 //!
+//! Files are deleted when Hadoop deletes them ([`Action::Delete`]): a map's
+//! spills and intermediate merges once the merge pass reading them is done
+//! (`MapTask.mergeParts` deletes the spills after the merge, `Merger` its
+//! own intermediate files), a reducer's on-disk segments and intermediate
+//! merges once the pass reading them is done (the last pass's inputs when
+//! the reduce ends). Map outputs live until the job ends (the TaskTracker
+//! removes them with the job's directory), so they are never deleted here.
+//!
 //! The job logs its progress ([`ProgressLog`]) and says when it enters the
 //! shuffle and the reduce phase ([`Action::Entered`]), for plans that switch
 //! schedulers at those boundaries.
@@ -143,6 +151,14 @@ pub enum Action {
     /// The job entered a phase (shuffle: the last map is done; reduce: the
     /// last reducer has fetched everything). No completion follows.
     Entered(PhaseKind),
+    /// A file on a VM's disk is deleted: its dirty pages need never be
+    /// written and its blocks are free. No completion follows.
+    Delete {
+        /// The VM whose disk holds it.
+        vm: VmId,
+        /// The file.
+        file: FileKey,
+    },
 }
 
 /// Bytes the job moved, by purpose.
@@ -174,6 +190,8 @@ pub struct JobStats {
     pub replica_sent: u64,
     /// Spills made.
     pub spills: u64,
+    /// Bytes of files deleted (merged spills, segments, intermediate merges).
+    pub deleted: u64,
 }
 
 /// A file on disk that a merge reads.
@@ -582,6 +600,14 @@ impl Job {
         }
     }
 
+    /// Delete the files of `segs` on `vm`'s disk.
+    fn delete(&mut self, vm: VmId, segs: &[Seg]) {
+        for seg in segs {
+            self.stats.deleted += seg.size;
+            self.out.push(Action::Delete { vm, file: seg.file });
+        }
+    }
+
     fn cpu(&mut self, vm: VmId, work: Nanos, next: Next) {
         let id = self.ask(next);
         self.out.push(Action::Cpu { id, vm, work });
@@ -777,6 +803,9 @@ impl Job {
                 return;
             }
             let merge = task.merge.take().expect("checked above");
+            let vm = task.vm;
+            self.delete(vm, &merge.inputs);
+            let task = &mut self.maps[m];
             let (file, size) = merge.output.expect("a map merge writes a file");
             let seg = Seg { file, size, read: 0 };
             if matches!(file, FileKey::MapOutput(_)) {
@@ -974,9 +1003,12 @@ impl Job {
                 return;
             }
             let merge = task.merge.take().expect("checked above");
+            self.delete(vm, &merge.inputs);
+            let task = &mut self.reduces[r];
             let (file, size) = merge.output.expect("an intermediate merge writes a file");
             task.segs.push(Seg { file, size, read: 0 });
         }
+        let task = &mut self.reduces[r];
         let (merge, last) = next_pass(&mut task.segs, factor, &mut task.merges, r as u32, None);
         task.merge = Some(merge);
         if last {
@@ -1055,6 +1087,8 @@ impl Job {
             return;
         }
         task.done = true;
+        let inputs = std::mem::take(&mut merge.inputs);
+        self.delete(vm, &inputs);
         self.reduces_done += 1;
         self.check_end(now);
     }

@@ -11,16 +11,24 @@
 //! pages older than `dirty_expire_centisecs` every
 //! `dirty_writeback_centisecs` and everything above
 //! `dirty_background_ratio`, and a read is served from the cache or by
-//! read-ahead. Hadoop 0.19 neither syncs nor deletes-before-write-back its
-//! spills, map outputs or HDFS blocks, so nothing forces a write through;
-//! a deleted spill's dirty pages are still written back here (hvio does not
-//! model deletion). Without a page cache a file operation becomes block
-//! requests at once (reads synchronous, writes asynchronous) and the task
-//! waits for all of them, as if every write were flushed.
+//! read-ahead. Hadoop 0.19 syncs none of its spills, map outputs or HDFS
+//! blocks, so nothing forces a write through. A file the job deletes
+//! (merged spills and segments, [`super::job::Action::Delete`]) has its
+//! dirty pages dropped unwritten and its cached pages freed, as `unlink`
+//! does through `truncate_inode_pages`; write-back already handed to the
+//! guest scheduler still reaches the disk. Without a page cache a file
+//! operation becomes block requests at once (reads synchronous, writes
+//! asynchronous) and the task waits for all of them, as if every write
+//! were flushed.
 //!
-//! Not modelled: the guest file system's layout and journal (a file is
-//! placed at the next free sectors of its VM's image when first touched,
-//! at its whole size; page-aligned with a cache), and the virtio latency.
+//! The guest file layout: a file is placed when first touched, at its whole
+//! size, contiguous (page-aligned with a cache), in the first free extent
+//! of its VM's image that holds it, else after the last file; a deleted
+//! file's extent is free again (merged with free neighbours), so a later
+//! spill reuses the blocks of one merged before it, as ext3 reuses freed
+//! blocks. No TRIM is sent (the HDD model has no use for one). Not
+//! modelled: the file system's block groups and journal, and the virtio
+//! latency.
 //! Without a cache the job's requests are split at `max_request` bytes, as
 //! Linux splits at `max_sectors_kb`; with one, at the cache's
 //! `max_sectors_kb` (Xen blkfront's 44 KiB). The host merges a request
@@ -135,8 +143,51 @@ struct Guest {
     base: Sector,
     sectors: Sector,
     next_free: Sector,
-    files: BTreeMap<FileKey, Sector>,
+    /// Free extents below `next_free` (start → sectors), from deleted files.
+    free: BTreeMap<Sector, Sector>,
+    /// Each file's first sector and size in sectors.
+    files: BTreeMap<FileKey, (Sector, Sector)>,
     cache: Option<Cache>,
+}
+
+impl Guest {
+    /// `size` sectors for a new file: the first free extent that holds
+    /// them, else after the last file; `None` when the image is full.
+    fn allocate(&mut self, size: Sector) -> Option<Sector> {
+        if let Some((&start, &len)) = self.free.iter().find(|(_, &len)| len >= size) {
+            self.free.remove(&start);
+            if len > size {
+                self.free.insert(start + size, len - size);
+            }
+            return Some(start);
+        }
+        if self.next_free + size > self.sectors {
+            return None;
+        }
+        let start = self.next_free;
+        self.next_free += size;
+        Some(start)
+    }
+
+    /// The extent `[start, start + size)` is free again: merged with its
+    /// free neighbours, and given back to the end when it is the last.
+    fn release(&mut self, mut start: Sector, mut size: Sector) {
+        if let Some((&before, &len)) = self.free.range(..start).next_back() {
+            if before + len == start {
+                self.free.remove(&before);
+                start = before;
+                size += len;
+            }
+        }
+        if let Some(len) = self.free.remove(&(start + size)) {
+            size += len;
+        }
+        if start + size == self.next_free {
+            self.next_free = start;
+        } else {
+            self.free.insert(start, size);
+        }
+    }
 }
 
 /// A node's backlog at one instant ([`HostNode::backlog`]).
@@ -249,6 +300,7 @@ impl HostNode {
                     base: v as u64 * image,
                     sectors: image,
                     next_free: 0,
+                    free: BTreeMap::new(),
                     files: BTreeMap::new(),
                     cache: spec.page_cache.as_ref().map(|c| Cache {
                         pages: PageCache::new(c),
@@ -331,26 +383,24 @@ impl HostNode {
 
     fn place(&mut self, op: &FileOp) -> Result<Sector> {
         let guest = &mut self.guests[op.vm.vm];
-        if let Some(&start) = guest.files.get(&op.file) {
+        if let Some(&(start, _)) = guest.files.get(&op.file) {
             return Ok(start);
         }
         let mut size = sectors(op.file_size.max(op.offset + op.len));
         if guest.cache.is_some() {
-            // Files start on a page.
+            // Files start on a page (every extent then does).
             guest.next_free = guest.next_free.next_multiple_of(PAGE_SECTORS);
             size = size.next_multiple_of(PAGE_SECTORS);
         }
-        if guest.next_free + size > guest.sectors {
+        let Some(start) = guest.allocate(size) else {
             return Err(SimError::invalid(
                 "mapreduce node",
                 "image_bytes",
                 guest.sectors * SECTOR_BYTES,
                 format!("VM {} of node {} ran out of image space", op.vm.vm, op.vm.node),
             ));
-        }
-        let start = guest.next_free;
-        guest.next_free += size;
-        guest.files.insert(op.file, start);
+        };
+        guest.files.insert(op.file, (start, size));
         Ok(start)
     }
 
@@ -568,7 +618,70 @@ impl HostNode {
     }
 }
 
+impl HostNode {
+    /// VM `v` deletes `file`: its dirty pages and the write-back queued
+    /// for them but not yet handed to the guest scheduler are dropped, its
+    /// cached pages freed, its extent free for the next file. Writers
+    /// throttled above `dirty_ratio` go on if that brings the guest under.
+    fn delete_file(&mut self, v: usize, file: FileKey) {
+        let g = &mut self.guests[v];
+        let Some((start, size)) = g.files.remove(&file) else {
+            return;
+        };
+        g.release(start, size);
+        let Some(cache) = g.cache.as_mut() else {
+            return;
+        };
+        let first = start / PAGE_SECTORS;
+        let span = FileSpan {
+            key: first,
+            first,
+            pages: size / PAGE_SECTORS,
+        };
+        cache.pages.discard(span);
+        let end = first + span.pages;
+        let mut kept = VecDeque::with_capacity(cache.wb_queue.len());
+        for run in std::mem::take(&mut cache.wb_queue) {
+            let (lo, hi) = (run.first.max(first), (run.first + run.pages).min(end));
+            if lo >= hi {
+                kept.push_back(run);
+                continue;
+            }
+            // The part in the file is never sent: its pages are dropped.
+            cache.pages.write_done(Run {
+                first: lo,
+                pages: hi - lo,
+            });
+            if run.first < lo {
+                kept.push_back(Run {
+                    first: run.first,
+                    pages: lo - run.first,
+                });
+            }
+            if hi < run.first + run.pages {
+                kept.push_back(Run {
+                    first: hi,
+                    pages: run.first + run.pages - hi,
+                });
+            }
+        }
+        cache.wb_queue = kept;
+        if !cache.pages.over_dirty_limit() {
+            for op in std::mem::take(&mut cache.throttled) {
+                self.ready.push(Reverse((self.now, op)));
+            }
+        }
+        self.flusher_pump(v);
+    }
+}
+
 impl NodeIo for HostNode {
+    fn delete(&mut self, now: Nanos, vm: super::job::VmId, file: FileKey) {
+        self.now = self.now.max(now);
+        self.delete_file(vm.vm, file);
+        self.pump(self.now);
+    }
+
     fn submit(&mut self, now: Nanos, op: FileOp) -> Result<()> {
         self.now = self.now.max(now);
         let start = self.place(&op)?;
@@ -912,6 +1025,94 @@ mod tests {
             run(&NodeSpec::new("cfq", "cfq", 2).with_page_cache(hadoop_page_cache())),
             with_cache
         );
+    }
+
+    #[test]
+    fn a_file_deleted_before_write_back_never_reaches_the_disk_and_its_blocks_are_reused() {
+        use super::super::cluster::NodeIo;
+        use super::super::job::VmId;
+        let mib = 1 << 20;
+        let node = NodeSpec::new("cfq", "cfq", 1).with_page_cache(hadoop_page_cache());
+        let write = |host: &mut HostNode, id: OpId, file: FileKey, now: Nanos| {
+            host.submit(
+                now,
+                FileOp {
+                    id,
+                    vm: VmId { node: 0, vm: 0 },
+                    file,
+                    file_size: 16 * mib,
+                    offset: 0,
+                    len: 16 * mib,
+                    write: true,
+                    thread: 0,
+                },
+            )
+            .unwrap();
+        };
+        let written_pages = |host: &HostNode| host.guests[0].cache.as_ref().unwrap().pages.stats.written_pages;
+        let drain = |host: &mut HostNode| {
+            while let Some(t) = host.next_event() {
+                host.advance(t);
+            }
+        };
+        let spill = FileKey::Spill { map: 0, n: 0 };
+        // 16 MiB, under dirty_background_ratio of 224 MiB: it waits for the
+        // flusher's 30 s expiry. Kept, it is written back.
+        let mut kept = HostNode::new(
+            &node,
+            crate::testing::device_from_table(&hdd(), std::path::Path::new(".")).unwrap(),
+        )
+        .unwrap();
+        write(&mut kept, 0, spill, 0);
+        drain(&mut kept);
+        assert_eq!(written_pages(&kept), 16 * mib / PAGE_BYTES);
+        // Deleted a second later (merged): none of it is written.
+        let mut deleted = HostNode::new(
+            &node,
+            crate::testing::device_from_table(&hdd(), std::path::Path::new(".")).unwrap(),
+        )
+        .unwrap();
+        write(&mut deleted, 0, spill, 0);
+        deleted.advance(1_000_000_000);
+        deleted.delete(1_000_000_000, VmId { node: 0, vm: 0 }, spill);
+        drain(&mut deleted);
+        assert_eq!(written_pages(&deleted), 0);
+        assert_eq!(
+            deleted.guests[0].cache.as_ref().unwrap().pages.stats.discarded_dirty,
+            16 * mib / PAGE_BYTES
+        );
+        // The next file takes the freed blocks.
+        let next = FileKey::Spill { map: 0, n: 1 };
+        write(&mut deleted, 1, next, 2_000_000_000);
+        assert_eq!(deleted.guests[0].files[&next].0, 0);
+        assert_eq!(deleted.guests[0].next_free, 16 * mib / SECTOR_BYTES);
+    }
+
+    #[test]
+    fn freed_extents_are_reused_first_fit_and_merged_with_their_neighbours() {
+        let node = NodeSpec::new("noop", "noop", 1);
+        let mut host = HostNode::new(
+            &node,
+            crate::testing::device_from_table(&hdd(), std::path::Path::new(".")).unwrap(),
+        )
+        .unwrap();
+        let g = &mut host.guests[0];
+        let (a, b, c) = (g.allocate(8).unwrap(), g.allocate(16).unwrap(), g.allocate(8).unwrap());
+        assert_eq!((a, b, c, g.next_free), (0, 8, 24, 32));
+        g.release(b, 16);
+        // A small file takes the front of the hole, a big one goes to the end.
+        assert_eq!(g.allocate(4), Some(8));
+        assert_eq!(g.allocate(40), Some(32));
+        // Freed neighbours merge; the last extent goes back to the end.
+        g.release(a, 8);
+        g.release(8, 4);
+        assert_eq!(g.free.iter().map(|(&s, &l)| (s, l)).collect::<Vec<_>>(), vec![(0, 24)]);
+        g.release(32, 40);
+        g.release(c, 8);
+        assert!(g.free.is_empty());
+        assert_eq!(g.next_free, 0);
+        // A full image is an error, not a panic.
+        assert_eq!(g.allocate(g.sectors + 1), None);
     }
 
     #[test]
