@@ -210,7 +210,58 @@ def reproduce_command(args: argparse.Namespace) -> int:
     return 0
 
 
+class StdoutWriteError(Exception):
+    """A write to standard output failed (a full disk, a closed pipe)."""
+
+
+class _GuardedStdout:
+    """Standard output whose write errors are told apart from the command's
+    own file errors, so that the message can say it was stdout that failed."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            raise StdoutWriteError(e.strerror or str(e)) from e
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise StdoutWriteError(e.strerror or str(e)) from e
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _stdout_failed(e: StdoutWriteError) -> int:
+    print(f"hvio: error: writing to stdout: {e}", file=sys.stderr)
+    # What is still buffered would fail again when the interpreter exits and
+    # print a traceback: send it to /dev/null instead.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno())
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    guarded = not isinstance(sys.stdout, _GuardedStdout)
+    if guarded:
+        sys.stdout = _GuardedStdout(sys.stdout)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except StdoutWriteError as e:
+        return _stdout_failed(e)
+    finally:
+        if guarded and isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = sys.stdout._stream
+
+
+def _main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hvio", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="compare every scheduler on a config (default: paper 000's four VMs)")
