@@ -29,7 +29,8 @@ DASH = "–"
 
 # hvio's goals for reshaping (what paper 001 reports, rounded down): random
 # writes at least this much above baseline QEMU, by drive preset, percent;
-# sequential writes within ±5 %; fileserver reads at most 10 % slower and
+# sequential writes within ±5 % or better (no more than 5 % slower: a gain
+# is better, and the paper itself reports +2 to +15 %); fileserver reads at most 10 % slower and
 # writes at least 50 % faster.
 RANDOM_GOAL = {"samsung-850-pro-256": 50.0, "intel-p3700-400": 80.0}
 SEQUENTIAL_BAND = 5.0
@@ -210,7 +211,7 @@ def workload_goal(preset: str, workload: str, g: float) -> str:
             return f"no goal for random writes on {preset}"
         return goal(f"random writes ≥ {want:+.0f} % over baseline QEMU on {preset}", g >= want, PCT.format(g))
     return goal(
-        f"sequential writes within ±{SEQUENTIAL_BAND:.0f} % of baseline QEMU on {preset}",
-        abs(g) <= SEQUENTIAL_BAND,
+        f"sequential writes within ±{SEQUENTIAL_BAND:.0f} % of baseline QEMU or better on {preset}",
+        g >= -SEQUENTIAL_BAND,
         PCT.format(g),
     )
