@@ -17,7 +17,6 @@
 mod common;
 use common::field;
 use std::io::{BufRead, BufReader};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -26,7 +25,7 @@ use std::time::{Duration, Instant};
 use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
-use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 
 /// Guest memory: the virtqueue, then the requests' headers, data and status bytes.
@@ -66,15 +65,7 @@ struct Guest {
 
 impl Guest {
     fn new() -> Guest {
-        // SAFETY: plain syscall with a NUL-terminated name; the descriptor is owned below.
-        let raw = unsafe { libc::memfd_create(c"hvio-test-guest".as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(raw >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-        // SAFETY: a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let file = std::fs::File::from(fd);
-        file.set_len(MEM as u64).unwrap();
-        let mem =
-            GuestMemoryMmap::from_ranges_with_files(&[(GuestAddress(0), MEM, Some(FileOffset::new(file, 0)))]).unwrap();
+        let mem = common::memfd_guest_memory(MEM);
         let g = Guest { mem };
         for i in 0..BEFORE + AFTER {
             g.lay_out(i);

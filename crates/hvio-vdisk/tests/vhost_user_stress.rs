@@ -19,7 +19,7 @@
 
 mod common;
 use common::*;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
-use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 
 const QUEUES: usize = 2;
@@ -84,15 +84,7 @@ struct Memory {
 
 impl Memory {
     fn new() -> Memory {
-        // SAFETY: plain syscall with a NUL-terminated name; the descriptor is owned below.
-        let raw = unsafe { libc::memfd_create(c"hvio-test-guest".as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(raw >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-        // SAFETY: a fresh descriptor nobody else owns.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
-        let size = PART as usize * QUEUES;
-        file.set_len(size as u64).unwrap();
-        let mem = GuestMemoryMmap::from_ranges_with_files(&[(GuestAddress(0), size, Some(FileOffset::new(file, 0)))])
-            .unwrap();
+        let mem = memfd_guest_memory(PART as usize * QUEUES);
         Memory { mem }
     }
 

@@ -563,3 +563,18 @@ pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
         .find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
         .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
 }
+
+/// Guest memory of `size` bytes backed by a memfd, as QEMU's
+/// `memory-backend-memfd,share=on` gives it: a vhost-user daemon maps the
+/// same pages from the descriptor the frontend passes it.
+pub fn memfd_guest_memory(size: usize) -> vm_memory::GuestMemoryMmap {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
+    // SAFETY: plain syscall with a NUL-terminated name; the descriptor is owned below.
+    let raw = unsafe { libc::memfd_create(c"hvio-test-guest".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(raw >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh descriptor nobody else owns.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    file.set_len(size as u64).unwrap();
+    GuestMemoryMmap::from_ranges_with_files(&[(GuestAddress(0), size, Some(FileOffset::new(file, 0)))]).unwrap()
+}
