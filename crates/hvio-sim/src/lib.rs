@@ -45,20 +45,8 @@ pub fn run(cfg: &Config) -> Result<SimResult> {
 
 /// Run `cfg` on a given device (tests, custom models).
 pub fn run_with_device(cfg: &Config, device: Box<dyn hvio_core::Device>) -> Result<SimResult> {
-    let r = match engine::precondition::plan(cfg).map_err(|e| cfg.locate(e))? {
+    match engine::precondition::plan(cfg).map_err(|e| cfg.locate(e))? {
         Some(steady) => engine::precondition::run(cfg, device, steady),
         None => engine::Engine::new(cfg, device).map_err(|e| cfg.locate(e))?.run(),
-    };
-    RUNS_FINISHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    r
-}
-
-/// Simulations this process has finished, for progress displays: an
-/// experiment's number of runs is not known before it has run them.
-static RUNS_FINISHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many simulations this process has finished (for `hvio reproduce`'s
-/// progress line; results never depend on it).
-pub fn runs_finished() -> u64 {
-    RUNS_FINISHED.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
