@@ -22,6 +22,11 @@
 //! closed-loop replay a request's service time is the next arrival minus
 //! this arrival minus the recorded gap. Each class then also shows
 //! DiskSim's mean and its demerit, and the top list DiskSim's time.
+//! Then the requests a drive's buffer serves, by size: reads that start
+//! where a read ended (the read-ahead's blocks) and writes, each after a
+//! read or a write, with the median of each column beside the mean (a
+//! median is the buffer's own time, command overhead and bus transfer,
+//! where a mean mixes in the misses).
 //! `--dump FILE` writes `line,op,lbn,sectors,measured_ms,hvio_ms` (and
 //! `disksim_ms`) per request.
 
@@ -200,6 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             demerit(&measured, &fixed)
         );
     }
+    by_size(&records, &measured, &sim, disksim.as_deref());
     let mut worst: Vec<usize> = (0..records.len()).collect();
     worst.sort_by(|&a, &b| (sim[b] - measured[b]).abs().total_cmp(&(sim[a] - measured[a]).abs()));
     println!(
@@ -222,4 +228,62 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Sequential reads after a read, and writes, by previous operation and
+/// size (classes of at least 5 requests): measured, hvio's and DiskSim's
+/// mean and median.
+fn by_size(records: &[hvio_device::validate::TraceRecord], measured: &[f64], sim: &[f64], disksim: Option<&[f64]>) {
+    let mut classes: BTreeMap<(bool, bool, u32), Vec<usize>> = BTreeMap::new();
+    for (i, pair) in records.windows(2).enumerate() {
+        let (p, r) = (&pair[0], &pair[1]);
+        let after_read_end = !p.write && r.lbn == p.lbn + p.sectors as u64;
+        if r.write || after_read_end {
+            classes.entry((r.write, p.write, r.sectors)).or_default().push(i + 1);
+        }
+    }
+    let stats = |v: &[f64], idx: &[usize]| {
+        let x: Vec<f64> = idx.iter().map(|&i| v[i]).collect();
+        format!(" {:>8.3} {:>8.3}", x.iter().sum::<f64>() / x.len() as f64, median(&x))
+    };
+    println!(
+        "\n{:<30} {:>6} {:>8} {:>8} {:>8} {:>8}{}",
+        "buffered requests by size",
+        "n",
+        "meas",
+        "median",
+        "hvio",
+        "median",
+        if disksim.is_some() {
+            format!(" {:>8} {:>8}", "DiskSim", "median")
+        } else {
+            String::new()
+        }
+    );
+    for ((write, after_write, sectors), idx) in &classes {
+        if idx.len() < 5 {
+            continue;
+        }
+        let what = if *write { "W" } else { "R sequential" };
+        let after = if *after_write { "W" } else { "R" };
+        println!(
+            "{:<30} {:>6}{}{}{}",
+            format!("{what} after {after}, {sectors} blocks"),
+            idx.len(),
+            stats(measured, idx),
+            stats(sim, idx),
+            disksim.map_or(String::new(), |d| stats(d, idx))
+        );
+    }
 }
