@@ -66,6 +66,33 @@ impl SegmentLru {
     }
 }
 
+/// A segment's range for the hit scan, `start..limit` as its start and
+/// length (0 for an invalid or empty segment): block `a` is in it when
+/// `a - start < len` in wrapping arithmetic, one comparison instead of three.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Span {
+    start: u64,
+    len: u64,
+}
+
+impl Span {
+    fn of(s: &Segment) -> Span {
+        if s.valid && s.limit > s.start {
+            Span {
+                start: s.start,
+                len: s.limit - s.start,
+            }
+        } else {
+            Span::default()
+        }
+    }
+
+    #[inline]
+    fn holds(&self, a: u64) -> bool {
+        a.wrapping_sub(self.start) < self.len
+    }
+}
+
 /// `Segment::read_end` of a segment no read has used.
 const NO_READ: u64 = u64::MAX;
 
@@ -144,6 +171,9 @@ pub struct Hdd {
     done: DoneQueue,
     in_flight: usize,
     segs: Vec<Segment>,
+    /// Each segment's `start..limit` (`Span::of`), kept beside `segs` for
+    /// the scan every read makes (`spans_match` checks them in debug builds).
+    spans: Vec<Span>,
     /// The segments in the order they were last touched (a circular list
     /// through index `segs.len()`, its head): once every segment is valid,
     /// the least recently used, the victim, is the first, without a scan.
@@ -197,6 +227,7 @@ impl Hdd {
             done: DoneQueue::with_capacity(depth + 1),
             in_flight: 0,
             segs: vec![Segment::default(); m.cache.segments],
+            spans: vec![Span::default(); m.cache.segments],
             lru: SegmentLru::new(m.cache.segments),
             invalid_segs: m.cache.segments,
             prefetch: None,
@@ -276,6 +307,7 @@ impl Hdd {
             let s = &mut self.segs[p.seg];
             s.end = lbn;
             s.limit = lbn;
+            self.sync_span(p.seg);
             if lbn > p.lbn0 {
                 self.head = loc;
             }
@@ -331,7 +363,19 @@ impl Hdd {
             valid: true,
             read_end: NO_READ,
         };
+        self.sync_span(i);
         self.touch(i);
+    }
+
+    /// Segment `i`'s span follows its new range.
+    #[inline]
+    fn sync_span(&mut self, i: usize) {
+        self.spans[i] = Span::of(&self.segs[i]);
+    }
+
+    /// Every segment's span is its range (debug builds' check of `sync_span`'s callers).
+    fn spans_match(&self) -> bool {
+        self.segs.iter().zip(&self.spans).all(|(s, &sp)| sp == Span::of(s))
     }
 
     /// Holds blocks `a..b` in the buffer at time `t` (dirty data counts)?
@@ -347,11 +391,22 @@ impl Hdd {
         // Branch-free first pass over 64 segments at a time (random requests
         // rarely match): segments whose range could hold block `a`; of
         // those, the ones whose range could hold `a..b` are looked at.
-        for (k, chunk) in self.segs.chunks(64).enumerate() {
+        debug_assert!(self.spans_match());
+        for (k, chunk) in self.spans.chunks(64).enumerate() {
+            // Four segments a step: the loop's own counting would otherwise
+            // cost more than the comparisons.
             let mut mask = 0u64;
-            for (i, s) in chunk.iter().enumerate() {
-                let c = (s.valid as u64) & ((a >= s.start) as u64) & ((a < s.limit) as u64);
-                mask |= c << i;
+            let mut fours = chunk.chunks_exact(4);
+            for (q, f) in (&mut fours).enumerate() {
+                let m = f[0].holds(a) as u64
+                    | (f[1].holds(a) as u64) << 1
+                    | (f[2].holds(a) as u64) << 2
+                    | (f[3].holds(a) as u64) << 3;
+                mask |= m << (4 * q);
+            }
+            let done = chunk.len() & !3;
+            for (i, s) in fours.remainder().iter().enumerate() {
+                mask |= (s.holds(a) as u64) << (done + i);
             }
             holds_a |= mask != 0;
             while mask != 0 {
@@ -556,8 +611,10 @@ impl Hdd {
                 let s = &mut self.segs[p.seg];
                 s.end = s.end.min(a).max(s.start);
                 s.limit = s.end;
+                self.sync_span(p.seg);
             }
         }
+        let mut changed = false;
         for s in &mut self.segs {
             if s.valid && a < s.end && b > s.start {
                 if s.start < a {
@@ -567,6 +624,12 @@ impl Hdd {
                     s.valid = false;
                     self.invalid_segs += 1;
                 }
+                changed = true;
+            }
+        }
+        if changed {
+            for (span, s) in self.spans.iter_mut().zip(&self.segs) {
+                *span = Span::of(s);
             }
         }
     }
@@ -765,6 +828,7 @@ impl Hdd {
         let lo = first.max(s.limit.saturating_sub(seg_sectors));
         if lo < s.start {
             s.start = lo;
+            self.sync_span(i);
         }
     }
 
@@ -788,6 +852,7 @@ impl Hdd {
             // The read's blocks were sent: they leave the segment.
             let s = &mut self.segs[i];
             s.start = s.start.max(b);
+            self.sync_span(i);
         }
         if run.is_some() {
             self.sequential = Some(i);
@@ -857,6 +922,7 @@ impl Hdd {
             if until > s.limit {
                 s.limit = until;
                 s.start = s.start.max(until.saturating_sub(c.segment_sectors));
+                self.sync_span(i);
             }
         }
     }
