@@ -25,6 +25,7 @@ use crate::config::VhostUserConfig;
 use crate::engine::EngineHandle;
 use crate::faults::Fault;
 use crate::io::{IoJob, IoKind};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -38,7 +39,7 @@ use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRE
 use virtio_queue::QueueOwnedT;
 use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
-use vmm_sys_util::event::{new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier};
+use vmm_sys_util::eventfd::EventFd;
 
 type Memory = GuestMemoryAtomic<GuestMemoryMmap>;
 
@@ -512,19 +513,6 @@ impl VhostUserBackend for BlkDevice {
         Ok(())
     }
 
-    /// The worker thread's exit event: without one, the thread would never
-    /// leave its epoll loop, and dropping a disconnected hypervisor's
-    /// daemon (which joins it) would hang the export's accept loop.
-    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        match new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC) {
-            Ok(pair) => Some(pair),
-            Err(e) => {
-                tracing::error!(vm = %self.name, error = %e, "vhost-user: no exit eventfd for the queue worker");
-                None
-            }
-        }
-    }
-
     /// `GET_VRING_BASE`: the queue is no longer read (its kick is
     /// unregistered and it is marked not ready); answer the requests taken
     /// from it before the hypervisor learns where the queue stands, so none
@@ -547,6 +535,10 @@ impl VhostUserBackend for BlkDevice {
         _thread_id: usize,
     ) -> std::io::Result<()> {
         let queue = device_event as usize;
+        if device_event == self.connection_end_event() {
+            // Ends the worker's loop (see `Connection`).
+            return Err(std::io::Error::other("the hypervisor connection ended"));
+        }
         let Some(vring) = vrings.get(queue) else {
             return Ok(());
         };
@@ -593,6 +585,12 @@ impl From<virtio_queue::Error> for QueueError {
 }
 
 impl BlkDevice {
+    /// The epoll event of a connection's exit eventfd in the queue worker
+    /// (0..queues are the queues, `queues` is vhost-user-backend's own).
+    fn connection_end_event(&self) -> u16 {
+        self.queues as u16 + 1
+    }
+
     /// Take and start the requests on queue `queue`.
     fn serve_queue(&self, queue: usize, vring: &VringRwLock, mem: &Memory) -> Result<(), QueueError> {
         if !self.event_idx.load(Ordering::Relaxed) {
@@ -606,6 +604,42 @@ impl BlkDevice {
             if !vring.enable_notification()? {
                 return Ok(());
             }
+        }
+    }
+}
+
+/// One hypervisor connection: vhost-user-backend's daemon (the protocol
+/// thread and the queue worker) and the eventfd that ends the worker.
+///
+/// The worker's exit event is ours rather than vhost-user-backend's
+/// (`VhostUserBackend::exit_event`): the library hands that eventfd to the
+/// worker's epoll with `into_raw_fd` and never closes it, one descriptor
+/// lost per connection. Ours is registered as an extra listener, ends the
+/// worker through `handle_event`, and is closed with the connection.
+struct Connection {
+    daemon: VhostUserDaemon<Arc<BlkDevice>>,
+    exit: EventFd,
+}
+
+impl Connection {
+    fn new(name: &str, device: &Arc<BlkDevice>) -> std::io::Result<Connection> {
+        let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+        let daemon = VhostUserDaemon::new(name.to_string(), device.clone(), mem)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let exit = EventFd::new(libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)?;
+        for worker in daemon.get_epoll_handlers() {
+            worker.register_listener(exit.as_raw_fd(), EventSet::IN, device.connection_end_event() as u64)?;
+        }
+        Ok(Connection { daemon, exit })
+    }
+}
+
+impl Drop for Connection {
+    /// The worker leaves its loop, so dropping the daemon (which joins it)
+    /// returns; then the eventfd closes.
+    fn drop(&mut self) {
+        if let Err(e) = self.exit.write(1) {
+            tracing::error!(error = %e, "vhost-user: cannot end the queue worker");
         }
     }
 }
@@ -630,16 +664,16 @@ impl Export {
         let thread = std::thread::Builder::new().name(name.clone()).spawn(move || {
             let mut listener = listener;
             while !stop2.load(Ordering::Relaxed) {
-                let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-                let mut daemon = match VhostUserDaemon::new(name.clone(), device.clone(), mem) {
-                    Ok(d) => d,
+                let mut conn = match Connection::new(&name, &device) {
+                    Ok(c) => c,
                     Err(e) => {
                         tracing::error!(vm = %device.name, error = %e, "vhost-user: cannot start the device");
                         return;
                     }
                 };
-                if let Err(e) = daemon.start(&mut listener) {
+                if let Err(e) = conn.daemon.start(&mut listener) {
                     tracing::warn!(vm = %device.name, error = %e, "vhost-user: accept failed");
+                    drop(conn);
                     std::thread::sleep(std::time::Duration::from_millis(100));
                     continue;
                 }
@@ -647,10 +681,14 @@ impl Export {
                     break;
                 }
                 tracing::info!(vm = %device.name, "vhost-user: hypervisor connected");
-                if let Err(e) = daemon.wait() {
-                    tracing::info!(vm = %device.name, error = %e, "vhost-user: connection ended");
-                } else {
-                    tracing::info!(vm = %device.name, "vhost-user: hypervisor disconnected");
+                let ended = conn.daemon.wait();
+                drop(conn);
+                // The guest's memory is unmapped with the connection (a
+                // request still in flight holds it until answered).
+                *device.mem.write().unwrap_or_else(|p| p.into_inner()) = None;
+                match ended {
+                    Err(e) => tracing::info!(vm = %device.name, error = %e, "vhost-user: hypervisor disconnected"),
+                    Ok(()) => tracing::info!(vm = %device.name, "vhost-user: hypervisor disconnected"),
                 }
             }
         })?;

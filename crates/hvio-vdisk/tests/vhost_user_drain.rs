@@ -13,6 +13,9 @@
 //! in the backing file, and take none of the second 32: they stay in the
 //! queue. A second daemon, given the queue at the used index (as QEMU
 //! resumes a reconnected device), serves them.
+//!
+//! The same hypervisor connecting and disconnecting twenty times leaves the
+//! daemon with the descriptors it had before the first connection.
 
 mod common;
 use common::field;
@@ -239,21 +242,41 @@ impl Process {
     }
 }
 
-#[test]
-fn stop_answers_the_requests_taken_and_leaves_the_rest_queued() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("vu.sock");
-    let image = dir.path().join("disk.img");
-    let cfg = dir.path().join("host.toml");
+/// A daemon's configuration in `dir` (the store `disk.img` there, with
+/// `store`'s keys; one VM exported on `vu.sock`): its path and the socket's.
+fn daemon_config(dir: &Path, store: &str, scheduler: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cfg, sock, image) = (dir.join("host.toml"), dir.join("vu.sock"), dir.join("disk.img"));
     std::fs::write(
         &cfg,
         format!(
-            "[store]\nkind = \"emulator\"\npath = \"{}\"\n[store.device]\nmodel = \"hdd\"\n[scheduler]\nname = \"cfq\"\n[[vm]]\nname = \"vm1\"\nsize = \"64MiB\"\n[vm.vhost_user]\nsocket = \"{}\"\n",
+            "[store]\npath = \"{}\"\n{store}\n[scheduler]\nname = \"{scheduler}\"\n[[vm]]\nname = \"vm1\"\nsize = \"64MiB\"\n[vm.vhost_user]\nsocket = \"{}\"\n",
             image.display(),
             sock.display()
         ),
     )
     .unwrap();
+    (cfg, sock)
+}
+
+/// A test that fails leaves no daemon behind (holding the test's output open).
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn stop_answers_the_requests_taken_and_leaves_the_rest_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("disk.img");
+    let (cfg, sock) = daemon_config(
+        dir.path(),
+        "kind = \"emulator\"\n[store.device]\nmodel = \"hdd\"",
+        "cfq",
+    );
     let guest = Guest::new();
 
     // The first daemon takes the first 32 writes; SIGTERM while they are in flight.
@@ -340,4 +363,68 @@ fn stop_answers_the_requests_taken_and_leaves_the_rest_queued() {
         assert_eq!(guest.status(i), 0, "request {i}");
         assert!(on_disk(i), "request {i}'s data is not in the backing file");
     }
+}
+
+/// The descriptors a process has open, each with what it points at.
+fn open_fds(pid: u32) -> Vec<(String, String)> {
+    let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| {
+            let target = std::fs::read_link(e.path()).map(|t| t.display().to_string());
+            (e.file_name().to_string_lossy().into_owned(), target.unwrap_or_default())
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
+/// A hypervisor that connects, sets up a queue (memory table, kick and call
+/// eventfds), has requests answered and disconnects, again and again,
+/// leaves the daemon with the descriptors it had before: each connection's
+/// memory map, eventfds, epoll and socket are closed when it ends.
+#[test]
+fn connections_leave_no_descriptors_open() {
+    const CYCLES: u16 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, sock) = daemon_config(dir.path(), "", "noop");
+    let daemon = Process::start(&cfg, &sock);
+    let pid = daemon.child.id();
+    // Waiting for its first hypervisor.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = open_fds(pid);
+    for cycle in 0..CYCLES {
+        let guest = Guest::new();
+        let (frontend, kick) = guest.attach(&sock, 0);
+        daemon.expect("vhost-user: hypervisor connected");
+        guest.make_available(0..4);
+        kick.write(1).unwrap();
+        let t0 = Instant::now();
+        while guest.used_idx() < 4 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "connection {cycle}: the requests were not answered"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(frontend);
+        daemon.expect("vhost-user: hypervisor disconnected");
+    }
+    // The export has set up for the next hypervisor, as before the first.
+    let t0 = Instant::now();
+    let mut after = open_fds(pid);
+    while after.len() != before.len() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        after = open_fds(pid);
+    }
+    let leaked: Vec<_> = after.iter().filter(|fd| !before.contains(fd)).collect();
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "{} descriptors open before {CYCLES} connections, {} after; new ones: {leaked:?}",
+        before.len(),
+        after.len()
+    );
+    daemon.terminate();
+    daemon.wait();
 }
