@@ -7,7 +7,9 @@
 //! never by the model), sequential (starts where the last one ended) or
 //! not, where it starts against the last request (a re-read of its blocks,
 //! right after it, ahead or behind it on the same cylinder, elsewhere),
-//! seek distance in cylinders, zone. For each class it prints the
+//! on the last request's cylinder: on its last track or another (and of
+//! the reads there, those that took 1 ms or more in both: media
+//! accesses), seek distance in cylinders, zone. For each class it prints the
 //! requests, the measured and simulated means, the RMS demerit within the
 //! class, how many of each took under 1 ms (a buffer hit on the validation
 //! disks), and the whole disk's demerit if that class alone were simulated
@@ -150,6 +152,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => "elsewhere",
         };
         let zone = geom.locate(r.lbn).zone;
+        // On the last request's cylinder: on its last track, or a head switch away.
+        let track = prev_end.filter(|_| d == 0).map(|e| {
+            if geom.locate(e.saturating_sub(1)).head == geom.locate(r.lbn).head {
+                "same track"
+            } else {
+                "other track"
+            }
+        });
+        if let Some(track) = track {
+            classes.entry(format!("op+cyl {op} {track}")).or_default().push(i);
+            // A read neither the drive nor hvio served from the buffer.
+            if !r.write && r.measured_ms >= 1.0 && sim[i] >= 1.0 {
+                classes
+                    .entry(format!("op+cyl {op} {track}, media"))
+                    .or_default()
+                    .push(i);
+            }
+        }
         for key in [
             format!("op {op}"),
             format!("op+cache {op} {}", cache.get(i).map_or("?", |s| s.as_str())),
