@@ -429,8 +429,8 @@ struct Slot {
 /// deadline: deadlines are arrival time plus a fixed expiry per kind, so a
 /// queue mixing sync and async expiries keeps each kind in order in a lane
 /// of its own, insertion is an O(1) push, and each request remembers its
-/// lane and place, so removal blanks it in O(1); blank places are dropped
-/// when they reach a lane's front. A deadline earlier than the last one of
+/// lane and place, so removal marks it in O(1) in the lane's bitmap;
+/// marked places are dropped when they reach a lane's front. A deadline earlier than the last one of
 /// every lane goes to a small B-tree beside them; the FIFO head is the
 /// earliest of the fronts.
 #[derive(Debug, Default, Clone)]
@@ -452,23 +452,48 @@ const LANES: usize = 2;
 /// One deadline-ordered deque of a [`SortedFifo`].
 #[derive(Debug, Default, Clone)]
 struct Lane {
-    /// Deque entry `seq − base`: the slot, or `BLANK` once removed (4
-    /// bytes an entry: the deque of a big queue stays in cache).
+    /// Deque entry `seq − base`: the slot of the request pushed `seq`-th
+    /// (read at the front and written at the back only).
     fifo: VecDeque<u32>,
+    /// One bit per entry, set once the request has left the queue: bit
+    /// `seq % 64` of word `seq / 64 − base / 64`. A removal in the middle
+    /// sets a bit in this map, an eighth of a byte an entry, which stays in
+    /// cache where a random place in `fifo` would be a miss in a big queue.
+    removed: VecDeque<u64>,
     base: u64,
     /// The largest (deadline, id) pushed since the lane was last empty.
     last: Option<(Nanos, RequestId)>,
 }
 
 impl Lane {
-    /// Blanks the entry `seq` and drops the blanks at the front.
-    fn blank(&mut self, seq: u64) {
-        if let Some(e) = self.fifo.get_mut((seq - self.base) as usize) {
-            *e = BLANK;
+    /// Appends `slot`; returns its sequence number.
+    fn push(&mut self, slot: u32) -> u64 {
+        let seq = self.base + self.fifo.len() as u64;
+        if (seq / 64 - self.base / 64) as usize == self.removed.len() {
+            self.removed.push_back(0);
         }
-        while self.fifo.front() == Some(&BLANK) {
+        self.fifo.push_back(slot);
+        seq
+    }
+
+    /// The sequence number the next [`Lane::push`] returns.
+    fn next_seq(&self) -> u64 {
+        self.base + self.fifo.len() as u64
+    }
+
+    /// Marks the entry `seq` removed and drops the removed ones at the front.
+    fn blank(&mut self, seq: u64) {
+        let word = (seq / 64 - self.base / 64) as usize;
+        self.removed[word] |= 1 << (seq % 64);
+        while self.removed[0] & (1 << (self.base % 64)) != 0 {
             self.fifo.pop_front();
             self.base += 1;
+            if self.base.is_multiple_of(64) {
+                self.removed.pop_front();
+                if self.removed.is_empty() {
+                    break;
+                }
+            }
         }
         if self.fifo.is_empty() {
             self.last = None;
@@ -480,7 +505,6 @@ impl Lane {
 const LATE: u64 = u64::MAX;
 /// `Slot::seq`'s lane bit: the lane is `seq >> LANE_SHIFT`.
 const LANE_SHIFT: u32 = 63;
-const BLANK: u32 = u32::MAX;
 
 impl SortedFifo {
     /// An empty queue.
@@ -515,7 +539,7 @@ impl SortedFifo {
             .map(|(_, i)| i)
             .or_else(|| self.lanes.iter().position(|l| l.last.is_none()));
         let seq = match lane {
-            Some(i) => ((i as u64) << LANE_SHIFT) | (self.lanes[i].base + self.lanes[i].fifo.len() as u64),
+            Some(i) => ((i as u64) << LANE_SHIFT) | self.lanes[i].next_seq(),
             None => LATE,
         };
         let entry = Slot { rq, deadline, seq };
@@ -531,7 +555,8 @@ impl SortedFifo {
         }
         match lane {
             Some(i) => {
-                self.lanes[i].fifo.push_back(slot);
+                let pushed = self.lanes[i].push(slot);
+                debug_assert_eq!(((i as u64) << LANE_SHIFT) | pushed, seq);
                 self.lanes[i].last = Some(order);
             }
             None => {
@@ -561,11 +586,6 @@ impl SortedFifo {
             if let Some(t) = self.by_sector.slot_after_hint() {
                 prefetch(&self.slots[t as usize]);
             }
-            // Removing the next request blanks its entry in its lane, a
-            // random place in a deque of the whole queue: fetch that line
-            // now too. The next slot's own line was asked for one removal
-            // ago (as the one after next), so reading its `seq` costs little.
-            self.prefetch_lane_entry(self.slots[s as usize].seq);
         }
         self.len -= 1;
         if seq == LATE {
@@ -576,22 +596,9 @@ impl SortedFifo {
         Some((rq, next.map(|(k, _)| unpack(k))))
     }
 
-    /// Asks for the line of the lane entry of the request whose `Slot::seq`
-    /// is `seq` (none for a request in `late`).
-    #[inline]
-    fn prefetch_lane_entry(&self, seq: u64) {
-        if seq != LATE {
-            let lane = &self.lanes[(seq >> LANE_SHIFT) as usize];
-            let at = (seq & !(1 << LANE_SHIFT)).wrapping_sub(lane.base);
-            if let Some(e) = lane.fifo.get(at as usize) {
-                prefetch(e);
-            }
-        }
-    }
-
     /// The FIFO head: the request with the earliest deadline, and that deadline.
     pub fn fifo_head(&self) -> Option<(Nanos, &Request)> {
-        // A lane's front is never blank (blanks are dropped as they reach it).
+        // A lane's front is never removed (removed entries are dropped as they reach it).
         let fronts = self.lanes.iter().filter_map(|l| {
             l.fifo.front().map(|&s| {
                 let e = &self.slots[s as usize];
