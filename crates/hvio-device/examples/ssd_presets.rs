@@ -2,12 +2,16 @@
 //! (filled, then random 4 KiB overwrites until write amplification settles),
 //! then random 4 KiB writes and sequential 128 KiB writes at the preset's
 //! queue depth: throughput and write amplification, the gap address
-//! reshaping exploits. Fresh-drive figures beside them.
+//! reshaping exploits. Fresh-drive figures beside them, and the datasheets'
+//! random 4 KiB write figures: Samsung publishes only the 850 PRO's maximum
+//! (a fresh drive), Intel the P3700's at steady state, the figure its
+//! preset's spare flash is derived from (`presets::p3700_over_provisioning`).
 //!
 //! `cargo run --release -p hvio-device --example ssd_presets [-- --gib N]`
 //! (docs/ssd-model.md); `--gib 0` keeps each preset's real capacity.
 
 use hvio_core::{Device, Nanos, Op, Request};
+use hvio_device::ssd::presets::P3700_STEADY_RANDOM_WRITE_IOPS;
 use hvio_device::ssd::{Precondition, Ssd, SsdParams, SsdPreset};
 
 fn build(preset: SsdPreset, steady: bool, gib: Option<f64>) -> Ssd {
@@ -43,6 +47,16 @@ fn run(d: &mut Ssd, n: u64, mut next: impl FnMut(u64) -> (u64, u32)) -> (f64, f6
     (bytes as f64 / 1e6 / s, n as f64 / s, wa)
 }
 
+/// The datasheet's random 4 KiB write figure for the drive in that state.
+fn datasheet(preset: SsdPreset, steady: bool) -> String {
+    match (preset, steady) {
+        (SsdPreset::Samsung850Pro256, false) => "90000 (maximum)".into(),
+        (SsdPreset::Samsung850Pro256, true) => "not published".into(),
+        (SsdPreset::IntelP3700_400, false) => "not published".into(),
+        (SsdPreset::IntelP3700_400, true) => format!("{P3700_STEADY_RANDOM_WRITE_IOPS:.0} (steady state)"),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let gib = match args.iter().position(|a| a == "--gib") {
@@ -54,7 +68,7 @@ fn main() {
     };
     let gib = (gib > 0.0).then_some(gib);
     println!(
-        "{:<22} {:>6} {:>16} {:>8} {:>19} {:>8} {:>10} {:>14}",
+        "{:<22} {:>6} {:>16} {:>8} {:>19} {:>8} {:>10} {:>14} {:>24}",
         format!("preset ({})", gib.map_or("real size".into(), |g| format!("{g} GiB"))),
         "state",
         "random 4K IOPS",
@@ -62,7 +76,8 @@ fn main() {
         "sequential MB/s",
         "WA",
         "settled",
-        "precondition"
+        "precondition",
+        "datasheet random 4K"
     );
     for preset in [SsdPreset::Samsung850Pro256, SsdPreset::IntelP3700_400] {
         for steady in [false, true] {
@@ -81,7 +96,7 @@ fn main() {
             let mut d = build(preset, steady, gib);
             let (mb_s, _, wa_seq) = run(&mut d, 40_000, |i| (i * 256 % cap, 256));
             println!(
-                "{:<22} {:>6} {:>16.0} {:>8.2} {:>19.0} {:>8.2} {:>10} {:>13.1}s",
+                "{:<22} {:>6} {:>16.0} {:>8.2} {:>19.0} {:>8.2} {:>10} {:>13.1}s {:>24}",
                 format!("{preset:?}"),
                 if steady { "steady" } else { "fresh" },
                 iops,
@@ -93,7 +108,8 @@ fn main() {
                     r.settled,
                     (r.fill_pages + r.random_pages) as f64 / r.fill_pages as f64
                 )),
-                built.as_secs_f64()
+                built.as_secs_f64(),
+                datasheet(preset, steady)
             );
         }
     }

@@ -15,7 +15,7 @@
 //! against (docs/ssd-model.md).
 
 mod ftl;
-mod presets;
+pub mod presets;
 pub mod steady;
 pub mod theory;
 

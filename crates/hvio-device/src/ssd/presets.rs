@@ -10,12 +10,16 @@
 //!   PCIe 3.0 x4; 20 nm MLC. (The series, 400 GB to 2 TB, reaches "up to"
 //!   2800 / 2000 MB/s and 460K / 175K IOPS with its 2 TB model.)
 //!
+//! Samsung gives only maximum (fresh-drive) figures, so the 850 PRO's spare
+//! flash is an assumption; Intel gives a steady-state random-write rate, so
+//! the P3700's spare is derived from it ([`p3700_over_provisioning`]).
 //! Where the datasheets are silent (raw flash, channels, dies, page and block
 //! size, buffer, GC thresholds) the values below are choices, each with its
 //! reason; the mapping unit is a 4 KiB page, so a 4 KiB write is one page and
 //! the flash timings are per 4 KiB of a larger physical page (a 16 KiB
 //! two-plane program counts as eight 4 KiB pages).
 
+use super::theory::{greedy_over_provisioning, DieTiming};
 use super::{GcPolicy, SsdParams};
 use serde::Deserialize;
 
@@ -33,6 +37,41 @@ pub enum SsdPreset {
 /// 256 GB and 400 GB in GiB (decimal capacities, as sold).
 const GB_256: f64 = 256e9 / (1u64 << 30) as f64;
 const GB_400: f64 = 400e9 / (1u64 << 30) as f64;
+
+/// The P3700 400 GB's flash: 36 dies (18 channels × 2); 36 × 4 KiB / 137 µs
+/// ≈ 1076 MB/s, the datasheet's 1080 MB/s sequential write; 36 × 4 KiB /
+/// 50 µs ≈ 2950 MB/s of reads, so the dies keep up with the channels.
+pub const P3700_DIES: DieTiming = DieTiming {
+    dies: 36,
+    program_us: 137.0,
+    read_us: 50.0,
+    erase_ms: 3.8,
+    pages_per_block: 512,
+};
+
+/// The P3700 400 GB datasheet's random 4 KiB write rate at steady state
+/// (Intel's product specification, measured after SNIA-style
+/// preconditioning: the whole drive overwritten at random).
+pub const P3700_STEADY_RANDOM_WRITE_IOPS: f64 = 75_000.0;
+
+/// The P3700 preset's spare flash, derived from its datasheet: the write
+/// amplification at which [`P3700_DIES`] write
+/// [`P3700_STEADY_RANDOM_WRITE_IOPS`] (2.73), then the spare at which greedy
+/// cleaning has that write amplification under uniform random writes
+/// (Desnoyers' model, [`greedy_over_provisioning`]): 24.6 %.
+///
+/// Intel gives no raw capacity. Binary raw flash behind the decimal
+/// capacity (512 GiB behind 400 GB) would be 37.4 %, and the model's drive
+/// would then write 102K IOPS at steady state, well above the 75K measured;
+/// the spare derived here is the effective one, what is left for garbage
+/// collection once the drive has set aside what it keeps for itself
+/// (parity across dies, bad-block reserve, firmware and map), or equally a
+/// drive whose cleaning costs more per copy than this model's. The
+/// sequential write pins the flash's speed; the steady-state random write
+/// then pins how much the drive copies.
+pub fn p3700_over_provisioning() -> f64 {
+    greedy_over_provisioning(P3700_DIES.write_amplification_at(P3700_STEADY_RANDOM_WRITE_IOPS))
+}
 
 impl SsdPreset {
     /// The preset's parameters.
@@ -84,11 +123,9 @@ impl SsdPreset {
             SsdPreset::IntelP3700_400 => SsdParams {
                 preset: Some(self),
                 capacity_gib: Some(GB_400),
-                // 37.4 % spare: binary raw flash behind a decimal capacity
-                // (2 TiB behind 1.6 TB, 512 GiB behind 400 GB), assumed: the
-                // datasheet gives no raw capacity. Steady-state random writes
-                // then come out above the datasheet's 75K IOPS (docs/ssd-model.md).
-                over_provisioning: Some(0.374),
+                // The spare flash the datasheet's steady-state random writes
+                // imply (p3700_over_provisioning): 24.6 %.
+                over_provisioning: Some(p3700_over_provisioning()),
                 // 18 channels (the controller's, assumed), 2 dies each, 2
                 // planes: the 400 GB model has a fifth of the 2 TB model's
                 // flash, and its sequential write is about half.
@@ -98,10 +135,8 @@ impl SsdPreset {
                 planes_per_die: Some(2),
                 // 18 × 150 MB/s of channels: the 2700 MB/s sequential read.
                 channel_mb_s: Some(150.0),
-                // 36 dies × 4 KiB / 137 µs ≈ 1076 MB/s: the 1080 MB/s sequential write.
-                program_us: Some(137.0),
-                // 36 dies × 4 KiB / 50 µs ≈ 2950 MB/s: the dies keep up with the channels.
-                read_us: Some(50.0),
+                program_us: Some(P3700_DIES.program_us),
+                read_us: Some(P3700_DIES.read_us),
                 controller_us: Some(5.0),
                 // PCIe 3.0 x4: 3.94 GB/s raw, about 3.2 GB/s of payload.
                 interface_mb_s: Some(3200.0),
@@ -112,5 +147,43 @@ impl SsdPreset {
                 ..common
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ssd::theory::greedy_write_amplification;
+
+    #[test]
+    fn the_p3700_spare_is_derived_from_its_steady_state_random_writes() {
+        let p = SsdPreset::IntelP3700_400.params();
+        // The derivation uses the preset's own flash.
+        let dies = p.channels.unwrap() * p.chips_per_channel.unwrap() * p.dies_per_chip.unwrap();
+        assert_eq!(dies, P3700_DIES.dies);
+        assert_eq!(p.program_us, Some(P3700_DIES.program_us));
+        assert_eq!(p.read_us, Some(P3700_DIES.read_us));
+        assert_eq!(p.erase_ms, Some(P3700_DIES.erase_ms));
+        assert_eq!(p.pages_per_block, Some(P3700_DIES.pages_per_block));
+        // At the derived spare, greedy theory's write amplification on these
+        // dies gives the datasheet's 75K IOPS back.
+        let op = p.over_provisioning.unwrap();
+        let iops = P3700_DIES.random_write_iops(greedy_write_amplification(op));
+        assert!((iops / P3700_STEADY_RANDOM_WRITE_IOPS - 1.0).abs() < 1e-9, "{iops}");
+        eprintln!(
+            "P3700 spare {:.1} %, WA {:.3}",
+            op * 100.0,
+            greedy_write_amplification(op)
+        );
+        // Less than binary raw flash behind the decimal capacity would leave.
+        assert!(op > 0.2 && op < 0.3, "{op}");
+        let binary = 512.0 / GB_400 - 1.0;
+        let binary_iops = P3700_DIES.random_write_iops(greedy_write_amplification(binary));
+        eprintln!(
+            "binary raw flash: spare {:.1} %, WA {:.3}, {binary_iops:.0} IOPS",
+            binary * 100.0,
+            greedy_write_amplification(binary)
+        );
+        assert!(binary_iops > 95_000.0);
     }
 }

@@ -76,6 +76,56 @@ pub fn greedy_write_amplification(over_provisioning: f64) -> f64 {
     1.0 / (1.0 - u)
 }
 
+/// Spare flash (T/U − 1) at which greedy cleaning under uniform random page
+/// writes reaches the steady-state write amplification `wa` (> 1): the
+/// inverse of [`greedy_write_amplification`]. The victim's valid fraction is
+/// u = 1 − 1/`wa`, and u = e^{α(u − 1)} gives α = ln u / (u − 1).
+pub fn greedy_over_provisioning(wa: f64) -> f64 {
+    let u = 1.0 - 1.0 / wa;
+    u.ln() / (u - 1.0) - 1.0
+}
+
+/// A drive's flash timing as far as random single-page writes at steady
+/// state see it: every host page costs `wa` programs, `wa − 1` reads of the
+/// pages garbage collection copies, and `wa / pages_per_block` erases, all
+/// on the page's die, and the dies work in parallel.
+#[derive(Debug, Clone, Copy)]
+pub struct DieTiming {
+    /// Dies that program in parallel.
+    pub dies: u32,
+    /// Program time of one page, µs.
+    pub program_us: f64,
+    /// Read time of one page, µs.
+    pub read_us: f64,
+    /// Erase time of one block, ms.
+    pub erase_ms: f64,
+    /// Pages per erase block.
+    pub pages_per_block: u32,
+}
+
+impl DieTiming {
+    /// Die time one host page write costs at write amplification `wa`, µs.
+    fn us_per_host_page(&self, wa: f64) -> f64 {
+        wa * (self.program_us + self.erase_ms * 1000.0 / self.pages_per_block as f64) + (wa - 1.0) * self.read_us
+    }
+
+    /// Random single-page writes per second the dies sustain at write
+    /// amplification `wa` (≥ 1), when nothing else (link, channels,
+    /// commands) is the limit.
+    pub fn random_write_iops(&self, wa: f64) -> f64 {
+        self.dies as f64 * 1e6 / self.us_per_host_page(wa)
+    }
+
+    /// The write amplification at which the dies sustain `iops` random
+    /// single-page writes per second: the inverse of
+    /// [`DieTiming::random_write_iops`]; below 1 when `iops` is above what
+    /// the dies can do even without copying.
+    pub fn write_amplification_at(&self, iops: f64) -> f64 {
+        let per_page = self.program_us + self.erase_ms * 1000.0 / self.pages_per_block as f64 + self.read_us;
+        (self.dies as f64 * 1e6 / iops + self.read_us) / per_page
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +147,31 @@ mod tests {
         // More spare flash, less copying.
         assert!(greedy_write_amplification(0.07) > greedy_write_amplification(0.5));
         assert!(greedy_write_amplification(0.07) > 7.0);
+    }
+
+    #[test]
+    fn spare_and_write_amplification_invert_each_other() {
+        for op in [0.05, 0.074, 0.2, 0.246, 0.374, 0.5, 1.0] {
+            let back = greedy_over_provisioning(greedy_write_amplification(op));
+            assert!((back - op).abs() < 1e-9, "{op} -> {back}");
+        }
+    }
+
+    #[test]
+    fn die_timing_inverts_and_matches_a_hand_count() {
+        let t = DieTiming {
+            dies: 36,
+            program_us: 137.0,
+            read_us: 50.0,
+            erase_ms: 3.8,
+            pages_per_block: 512,
+        };
+        // Without copying a page costs a program and a 512th of an erase:
+        // 36 dies / 144.42 µs.
+        assert!((t.random_write_iops(1.0) - 36e6 / (137.0 + 3800.0 / 512.0)).abs() < 1e-6);
+        for wa in [1.0, 2.07, 2.7, 8.8] {
+            let back = t.write_amplification_at(t.random_write_iops(wa));
+            assert!((back - wa).abs() < 1e-9, "{wa} -> {back}");
+        }
     }
 }
