@@ -57,8 +57,8 @@ impl Chunk {
     /// Asks for all the key lines at once: a binary search reads them one
     /// after another, and in a big queue each would be a cache miss.
     #[inline]
-    fn prefetch_keys(&self) {
-        for i in (0..self.len).step_by(4) {
+    fn prefetch_keys(&self, len: usize) {
+        for i in (0..len).step_by(4) {
             prefetch(&self.keys[i]);
         }
     }
@@ -67,8 +67,8 @@ impl Chunk {
     /// slots after its position, which would otherwise be fetched only once
     /// the search over the keys is done (a second miss after the first).
     #[inline]
-    fn prefetch_slots(&self) {
-        for i in (0..self.len).step_by(16) {
+    fn prefetch_slots(&self, len: usize) {
+        for i in (0..len).step_by(16) {
             prefetch(&self.slots[i]);
         }
     }
@@ -173,6 +173,10 @@ struct SortedIndex {
     chunks: Vec<Box<Chunk>>,
     /// `maxes[i]`: the last key of `chunks[i]` (chunks are never empty).
     maxes: Vec<Packed>,
+    /// `lens[i]`: the length of `chunks[i]`, read by a search before the
+    /// chunk's own: in a big queue the chunk's length is a cache miss of
+    /// its own, and the search and its prefetches would wait for it.
+    lens: Vec<u8>,
     /// Emptied chunks, for the next ones needed (a queue that empties and
     /// refills allocates nothing).
     spare: Vec<Box<Chunk>>,
@@ -196,13 +200,20 @@ impl SortedIndex {
         }
     }
 
-    /// The position in `c` (one of the chunks) of the first key at or after `k`.
+    /// The position in chunk `ci` of the first key at or after `k`.
     #[inline]
-    fn pos(&self, c: &Chunk, k: Packed) -> usize {
+    fn pos(&self, ci: usize, k: Packed) -> usize {
+        let (c, len) = (&self.chunks[ci], self.lens[ci] as usize);
         if self.chunks.len() > COLD_CHUNKS {
-            c.prefetch_keys();
+            c.prefetch_keys(len);
         }
-        lower_bound_steps::<{ CHUNK.ilog2() }>(c.keys(), k)
+        lower_bound_steps::<{ CHUNK.ilog2() }>(&c.keys[..len], k)
+    }
+
+    /// Copies chunk `ci`'s length to `lens`.
+    #[inline]
+    fn note_len(&mut self, ci: usize) {
+        self.lens[ci] = self.chunks[ci].len as u8;
     }
 
     fn new_chunk(&mut self) -> Box<Chunk> {
@@ -230,13 +241,14 @@ impl SortedIndex {
             c.insert_at(0, key, slot);
             self.chunks.push(c);
             self.maxes.push(key);
+            self.lens.push(1);
             return true;
         }
         let mut ci = self.chunk_at_or_after(key).min(self.chunks.len() - 1);
         if self.chunks.len() > COLD_CHUNKS {
-            self.chunks[ci].prefetch_slots();
+            self.chunks[ci].prefetch_slots(self.lens[ci] as usize);
         }
-        let mut pos = self.pos(&self.chunks[ci], key);
+        let mut pos = self.pos(ci, key);
         let c = &self.chunks[ci];
         if pos < c.len && c.keys[pos] == key {
             return false;
@@ -252,6 +264,8 @@ impl SortedIndex {
             let max = tail.last();
             self.chunks.insert(ci + 1, tail);
             self.maxes.insert(ci + 1, max);
+            self.lens.insert(ci + 1, (CHUNK / 2) as u8);
+            self.note_len(ci);
             if pos >= CHUNK / 2 {
                 ci += 1;
                 pos -= CHUNK / 2;
@@ -262,6 +276,7 @@ impl SortedIndex {
         if pos + 1 == c.len {
             self.maxes[ci] = key;
         }
+        self.note_len(ci);
         true
     }
 
@@ -274,7 +289,7 @@ impl SortedIndex {
         }
         let ci = self.chunk_at_or_after(key);
         let c = self.chunks.get(ci)?;
-        let pos = self.pos(c, key);
+        let pos = self.pos(ci, key);
         (c.keys[pos] == key).then_some((ci, pos))
     }
 
@@ -283,6 +298,7 @@ impl SortedIndex {
         let (ci, pos) = self.find(key)?;
         let c = &mut self.chunks[ci];
         let slot = c.remove_at(pos);
+        self.lens[ci] = c.len as u8;
         let next = if pos < c.len {
             Some((c.keys[pos], c.slots[pos]))
         } else {
@@ -293,6 +309,7 @@ impl SortedIndex {
         if c.len == 0 {
             let c = self.chunks.remove(ci);
             self.maxes.remove(ci);
+            self.lens.remove(ci);
             self.keep_spare(c);
             self.hint = (ci, 0);
         } else {
@@ -307,7 +324,9 @@ impl SortedIndex {
             if n < CHUNK / 8 && self.chunks.get(ci + 1).is_some_and(|d| n + d.len <= CHUNK / 2) {
                 let next = self.chunks.remove(ci + 1);
                 self.maxes.remove(ci + 1);
+                self.lens.remove(ci + 1);
                 self.chunks[ci].append(&next);
+                self.note_len(ci);
                 self.maxes[ci] = next.last();
                 self.keep_spare(next);
                 self.hint = (ci, pos);
@@ -351,16 +370,18 @@ impl SortedIndex {
         if let Some((ci, pos)) = self.hinted_lower_bound(key) {
             return Some(self.chunks[ci].keys[pos]);
         }
-        let c = self.chunks.get(self.chunk_at_or_after(key))?;
-        Some(c.keys[self.pos(c, key)])
+        let ci = self.chunk_at_or_after(key);
+        let c = self.chunks.get(ci)?;
+        Some(c.keys[self.pos(ci, key)])
     }
 
     fn at_or_after(&self, key: Packed) -> Option<u32> {
         if let Some((ci, pos)) = self.hinted_lower_bound(key) {
             return Some(self.chunks[ci].slots[pos]);
         }
-        let c = self.chunks.get(self.chunk_at_or_after(key))?;
-        Some(c.slots[self.pos(c, key)])
+        let ci = self.chunk_at_or_after(key);
+        let c = self.chunks.get(ci)?;
+        Some(c.slots[self.pos(ci, key)])
     }
 
     /// Where the last key before `key` and the first at or after it are,
@@ -381,8 +402,8 @@ impl SortedIndex {
         let ci = self.chunk_at_or_after(key);
         match self.chunks.get(ci) {
             // `maxes[ci] >= key`, so the position is inside the chunk.
-            Some(c) => {
-                let at = (ci, self.pos(c, key));
+            Some(_) => {
+                let at = (ci, self.pos(ci, key));
                 (before_place(at), Some(at))
             }
             None => (ci.checked_sub(1).and_then(last_of), None),
@@ -1047,6 +1068,7 @@ mod sorted_index_tests {
                 prop_assert_eq!(ix.first(), model.values().next().copied());
                 prop_assert!(ix.chunks.iter().all(|c| c.len > 0 && c.len <= CHUNK));
                 prop_assert_eq!(ix.maxes.clone(), ix.chunks.iter().map(|c| c.last()).collect::<Vec<_>>());
+                prop_assert_eq!(ix.lens.clone(), ix.chunks.iter().map(|c| c.len as u8).collect::<Vec<_>>());
             }
             prop_assert_eq!(ix.iter().map(|e| e.1).collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>());
             prop_assert_eq!(ix.iter().map(|e| e.0).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
