@@ -1,6 +1,6 @@
 //! Real-I/O backends: a thread pool doing pread/pwrite, and one io_uring ring.
 
-use crate::engine::{recv_sleeping, Backend, Dispatched, Msg, Poller, Waker};
+use crate::engine::{recv_sleeping, Backend, Completions, Dispatched, Msg, Poller, Waker};
 use crate::io::{IoJob, IoKind, IoResult};
 use crate::nbd::ring::RingConn;
 use crate::store::Store;
@@ -11,6 +11,12 @@ use std::time::Instant;
 
 /// Run one job synchronously, complete it, tell the engine.
 pub(crate) fn run_sync(store: &Store, id: u64, job: IoJob, notify: &Sender<Msg>) {
+    let r = run_job(store, job);
+    let _ = notify.send(Msg::Done { id, result: r });
+}
+
+/// Run one job synchronously and complete it (call its `done`).
+fn run_job(store: &Store, job: IoJob) -> IoResult {
     let IoJob {
         vm,
         kind,
@@ -22,35 +28,43 @@ pub(crate) fn run_sync(store: &Store, id: u64, job: IoJob, notify: &Sender<Msg>)
     } = job;
     let r = store.execute(vm, kind, offset, len, fua, &mut buf);
     done(r, buf);
-    let _ = notify.send(Msg::Done { id, result: r });
+    r
 }
 
 /// `threads` workers taking dispatched requests from one queue.
 pub struct ThreadPool {
     tx: Option<Sender<Dispatched>>,
     workers: Vec<JoinHandle<()>>,
+    completions: Arc<Completions>,
 }
 
 impl ThreadPool {
     /// Starts `threads` workers serving `store`, telling `notify` of each completion.
     pub fn new(store: Arc<Store>, threads: usize, notify: Sender<Msg>) -> std::io::Result<ThreadPool> {
         let (tx, rx): (Sender<Dispatched>, Receiver<Dispatched>) = crossbeam_channel::unbounded();
+        let completions = Arc::new(Completions::default());
         let mut workers = Vec::new();
         for i in 0..threads.max(1) {
             let rx = rx.clone();
             let store = store.clone();
             let notify = notify.clone();
+            let completions = completions.clone();
             workers.push(
                 std::thread::Builder::new()
                     .name(format!("hvio-io-{i}"))
                     .spawn(move || {
                         while let Ok(d) = recv_sleeping(&rx, None) {
-                            run_sync(&store, d.id, d.job, &notify);
+                            let r = run_job(&store, d.job);
+                            completions.done(d.id, r, &notify);
                         }
                     })?,
             );
         }
-        Ok(ThreadPool { tx: Some(tx), workers })
+        Ok(ThreadPool {
+            tx: Some(tx),
+            workers,
+            completions,
+        })
     }
 }
 
@@ -70,6 +84,10 @@ impl Backend for ThreadPool {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+
+    fn completions(&self) -> Option<Arc<Completions>> {
+        Some(self.completions.clone())
     }
 }
 

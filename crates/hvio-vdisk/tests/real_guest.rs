@@ -432,17 +432,86 @@ fn writes(sock: &Path) -> u64 {
     status["vms"][0]["writes"].as_u64().unwrap()
 }
 
-/// A benchmark guest's result: IOPS measured after the warm-up, and during it.
+/// A benchmark guest's result: IOPS measured after the warm-up, and during
+/// it; what the server's threads spent per request measured.
 struct Bench {
     iops: f64,
     warm_iops: f64,
+    per_request: Usage,
+}
+
+/// What a server's threads used: CPU time (µs) and context switches, the
+/// voluntary (a thread slept) and the involuntary (it was preempted).
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    cpu_us: f64,
+    voluntary: f64,
+    involuntary: f64,
+}
+
+impl Usage {
+    /// The threads of process `pid` whose name `pick` accepts, summed
+    /// (`/proc/PID/task/TID/schedstat`'s run time, `status`'s switches).
+    fn of_threads(pid: u32, pick: &dyn Fn(&str) -> bool) -> Usage {
+        let mut u = Usage::default();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return u;
+        };
+        for t in tasks.flatten() {
+            let p = t.path();
+            let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+            if !pick(comm.trim()) {
+                continue;
+            }
+            let ns: f64 = std::fs::read_to_string(p.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+                .unwrap_or(0.0);
+            u.cpu_us += ns / 1000.0;
+            for line in std::fs::read_to_string(p.join("status")).unwrap_or_default().lines() {
+                let value = |l: &str| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .unwrap_or(0.0)
+                };
+                if line.starts_with("voluntary_ctxt_switches:") {
+                    u.voluntary += value(line);
+                } else if line.starts_with("nonvoluntary_ctxt_switches:") {
+                    u.involuntary += value(line);
+                }
+            }
+        }
+        u
+    }
+
+    /// Per request: (`self` - `before`) / `requests`.
+    fn per(self, before: Usage, requests: f64) -> Usage {
+        Usage {
+            cpu_us: (self.cpu_us - before.cpu_us) / requests,
+            voluntary: (self.voluntary - before.voluntary) / requests,
+            involuntary: (self.involuntary - before.involuntary) / requests,
+        }
+    }
 }
 
 /// 4 KiB random reads at iodepth 16 in a guest attached with `disk`: first
 /// `warm` seconds (reported apart), then `secs` seconds measured. A guest
 /// that stalls fails with its console log and, from QEMU's monitor, the
 /// device's queue as QEMU and the vhost-user back-end left it.
-fn bench_guest(kit: &HashMap<String, String>, name: &str, disk: &[String], secs: u32, warm: u32, qmp: &Path) -> Bench {
+///
+/// `usage` is sampled when the measured fio starts and when it reports:
+/// the server's threads' use over that time (threads started meanwhile
+/// count from zero; threads ended meanwhile are lost, as a thread pool's
+/// idle workers end after seconds without work — not during the run).
+fn bench_guest(
+    kit: &HashMap<String, String>,
+    name: &str,
+    disk: &[String],
+    (secs, warm): (u32, u32),
+    qmp: &Path,
+    usage: &dyn Fn() -> Usage,
+) -> Bench {
     let mut disk = disk.to_vec();
     let _ = std::fs::remove_file(qmp);
     disk.extend(["-qmp".to_string(), format!("unix:{},server=on,wait=off", qmp.display())]);
@@ -460,15 +529,18 @@ fn bench_guest(kit: &HashMap<String, String>, name: &str, disk: &[String], secs:
             f64::NAN
         };
         g.expect("fio start");
+        let start = usage();
         let line = g.expect("fio");
-        (line, warm_iops)
+        (line, warm_iops, usage().per(start, 1.0))
     }));
     match result {
-        Ok((line, warm_iops)) => {
+        Ok((line, warm_iops, used)) => {
             g.finish();
+            let iops: f64 = field(&line, "read_iops").parse().unwrap();
             Bench {
-                iops: field(&line, "read_iops").parse().unwrap(),
+                iops,
                 warm_iops,
+                per_request: used.per(Usage::default(), iops * secs as f64),
             }
         }
         Err(stalled) => {
@@ -624,7 +696,16 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
                 std::thread::sleep(Duration::from_millis(50));
             }
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                bench_guest(kit, server, &vhost_user_disk(&qsd_sock, queues), secs, warm, &qmp)
+                let pid = qsd.id();
+                let usage = move || Usage::of_threads(pid, &|_| true);
+                bench_guest(
+                    kit,
+                    server,
+                    &vhost_user_disk(&qsd_sock, queues),
+                    (secs, warm),
+                    &qmp,
+                    &usage,
+                )
             }));
             let _ = qsd.kill();
             let _ = qsd.wait();
@@ -638,7 +719,15 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
             let d = Daemon::start(&toml);
             let disk = vhost_user_disk(&d.path("vu.sock"), queues);
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                bench_guest(kit, server, &disk, secs, warm, &qmp)
+                // The daemon's threads in this process: the scheduler, the
+                // store's workers, the export's (vhost-user-backend's queue
+                // worker is `vring_worker`).
+                let usage = || {
+                    Usage::of_threads(std::process::id(), &|name| {
+                        name.starts_with("hvio-") || name == "vring_worker"
+                    })
+                };
+                bench_guest(kit, server, &disk, (secs, warm), &qmp, &usage)
             })) {
                 Ok(r) => {
                     d.stop();
@@ -663,6 +752,7 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
     );
     // iops[server][round], NaN where the guest stalled.
     let mut iops: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut used: HashMap<&str, Vec<Usage>> = HashMap::new();
     let (mut loads, mut stalls) = (Vec::new(), Vec::new());
     for round in 0..warmup_rounds + rounds {
         let counted = round >= warmup_rounds;
@@ -681,11 +771,14 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
             };
             match r {
                 Ok(b) => {
+                    let u = b.per_request;
                     println!(
-                        "{what}: {server}: {:.0} IOPS (warm-up {:.0}; load average {before:.1} -> {after:.1})",
-                        b.iops, b.warm_iops
+                        "{what}: {server}: {:.0} IOPS (warm-up {:.0}; load average {before:.1} -> {after:.1}); \
+                         per request the server's threads used {:.1} µs of CPU, {:.2} voluntary and {:.2} involuntary context switches",
+                        b.iops, b.warm_iops, u.cpu_us, u.voluntary, u.involuntary
                     );
                     if counted {
+                        used.entry(server).or_default().push(u);
                         iops.entry(server).or_default().push(b.iops);
                         loads.extend([before, after]);
                     }
@@ -706,10 +799,16 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
         let v = ok(iops.get(s).map_or(&[][..], |v| v));
         let (lo, hi) = min_max(&v);
         let m = median(&v);
+        let u = used.get(s).map_or(&[][..], |v| v);
+        let med_of = |f: fn(&Usage) -> f64| median(&u.iter().map(f).collect::<Vec<f64>>());
         println!(
-            "{s}: median {m:.0} IOPS of {} rounds, range {lo:.0}-{hi:.0} (spread {:.0}% of the median)",
+            "{s}: median {m:.0} IOPS of {} rounds, range {lo:.0}-{hi:.0} (spread {:.0}% of the median); \
+             per request (median): {:.1} µs of the server's CPU, {:.2} voluntary, {:.2} involuntary context switches",
             v.len(),
-            (hi - lo) / m * 100.0
+            (hi - lo) / m * 100.0,
+            med_of(|u| u.cpu_us),
+            med_of(|u| u.voluntary),
+            med_of(|u| u.involuntary),
         );
         med.push(m);
     }
@@ -731,6 +830,12 @@ fn vhost_user_iops_against_qemu_storage_daemon() {
             median(&r)
         );
     }
+    let verdict = |met: bool| if met { "met" } else { "MISSED" };
+    out += &format!(
+        "; goals: noop >= 1.0x {}, cfq >= 0.9x {}",
+        verdict(noop >= 1.0),
+        verdict(cfq >= 0.9)
+    );
     if !stalls.is_empty() {
         out += &format!("; guests stalled: {}", stalls.join(", "));
     }
