@@ -183,6 +183,8 @@ def reproduce_command(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers {args.workers}: must be ≥ 1")
     started = time.perf_counter()
+    cpu_started = time.process_time()
+    load = os.getloadavg()[0]
     counts: dict[str, int] = {}
     rep = api.reproduce(
         args.name,
@@ -202,8 +204,14 @@ def reproduce_command(args: argparse.Namespace) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     sweeps._write_whole(json_path, json.dumps(rep.raw, indent=2, ensure_ascii=False))
     sys.stdout.write(studies.render(rep.raw))
-    # Wall time on stderr: the report itself stays the same on every run.
-    print(f"run time: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    # Run time on stderr: the report itself stays the same on every run. The
+    # CPU time (user + system, every thread of this process) and the load
+    # average say how much of the wall time was this run's own work.
+    print(
+        f"run time: {time.perf_counter() - started:.1f} s wall, "
+        f"{time.process_time() - cpu_started:.1f} s CPU, load average {load:.2f} at the start",
+        file=sys.stderr,
+    )
     if counts:
         print(f"runs: {counts['computed']} computed, {counts['cache']} from the cache", file=sys.stderr)
     print(f"report: {json_path}")
