@@ -280,6 +280,16 @@ impl SortedIndex {
         true
     }
 
+    /// Asks for the lines of the chunk that holds or would hold `key` (its
+    /// keys, slots and length), for a removal or insertion soon after.
+    fn prefetch_place(&self, key: Packed) {
+        let ci = self.chunk_at_or_after(key);
+        if let Some(c) = self.chunks.get(ci) {
+            c.prefetch_keys(self.lens[ci] as usize);
+            c.prefetch_slots(self.lens[ci] as usize);
+        }
+    }
+
     /// Where `key` is: (chunk, position).
     #[inline]
     fn find(&self, key: Packed) -> Option<(usize, usize)> {
@@ -612,9 +622,34 @@ impl SortedFifo {
         if seq == LATE {
             self.late.remove(&(deadline, rq.id));
         } else {
-            self.lanes[(seq >> LANE_SHIFT) as usize].blank(seq & !(1 << LANE_SHIFT));
+            let (lane, seq) = ((seq >> LANE_SHIFT) as usize, seq & !(1 << LANE_SHIFT));
+            let was_front = self.lanes[lane].base == seq;
+            self.lanes[lane].blank(seq);
+            if was_front && self.by_sector.chunks.len() > COLD_CHUNKS {
+                self.prefetch_next_fifo_heads(lane);
+            }
         }
         Some((rq, next.map(|(k, _)| unpack(k))))
+    }
+
+    /// After the front of `lane` left, asks for what the removal of the
+    /// new front will read: its place in the index (its slot was asked
+    /// for when it became second, so reading its key costs little), and
+    /// the slot of the request after it. A big queue whose FIFO heads have
+    /// expired (a deadline scheduler's batch start, iShare's dispatch)
+    /// removes requests in arrival order, each at a random place: without
+    /// this, its slot and then its chunk would be two misses one after
+    /// the other at every such removal.
+    fn prefetch_next_fifo_heads(&self, lane: usize) {
+        let l = &self.lanes[lane];
+        if let Some(&s) = l.fifo.front() {
+            let rq = &self.slots[s as usize].rq;
+            self.by_sector.prefetch_place(pack(key(rq)));
+        }
+        // Possibly removed already (its slot reused): a prefetch is harmless.
+        if let Some(&t) = l.fifo.get(1) {
+            prefetch(&self.slots[t as usize]);
+        }
     }
 
     /// The FIFO head: the request with the earliest deadline, and that deadline.
