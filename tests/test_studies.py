@@ -524,7 +524,8 @@ def small_quick_cluster(tmp_path: Path) -> None:
 
 
 # A mapreduce-tune or switch-cost study on a tiny cluster: 2 nodes × 1 VM,
-# 32 MiB per VM in 16 MiB blocks, two candidate pairs of each side.
+# 32 MiB per VM in 16 MiB blocks, two candidate pairs of each side; without
+# Hadoop's heartbeats, whose 5 s waits would decide so small a job's length.
 TINY_TUNE = """[study]
 name = "tiny"
 base = "job.toml"
@@ -539,6 +540,7 @@ kind = "mapreduce-tune"
 """
 TINY_JOB = """benchmark = "sort"
 guest_scheduler = "cfq"
+heartbeats = false
 input_per_vm = "32MiB"
 block = "16MiB"
 [cluster]

@@ -20,6 +20,7 @@ use super::spec::ClusterSpec;
 use crate::error::{Result, SimError};
 use hvio_core::time::{Nanos, NS_PER_S};
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// One physical node as the runner drives it.
 pub trait NodeIo {
@@ -70,6 +71,7 @@ pub fn run<N: NodeIo>(
         network: Shared::new(vec![link; 2 * cluster.nodes]),
         vcpus: Shared::new(vec![1.0; cluster.vms()]),
         vms_per_node: cluster.vms_per_node,
+        timers: BTreeSet::new(),
         boundaries: Vec::new(),
         entered_with: Vec::new(),
     };
@@ -82,6 +84,7 @@ pub fn run<N: NodeIo>(
             .filter_map(|n| n.next_event())
             .chain(fabric.network.next_done())
             .chain(fabric.vcpus.next_done())
+            .chain(fabric.timers.first().map(|&(at, _)| at))
             .min();
         let Some(t) = next else {
             return Err(SimError::Other(format!(
@@ -93,6 +96,10 @@ pub fn run<N: NodeIo>(
         let mut done: Vec<(Nanos, OpId)> = Vec::new();
         done.extend(fabric.network.advance(now).into_iter().map(|id| (now, id)));
         done.extend(fabric.vcpus.advance(now).into_iter().map(|id| (now, id)));
+        while let Some(&(at, id)) = fabric.timers.first().filter(|&&(at, _)| at <= now) {
+            fabric.timers.pop_first();
+            done.push((at, id));
+        }
         for node in nodes.iter_mut() {
             done.extend(node.advance(now).into_iter().map(|(id, at)| (at, id)));
         }
@@ -118,6 +125,8 @@ struct Fabric {
     network: Shared,
     vcpus: Shared,
     vms_per_node: usize,
+    /// The job's timers ([`Action::Wake`]), by time.
+    timers: BTreeSet<(Nanos, OpId)>,
     boundaries: Vec<(PhaseKind, Nanos)>,
     entered_with: Vec<JobStats>,
 }
@@ -137,6 +146,9 @@ impl Fabric {
                 Action::Delete { vm, file } => nodes[vm.node].delete(now, vm, file),
                 Action::Cpu { id, vm, work } => self.vcpus.add(id, vec![vm.node * self.vms_per_node + vm.vm], work),
                 Action::Send { id, from, to, bytes } => self.network.add(id, vec![2 * from, 2 * to + 1], bytes),
+                Action::Wake { id, at } => {
+                    self.timers.insert((at.max(now), id));
+                }
                 Action::Entered(kind) => {
                     self.boundaries.push((kind, now));
                     self.entered_with.push(job.stats().clone());
@@ -171,6 +183,9 @@ mod tests {
         /// Files deleted, and any operation on one after its deletion.
         deleted: std::collections::BTreeSet<(VmId, FileKey)>,
         after_delete: Vec<FileOp>,
+        /// Every operation: submitted and completed at.
+        log: Vec<(FileOp, Nanos, Nanos)>,
+        submitted: BTreeMap<OpId, Nanos>,
     }
 
     impl FifoDisk {
@@ -186,6 +201,8 @@ mod tests {
                 switches: Vec::new(),
                 deleted: std::collections::BTreeSet::new(),
                 after_delete: Vec::new(),
+                log: Vec::new(),
+                submitted: BTreeMap::new(),
             }
         }
 
@@ -223,6 +240,7 @@ mod tests {
             if self.deleted.contains(&(op.vm, op.file)) {
                 self.after_delete.push(op);
             }
+            self.submitted.insert(op.id, now);
             self.queue.push_back(op);
             self.start_next();
             Ok(())
@@ -244,6 +262,8 @@ mod tests {
                 }
                 self.now = at;
                 self.busy = None;
+                let submitted = self.submitted.remove(&op.id).unwrap_or(0);
+                self.log.push((op, submitted, at));
                 done.push((op.id, at));
                 self.start_next();
             }
@@ -435,6 +455,130 @@ mod tests {
             early.phases.non_concurrent_shuffle_pct()
         );
         assert!(late.phases.spans[1].duration() > early.phases.spans[1].duration());
+    }
+
+    /// The actions' I/O (VM index, map, offset) and timers (at).
+    fn split(actions: &[Action], vms_per_node: usize) -> (Vec<(usize, FileKey, u64)>, Vec<(OpId, Nanos)>) {
+        let mut io = Vec::new();
+        let mut wakes = Vec::new();
+        for a in actions {
+            match *a {
+                Action::Io(op) => io.push((op.vm.node * vms_per_node + op.vm.vm, op.file, op.offset)),
+                Action::Wake { id, at } => wakes.push((id, at)),
+                _ => {}
+            }
+        }
+        (io, wakes)
+    }
+
+    #[test]
+    fn a_tasktracker_is_handed_one_task_per_heartbeat_a_map_first() {
+        // Hadoop 0.19: 4 TaskTrackers heartbeat every 5 s, spread over the
+        // interval; each heartbeat hands out one task.
+        let (spec, cluster) = small(Benchmark::Sort);
+        let hb = spec.heartbeat.clone().expect("the presets model Hadoop's heartbeats");
+        let interval = hb.interval(cluster.vms());
+        assert_eq!(interval, ms(5000));
+        let mut job = Job::new(&spec, &cluster).unwrap();
+        let (io, first) = split(&job.start(0), cluster.vms_per_node);
+        assert!(io.is_empty());
+        let mut at: Vec<Nanos> = first.iter().map(|w| w.1).collect();
+        at.sort_unstable();
+        assert_eq!(at, vec![0, ms(1250), ms(2500), ms(3750)]);
+        // At 0 only TaskTracker 0 heartbeats: one map, its first read.
+        let beat0 = first.iter().find(|w| w.1 == 0).unwrap().0;
+        let (io, wakes) = split(&job.complete(beat0, 0), cluster.vms_per_node);
+        assert_eq!(io, vec![(0, FileKey::Input(0), 0)]);
+        assert_eq!(wakes.iter().map(|w| w.1).collect::<Vec<_>>(), vec![ms(5000)]);
+        // TaskTracker 1's first heartbeat: one map of its own.
+        let beat1 = first.iter().find(|w| w.1 == ms(1250)).unwrap().0;
+        let (io, _) = split(&job.complete(beat1, ms(1250)), cluster.vms_per_node);
+        assert_eq!(io, vec![(1, FileKey::Input(2), 0)]);
+        // TaskTracker 0's second: its second map (a map before a reduce).
+        let beat0 = wakes[0].0;
+        let (io, next) = split(&job.complete(beat0, ms(5000)), cluster.vms_per_node);
+        assert_eq!(io, vec![(0, FileKey::Input(1), 0)]);
+        // Its third, with both map slots busy: a reduce, which asks its
+        // TaskTracker for finished maps (none yet) and fetches nothing.
+        let beat0 = next.iter().find(|w| w.1 == ms(10_000)).unwrap().0;
+        let (io, next) = split(&job.complete(beat0, ms(10_000)), cluster.vms_per_node);
+        assert!(io.is_empty(), "{io:?}");
+        // The reducer, idle, asks again 5 s later; the TaskTracker's event
+        // fetch comes every interval; the next heartbeat an interval on.
+        let mut at: Vec<Nanos> = next.iter().map(|w| w.1).collect();
+        at.sort_unstable();
+        assert_eq!(at, vec![ms(15_000); 3]);
+    }
+
+    /// When each map's output was complete and when each of its partitions
+    /// was first fetched, from a run on test disks that log every operation.
+    fn fetch_lags(spec: &JobSpec, cluster: &ClusterSpec) -> Vec<Nanos> {
+        let (_, nodes) = run_on_disks(spec, cluster);
+        let mut done: BTreeMap<FileKey, Nanos> = BTreeMap::new();
+        let mut fetched: BTreeMap<(FileKey, u64), Nanos> = BTreeMap::new();
+        for n in &nodes {
+            for &(op, submitted, completed) in &n.log {
+                match (op.file, op.write) {
+                    (FileKey::MapOutput(_), true) => {
+                        let t = done.entry(op.file).or_insert(0);
+                        *t = (*t).max(completed);
+                    }
+                    (FileKey::MapOutput(_), false) => {
+                        fetched.entry((op.file, op.offset)).or_insert(submitted);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        fetched.iter().map(|((file, _), &at)| at - done[file]).collect()
+    }
+
+    #[test]
+    fn a_finished_map_is_fetched_only_after_its_reducers_poll() {
+        // Sort (three spills per map, merged into its output): without
+        // heartbeats, the first fetch of a partition starts when the map
+        // ends or when one of the reducer's copiers frees; with them, the
+        // reducer's TaskTracker learns of the map at its next event fetch
+        // (up to 5 s later) and the reducer at its next poll.
+        let (spec, cluster) = small(Benchmark::Sort);
+        let with = fetch_lags(&spec, &cluster);
+        let without = fetch_lags(
+            &JobSpec {
+                heartbeat: None,
+                ..spec.clone()
+            },
+            &cluster,
+        );
+        let mean = |v: &[Nanos]| v.iter().sum::<Nanos>() / v.len() as Nanos;
+        assert_eq!(with.len(), without.len());
+        assert!(
+            mean(&with) > mean(&without) + ms(1000),
+            "{} vs {}",
+            mean(&with),
+            mean(&without)
+        );
+        // No fetch waits longer than an interval for the TaskTracker, the
+        // idle reducer's sleep and a poll, plus the disk's queue.
+        assert!(
+            with.iter().all(|&lag| lag <= ms(5000 + 5000 + 1000) + ms(2000)),
+            "{with:?}"
+        );
+    }
+
+    #[test]
+    fn with_heartbeats_the_shuffle_after_the_last_map_is_a_smaller_share_of_a_longer_job() {
+        // Table II's direction: the JobTracker loop adds seconds after the
+        // last map whatever the job's length.
+        let (spec, cluster) = small(Benchmark::Sort);
+        let share = |waves: u64| {
+            let spec = JobSpec {
+                input_per_vm: waves * 2 * spec.block,
+                ..spec.clone()
+            };
+            run_on_disks(&spec, &cluster).0.phases.non_concurrent_shuffle_pct()
+        };
+        let (one, four) = (share(1), share(4));
+        assert!(one > four, "{one} % at 1 wave, {four} % at 4");
     }
 
     #[test]

@@ -34,12 +34,22 @@
 //! the reduce ends). Map outputs live until the job ends (the TaskTracker
 //! removes them with the job's directory), so they are never deleted here.
 //!
+//! With a [`Heartbeat`] (Hadoop 0.19's, the presets' default) the
+//! JobTracker is in the loop: a TaskTracker is handed a task only at a
+//! heartbeat, one task per heartbeat, a map before a reduce; it heartbeats
+//! every interval and at once when one of its tasks ends; the
+//! TaskTracker learns of finished maps once per interval and its reducers
+//! ask it once a second (every 5 s when they have nothing to do), so a
+//! finished map's output is fetched seconds after the map ends. Without
+//! one, tasks start the moment a slot is free and reducers fetch a map's
+//! output the moment it ends.
+//!
 //! The job logs its progress ([`ProgressLog`]) and says when it enters the
 //! shuffle and the reduce phase ([`Action::Entered`]), for plans that switch
 //! schedulers at those boundaries.
 
 use super::phases::{PhaseKind, ProgressLog};
-use super::spec::{ClusterSpec, JobSpec};
+use super::spec::{ClusterSpec, Heartbeat, JobSpec};
 use crate::error::Result;
 use hvio_core::time::Nanos;
 use serde::Serialize;
@@ -158,6 +168,14 @@ pub enum Action {
         vm: VmId,
         /// The file.
         file: FileKey,
+    },
+    /// Complete `id` at time `at` (a heartbeat or a poll of Hadoop's
+    /// JobTracker loop is due); nothing to do but wait.
+    Wake {
+        /// Its id.
+        id: OpId,
+        /// When, ns.
+        at: Nanos,
     },
 }
 
@@ -309,6 +327,9 @@ struct ReduceTask {
     started: bool,
     /// Index into the job's list of finished maps: the next to fetch.
     next_map: usize,
+    /// How many of the job's finished maps this reducer knows of (with
+    /// heartbeats: as its TaskTracker knew them at its last poll).
+    known: usize,
     in_flight: usize,
     fetched: usize,
     mem: u64,
@@ -332,6 +353,7 @@ impl ReduceTask {
             vm,
             started: false,
             next_map: 0,
+            known: 0,
             in_flight: 0,
             fetched: 0,
             mem: 0,
@@ -418,6 +440,35 @@ enum Next {
     ReplicaWritten {
         r: usize,
     },
+    /// TaskTracker `v`'s heartbeat number `seq` (stale if a heartbeat
+    /// on a task's end moved it).
+    Beat {
+        v: usize,
+        seq: u64,
+    },
+    /// TaskTracker `v` asks the JobTracker for map-completion events.
+    EventFetch {
+        v: usize,
+    },
+    /// Reducer `r` asks its TaskTracker for map-completion events.
+    ReducePoll {
+        r: usize,
+    },
+}
+
+/// The JobTracker loop's state ([`Heartbeat`]).
+struct Tracker {
+    hb: Heartbeat,
+    interval: Nanos,
+    /// Per TaskTracker: the number of its heartbeat due next.
+    beat_seq: Vec<u64>,
+    /// Per TaskTracker: how many finished maps it knows of.
+    known: Vec<usize>,
+    /// Per TaskTracker: whether its event fetcher runs (from its first reduce).
+    fetching: Vec<bool>,
+    /// Per TaskTracker: reduces handed to it and reduces it finished.
+    reduces_started: Vec<usize>,
+    reduces_done: Vec<usize>,
 }
 
 /// A MapReduce job over a cluster; see the module doc.
@@ -433,6 +484,9 @@ pub struct Job {
     reduces_done: usize,
     shuffles_done: usize,
     waiting: BTreeMap<OpId, Next>,
+    /// Timers of the JobTracker loop (not operations: not in `pending`).
+    wakes: BTreeMap<OpId, Next>,
+    tracker: Option<Tracker>,
     next_id: OpId,
     out: Vec<Action>,
     log: ProgressLog,
@@ -493,6 +547,16 @@ impl Job {
             reduces_done: 0,
             shuffles_done: 0,
             waiting: BTreeMap::new(),
+            wakes: BTreeMap::new(),
+            tracker: spec.heartbeat.clone().map(|hb| Tracker {
+                interval: hb.interval(vms),
+                hb,
+                beat_seq: vec![0; vms],
+                known: vec![0; vms],
+                fetching: vec![false; vms],
+                reduces_started: vec![0; vms],
+                reduces_done: vec![0; vms],
+            }),
             next_id: 0,
             out: Vec::new(),
             log: ProgressLog::default(),
@@ -537,10 +601,18 @@ impl Job {
         if !self.started {
             self.started = true;
             self.log.start = now;
-            for v in 0..self.queued.len() {
-                self.launch_maps(v);
+            if let Some(t) = &self.tracker {
+                // Each TaskTracker's first heartbeat, spread over one interval.
+                let (interval, vms) = (t.interval, self.queued.len() as Nanos);
+                for v in 0..self.queued.len() {
+                    self.schedule_beat(v, now + interval * v as Nanos / vms);
+                }
+            } else {
+                for v in 0..self.queued.len() {
+                    self.launch_maps(v);
+                }
+                self.launch_reduces();
             }
-            self.launch_reduces();
             self.check_end(now);
         }
         std::mem::take(&mut self.out)
@@ -549,7 +621,7 @@ impl Job {
     /// Operation `id` finished at `now`; returns what to do next. An unknown
     /// or repeated id is ignored.
     pub fn complete(&mut self, id: OpId, now: Nanos) -> Vec<Action> {
-        if let Some(next) = self.waiting.remove(&id) {
+        if let Some(next) = self.waiting.remove(&id).or_else(|| self.wakes.remove(&id)) {
             self.proceed(next, now);
         }
         std::mem::take(&mut self.out)
@@ -597,6 +669,8 @@ impl Job {
             | Next::OutputLocal { r }
             | Next::ReplicaSent { r, .. }
             | Next::ReplicaWritten { r } => maps + r as u32,
+            // Timers, never I/O.
+            Next::Beat { .. } | Next::EventFetch { .. } | Next::ReducePoll { .. } => 0,
         }
     }
 
@@ -611,6 +685,61 @@ impl Job {
     fn cpu(&mut self, vm: VmId, work: Nanos, next: Next) {
         let id = self.ask(next);
         self.out.push(Action::Cpu { id, vm, work });
+    }
+
+    /// Complete `next` at `at`.
+    fn wake(&mut self, at: Nanos, next: Next) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.wakes.insert(id, next);
+        self.out.push(Action::Wake { id, at });
+    }
+
+    fn schedule_beat(&mut self, v: usize, due: Nanos) {
+        let t = self.tracker.as_mut().expect("heartbeats are modelled");
+        t.beat_seq[v] += 1;
+        let seq = t.beat_seq[v];
+        self.wake(due, Next::Beat { v, seq });
+    }
+
+    /// TaskTracker `v` heartbeats at `now`: the JobTracker hands it at most
+    /// one task, a map before a reduce (`JobQueueTaskScheduler`), and the
+    /// next heartbeat is due an interval later.
+    fn beat(&mut self, v: usize, now: Nanos) {
+        if self.ended {
+            return;
+        }
+        let trackers = self.queued.len();
+        let t = self.tracker.as_ref().expect("heartbeats are modelled");
+        let (interval, reduces_started, reduces_done) = (t.interval, t.reduces_started[v], t.reduces_done[v]);
+        let remaining_maps = self.maps.len() - self.finished_maps.len();
+        let max_maps = self.spec.map_slots.min(remaining_maps.div_ceil(trackers));
+        let remaining_reduces = self.reduces.len() - self.reduces_done;
+        let max_reduces = self.spec.reduce_slots.min(remaining_reduces.div_ceil(trackers));
+        let needed = (self.spec.reduce_slowstart * self.maps.len() as f64).ceil() as usize;
+        if self.running_maps[v] < max_maps && !self.queued[v].is_empty() {
+            let m = self.queued[v].pop_front().expect("checked above");
+            self.running_maps[v] += 1;
+            self.map_step(m, now);
+        } else if self.finished_maps.len() >= needed
+            && reduces_started < self.spec.reduces_per_vm
+            && reduces_started - reduces_done < max_reduces
+        {
+            let r = v * self.spec.reduces_per_vm + reduces_started;
+            let t = self.tracker.as_mut().expect("heartbeats are modelled");
+            t.reduces_started[v] += 1;
+            self.reduces[r].started = true;
+            if !t.fetching[v] {
+                // The TaskTracker's event fetcher starts with its first reduce.
+                t.fetching[v] = true;
+                self.proceed(Next::EventFetch { v }, now);
+            }
+            self.proceed(Next::ReducePoll { r }, now);
+        }
+        let t = self.tracker.as_ref().expect("heartbeats are modelled");
+        if !self.queued[v].is_empty() || t.reduces_started[v] < self.spec.reduces_per_vm {
+            self.schedule_beat(v, now + interval);
+        }
     }
 
     fn send(&mut self, from: usize, to: usize, bytes: u64, next: Next) {
@@ -726,6 +855,36 @@ impl Job {
             Next::ReplicaWritten { r } => {
                 self.reduces[r].replicas_in_flight -= 1;
                 self.reduce_step(r, now);
+            }
+            Next::Beat { v, seq } => {
+                let t = self.tracker.as_ref().expect("heartbeats are modelled");
+                if t.beat_seq[v] == seq {
+                    self.beat(v, now);
+                }
+            }
+            Next::EventFetch { v } => {
+                let finished = self.finished_maps.len();
+                let t = self.tracker.as_mut().expect("heartbeats are modelled");
+                t.known[v] = finished;
+                if finished < self.maps.len() {
+                    let at = now + t.interval;
+                    self.wake(at, Next::EventFetch { v });
+                }
+            }
+            Next::ReducePoll { r } => {
+                let v = self.vm_index(self.reduces[r].vm);
+                let t = self.tracker.as_ref().expect("heartbeats are modelled");
+                let (known, hb) = (t.known[v], t.hb.clone());
+                self.reduces[r].known = known;
+                self.reduce_step(r, now);
+                let task = &self.reduces[r];
+                if !task.shuffle_done && !task.done {
+                    // `ReduceCopier`: nothing in flight and nothing new to
+                    // fetch, it sleeps before it asks again.
+                    let idle = task.in_flight == 0 && task.next_map >= task.known;
+                    let at = now + if idle { hb.reduce_idle } else { hb.reduce_poll };
+                    self.wake(at, Next::ReducePoll { r });
+                }
             }
         }
     }
@@ -853,6 +1012,12 @@ impl Job {
         if self.finished_maps.len() == self.maps.len() {
             self.out.push(Action::Entered(PhaseKind::Shuffle));
         }
+        if self.tracker.is_some() {
+            // The TaskTracker heartbeats at once when a task ends; its
+            // reducers learn of the map through their polls.
+            self.beat(v, now);
+            return self.check_end(now);
+        }
         self.launch_maps(v);
         self.launch_reduces();
         for r in 0..self.reduces.len() {
@@ -960,9 +1125,12 @@ impl Job {
     }
 
     fn fetch_more(&mut self, r: usize) {
-        while self.reduces[r].in_flight < self.spec.parallel_copies
-            && self.reduces[r].next_map < self.finished_maps.len()
-        {
+        let known = if self.tracker.is_some() {
+            self.reduces[r].known
+        } else {
+            self.finished_maps.len()
+        };
+        while self.reduces[r].in_flight < self.spec.parallel_copies && self.reduces[r].next_map < known {
             let m = self.finished_maps[self.reduces[r].next_map];
             self.reduces[r].next_map += 1;
             let (out, offset, len) = self.partition(m, r);
@@ -1090,6 +1258,12 @@ impl Job {
         let inputs = std::mem::take(&mut merge.inputs);
         self.delete(vm, &inputs);
         self.reduces_done += 1;
+        if self.tracker.is_some() {
+            let v = self.vm_index(vm);
+            self.tracker.as_mut().expect("checked above").reduces_done[v] += 1;
+            self.check_end(now);
+            return self.beat(v, now);
+        }
         self.check_end(now);
     }
 

@@ -22,4 +22,4 @@ pub use cluster::{run, ClusterRun, NodeIo};
 pub use job::{Action, FileKey, FileOp, Job, JobStats, OpId, VmId};
 pub use node::{HostNode, NodeSpec};
 pub use phases::{waves, PhaseKind, Phases, ProgressLog, Span};
-pub use spec::{Benchmark, ClusterSpec, JobSpec};
+pub use spec::{Benchmark, ClusterSpec, Heartbeat, JobSpec};

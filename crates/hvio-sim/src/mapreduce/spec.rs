@@ -16,7 +16,10 @@
 //! job's start (0.19 has no `mapred.reduce.slowstart.completed.maps`; 0.20
 //! added it with 0.05), and `ReduceTask`'s
 //! `MAX_SINGLE_SHUFFLE_SEGMENT_FRACTION` 0.25: a map output over a quarter
-//! of the shuffle buffer goes straight to disk. The rest is hvio's assumption and marked so below
+//! of the shuffle buffer goes straight to disk. The JobTracker in the loop
+//! ([`Heartbeat`]) is Hadoop 0.19.0's too (its `MRConstants`,
+//! `JobTracker.getNextHeartbeatInterval`, `JobQueueTaskScheduler`,
+//! `TaskTracker.offerService` and `ReduceTask.ReduceCopier`). The rest is hvio's assumption and marked so below
 //! (CPU costs, record sizes, the combiner's reduction, the I/O chunk): change
 //! them per job.
 
@@ -148,6 +151,62 @@ pub struct JobSpec {
     /// Output chunks a reducer may have in flight to the other replicas
     /// before it waits (HDFS's packet window, 80 × 64 KiB, in chunks).
     pub replica_window: usize,
+    /// How tasks and finished maps travel through the JobTracker; `None`:
+    /// a task starts the moment its slot is free and a reducer learns of
+    /// a finished map the moment it ends.
+    pub heartbeat: Option<Heartbeat>,
+}
+
+/// Hadoop 0.19.0's JobTracker in the loop, from its sources:
+///
+/// - every TaskTracker heartbeats every `max(interval_min, 1 s ×
+///   (TaskTrackers / cluster_increment + 1))` (`JobTracker.getNextHeartbeatInterval`
+///   with `MRConstants.HEARTBEAT_INTERVAL_MIN` 5 s and `CLUSTER_INCREMENT`
+///   50: 5 s up to 249 TaskTrackers), and at once when one of its tasks
+///   finishes (`TaskTracker.reportTaskFinished` wakes `offerService`);
+/// - each heartbeat's answer hands it at most one task, a map before a
+///   reduce, and no more maps (reduces) than its slots or the job's
+///   remaining maps (reduces) over the TaskTrackers, rounded up
+///   (`JobQueueTaskScheduler.assignTasks`);
+/// - the JobTracker knows a map is done at that heartbeat; a TaskTracker
+///   asks it for map-completion events once per heartbeat interval (its
+///   `MapEventsFetcherThread`); a reducer asks its TaskTracker at most once
+///   per `reduce_poll` (`ReduceCopier.MIN_POLL_INTERVAL`, 1 s) and, when it
+///   has nothing to fetch and nothing in flight, sleeps `reduce_idle`
+///   (5 s) first.
+///
+/// The TaskTrackers' heartbeats and event fetches start spread evenly over
+/// one interval (TaskTracker `v` of `n` at `v/n` of it): in Hadoop their
+/// phase is wherever their start put them; hvio draws no random numbers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// `MRConstants.HEARTBEAT_INTERVAL_MIN`.
+    pub interval_min: Nanos,
+    /// `MRConstants.CLUSTER_INCREMENT`: a second more per this many TaskTrackers.
+    pub cluster_increment: usize,
+    /// `ReduceCopier.MIN_POLL_INTERVAL`.
+    pub reduce_poll: Nanos,
+    /// How long a reducer with nothing to fetch sleeps before it asks again.
+    pub reduce_idle: Nanos,
+}
+
+impl Heartbeat {
+    /// Hadoop 0.19.0's values.
+    pub fn hadoop_0_19() -> Heartbeat {
+        Heartbeat {
+            interval_min: ms(5000),
+            cluster_increment: 50,
+            reduce_poll: ms(1000),
+            reduce_idle: ms(5000),
+        }
+    }
+
+    /// The heartbeat interval of a cluster of `trackers` TaskTrackers.
+    pub fn interval(&self, trackers: usize) -> Nanos {
+        let per_size = ms(1000) * (trackers / self.cluster_increment.max(1) + 1) as Nanos;
+        self.interval_min.max(per_size)
+    }
 }
 
 impl JobSpec {
@@ -178,6 +237,7 @@ impl JobSpec {
             shuffle_merge_percent: 0.66,
             io_chunk: MIB,
             replica_window: 5,
+            heartbeat: Some(Heartbeat::hadoop_0_19()),
         };
         match benchmark {
             Benchmark::Sort => base,
@@ -247,6 +307,17 @@ impl JobSpec {
         ];
         if let Some((key, value)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(SimError::invalid(ctx, key, value, "must be at least 1"));
+        }
+        if let Some(hb) = &self.heartbeat {
+            let times = [
+                ("heartbeat.interval_min", hb.interval_min),
+                ("heartbeat.reduce_poll", hb.reduce_poll),
+                ("heartbeat.reduce_idle", hb.reduce_idle),
+                ("heartbeat.cluster_increment", hb.cluster_increment as u64),
+            ];
+            if let Some((key, value)) = times.iter().find(|(_, v)| *v == 0) {
+                return Err(SimError::invalid(ctx, key, value, "must be at least 1"));
+            }
         }
         if self.io_sort_factor < 2 {
             return Err(SimError::invalid(
