@@ -108,6 +108,60 @@ pub struct MapReduceRunResult {
     /// after the map, before any switch there: what the next pair of a
     /// plan inherits.
     pub backlogs: Vec<PhaseBacklog>,
+    /// What the disks did in each phase (every node's together).
+    pub disk: Vec<PhaseDisk>,
+}
+
+/// The disks in one phase of a run, every node's together: how busy, and
+/// what the host scheduler sent them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseDisk {
+    /// The phase (`map`, `shuffle`, `reduce`).
+    pub phase: &'static str,
+    /// Its length, s.
+    pub seconds: f64,
+    /// The share of the phase the disks held a request, % (the nodes' mean).
+    pub busy_pct: f64,
+    /// Requests dispatched to the disks.
+    pub requests: u64,
+    /// Their mean size, KiB.
+    pub mean_kib: f64,
+    /// Reads among them, %.
+    pub read_pct: f64,
+    /// Requests that did not start where the one dispatched before ended, %.
+    pub seek_pct: f64,
+    /// The mean distance of those, MiB.
+    pub mean_seek_mib: f64,
+    /// Guest requests the host merged into a queued one, %.
+    pub merged_pct: f64,
+    /// The requests the host scheduler held beside the one it dispatched,
+    /// on average.
+    pub mean_host_queue: f64,
+}
+
+impl PhaseDisk {
+    fn new(phase: &'static str, nanos: u64, nodes: usize, t: node::DiskTrace) -> PhaseDisk {
+        let share = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                100.0 * part as f64 / whole as f64
+            }
+        };
+        let per = |sum: f64, n: u64| if n == 0 { 0.0 } else { sum / n as f64 };
+        PhaseDisk {
+            phase,
+            seconds: ns_to_s(nanos),
+            busy_pct: share(t.busy_ns, nanos * nodes as u64),
+            requests: t.requests,
+            mean_kib: per(t.bytes as f64 / 1024.0, t.requests),
+            read_pct: share(t.reads, t.requests),
+            seek_pct: share(t.seeks, t.requests),
+            mean_seek_mib: per(t.seek_sectors as f64 * 512.0 / (1 << 20) as f64, t.seeks),
+            merged_pct: share(t.merged, t.guest_requests),
+            mean_host_queue: per(t.queued_at_dispatch as f64, t.requests),
+        }
+    }
 }
 
 /// The backlog as the job entered a phase.
@@ -190,8 +244,8 @@ pub(crate) fn simulate(
     cluster: &ClusterSpec,
     (host, guest): (&str, &str),
     switches: &[node::PhaseSwitch],
-) -> Result<(ClusterRun, Vec<node::Backlog>)> {
-    node::simulate_with_backlog(
+) -> Result<(ClusterRun, Vec<node::Backlog>, Vec<node::DiskTrace>)> {
+    node::simulate_traced(
         spec,
         cluster,
         &NodeSpec::new(host, guest, cluster.vms_per_node).with_page_cache(node::hadoop_page_cache()),
@@ -256,7 +310,15 @@ pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
     let (spec, wave) = job_spec(cfg)?;
     let cluster = &cfg.cluster;
     let ((host, guest), switches) = plan_switches(cfg)?;
-    let (r, backlogs) = simulate(&spec, cluster, (&host, &guest), &switches)?;
+    let (r, backlogs, traces) = simulate(&spec, cluster, (&host, &guest), &switches)?;
+    let mut edges: Vec<(&'static str, u64)> = vec![("map", r.progress.start)];
+    edges.extend(r.boundaries.iter().map(|(kind, at)| (kind.name(), *at)));
+    let disk = edges
+        .iter()
+        .zip(edges.iter().skip(1).map(|e| e.1).chain([r.progress.end]))
+        .zip(traces)
+        .map(|(((phase, from), to), t)| PhaseDisk::new(phase, to - from, cluster.nodes, t))
+        .collect();
     let backlogs = r
         .boundaries
         .iter()
@@ -284,6 +346,7 @@ pub fn run(cfg: &MapReduceRunConfig) -> Result<MapReduceRunResult> {
         ),
         two_phases_s: two_phases_s(&r),
         backlogs,
+        disk,
     })
 }
 

@@ -187,7 +187,7 @@ pub fn tune(job: &MapReduceRunConfig) -> Result<MapReduceTuneResult> {
             })
             .into_iter()
             .collect();
-        let (run, backlogs) = simulate(&spec, cluster, (&from.host, &from.guest), &switches)?;
+        let (run, backlogs, _) = simulate(&spec, cluster, (&from.host, &from.guest), &switches)?;
         let phase_s = two_phases_s(&run);
         let b = backlogs.first().copied().unwrap_or_default();
         let outcome = Outcome {

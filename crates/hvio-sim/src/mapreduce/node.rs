@@ -215,6 +215,65 @@ impl Backlog {
     }
 }
 
+/// What a node's disk and host scheduler did from the start of a run
+/// ([`HostNode::disk_trace`]): the request-level view of a phase, as the
+/// difference of two traces ([`DiskTrace::minus`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DiskTrace {
+    /// Requests the host scheduler dispatched to the disk.
+    pub requests: u64,
+    /// Of them, reads.
+    pub reads: u64,
+    /// Bytes they moved.
+    pub bytes: u64,
+    /// Dispatched requests that did not start where the one dispatched
+    /// before them ended.
+    pub seeks: u64,
+    /// Their distances summed, sectors.
+    pub seek_sectors: u64,
+    /// Time the disk held at least one request, ns.
+    pub busy_ns: u64,
+    /// Requests the guests sent to the host.
+    pub guest_requests: u64,
+    /// Of them, merged by the host into a queued request (`back_merge`).
+    pub merged: u64,
+    /// The host scheduler's queue summed over its dispatches (the requests
+    /// it held beside the one it chose).
+    pub queued_at_dispatch: u64,
+}
+
+impl DiskTrace {
+    /// What happened between `earlier` and this trace.
+    pub fn minus(self, earlier: DiskTrace) -> DiskTrace {
+        DiskTrace {
+            requests: self.requests - earlier.requests,
+            reads: self.reads - earlier.reads,
+            bytes: self.bytes - earlier.bytes,
+            seeks: self.seeks - earlier.seeks,
+            seek_sectors: self.seek_sectors - earlier.seek_sectors,
+            busy_ns: self.busy_ns - earlier.busy_ns,
+            guest_requests: self.guest_requests - earlier.guest_requests,
+            merged: self.merged - earlier.merged,
+            queued_at_dispatch: self.queued_at_dispatch - earlier.queued_at_dispatch,
+        }
+    }
+
+    /// Two nodes' traces together.
+    pub fn plus(self, other: DiskTrace) -> DiskTrace {
+        DiskTrace {
+            requests: self.requests + other.requests,
+            reads: self.reads + other.reads,
+            bytes: self.bytes + other.bytes,
+            seeks: self.seeks + other.seeks,
+            seek_sectors: self.seek_sectors + other.seek_sectors,
+            busy_ns: self.busy_ns + other.busy_ns,
+            guest_requests: self.guest_requests + other.guest_requests,
+            merged: self.merged + other.merged,
+            queued_at_dispatch: self.queued_at_dispatch + other.queued_at_dispatch,
+        }
+    }
+}
+
 /// One physical node; see the module doc.
 pub struct HostNode {
     host: Driver,
@@ -238,6 +297,12 @@ pub struct HostNode {
     /// copy between the cache and the task), earliest first.
     ready: BinaryHeap<Reverse<(Nanos, OpId)>>,
     now: Nanos,
+    trace: DiskTrace,
+    /// Requests on the disk, since when it has been busy, and where the
+    /// last dispatched request ended.
+    on_disk: usize,
+    busy_since: Nanos,
+    head: Sector,
 }
 
 fn sectors(bytes: u64) -> Sector {
@@ -329,6 +394,10 @@ impl HostNode {
             done: Vec::new(),
             ready: BinaryHeap::new(),
             now: 0,
+            trace: DiskTrace::default(),
+            on_disk: 0,
+            busy_since: 0,
+            head: 0,
         })
     }
 
@@ -376,6 +445,15 @@ impl HostNode {
         b
     }
 
+    /// What the disk and the host scheduler did from the start to `now`.
+    pub fn disk_trace(&self, now: Nanos) -> DiskTrace {
+        let mut t = self.trace;
+        if self.on_disk > 0 {
+            t.busy_ns += now.saturating_sub(self.busy_since);
+        }
+        t
+    }
+
     /// Whether a switch is still in progress anywhere on the node.
     pub fn switching(&self) -> bool {
         self.host.switching() || self.guests.iter().any(|g| g.driver.switching())
@@ -419,8 +497,12 @@ impl HostNode {
                         // The host's block layer merges a request that
                         // continues a queued one of the same VM, up to the
                         // disk's largest request.
+                        self.trace.guest_requests += 1;
                         match self.host.back_merge(&host_rq, self.max_sectors as u32, now) {
-                            Some(into) => self.merged.entry(into).or_default().push(host_rq.id),
+                            Some(into) => {
+                                self.trace.merged += 1;
+                                self.merged.entry(into).or_default().push(host_rq.id)
+                            }
                             None => self.host.insert(host_rq, now),
                         }
                     }
@@ -434,7 +516,23 @@ impl HostNode {
         }
         while self.device.can_accept() {
             match self.host.poll(now) {
-                Next::Request(rq) => self.device.submit(rq, now),
+                Next::Request(rq) => {
+                    let t = &mut self.trace;
+                    t.requests += 1;
+                    t.reads += u64::from(rq.op == Op::Read);
+                    t.bytes += rq.sectors as u64 * SECTOR_BYTES;
+                    if rq.sector != self.head {
+                        t.seeks += 1;
+                        t.seek_sectors += rq.sector.abs_diff(self.head);
+                    }
+                    t.queued_at_dispatch += self.host.queued() as u64;
+                    self.head = rq.sector + rq.sectors as u64;
+                    if self.on_disk == 0 {
+                        self.busy_since = now;
+                    }
+                    self.on_disk += 1;
+                    self.device.submit(rq, now)
+                }
                 Next::Wait { until, .. } => {
                     self.host_timer = Some(until);
                     break;
@@ -715,6 +813,10 @@ impl NodeIo for HostNode {
             self.now = t;
             self.device.advance(t, &mut self.completions);
             for c in std::mem::take(&mut self.completions) {
+                self.on_disk -= 1;
+                if self.on_disk == 0 {
+                    self.trace.busy_ns += c.done.saturating_sub(self.busy_since);
+                }
                 self.host.completed(&c.rq, c.done);
                 let merged = self.merged.remove(&c.rq.id).unwrap_or_default();
                 for id in std::iter::once(c.rq.id).chain(merged) {
@@ -793,6 +895,19 @@ pub fn simulate_with_backlog(
     disk: &toml::Table,
     switches: &[PhaseSwitch],
 ) -> Result<(super::cluster::ClusterRun, Vec<Backlog>)> {
+    simulate_traced(job, cluster, node, disk, switches).map(|(run, backlogs, _)| (run, backlogs))
+}
+
+/// [`simulate_with_backlog`], and what the disks did (every node's
+/// [`DiskTrace`] summed) in each phase of the run's `boundaries` and after
+/// the last: one trace per boundary, then one to the job's end.
+pub fn simulate_traced(
+    job: &super::spec::JobSpec,
+    cluster: &super::spec::ClusterSpec,
+    node: &NodeSpec,
+    disk: &toml::Table,
+    switches: &[PhaseSwitch],
+) -> Result<(super::cluster::ClusterRun, Vec<Backlog>, Vec<DiskTrace>)> {
     let node = NodeSpec {
         vms: cluster.vms_per_node,
         ..node.clone()
@@ -807,6 +922,13 @@ pub fn simulate_with_backlog(
         .collect::<Result<Vec<_>>>()?;
     let mut job = super::job::Job::new(job, cluster)?;
     let mut backlogs = Vec::new();
+    let mut traces = Vec::new();
+    let total = |nodes: &[HostNode], now| {
+        nodes
+            .iter()
+            .map(|n| n.disk_trace(now))
+            .fold(DiskTrace::default(), DiskTrace::plus)
+    };
     let run = super::cluster::run(&mut job, &mut nodes, cluster, |kind, now, nodes| {
         backlogs.push(
             nodes
@@ -814,6 +936,7 @@ pub fn simulate_with_backlog(
                 .map(HostNode::backlog)
                 .fold(Backlog::default(), Backlog::plus),
         );
+        traces.push(total(nodes, now));
         for s in switches.iter().filter(|s| s.at == kind) {
             for n in nodes.iter_mut() {
                 n.switch(s.host.as_deref(), s.guest.as_deref(), s.policy, now)?;
@@ -821,7 +944,17 @@ pub fn simulate_with_backlog(
         }
         Ok(())
     })?;
-    Ok((run, backlogs))
+    traces.push(total(&nodes, run.progress.end));
+    let mut before = DiskTrace::default();
+    let traces = traces
+        .into_iter()
+        .map(|t| {
+            let phase = t.minus(before);
+            before = t;
+            phase
+        })
+        .collect();
+    Ok((run, backlogs, traces))
 }
 
 /// Paper 002's switch-cost benchmark (§IV.B) on one node: every VM writes
@@ -1118,6 +1251,29 @@ mod tests {
         assert_eq!(g.next_free, 0);
         // A full image is an error, not a panic.
         assert_eq!(g.allocate(g.sectors + 1), None);
+    }
+
+    #[test]
+    fn the_disk_trace_counts_each_phase_s_requests_and_busy_time() {
+        let (spec, cluster) = small();
+        let node = NodeSpec::new("cfq", "cfq", 2).with_page_cache(hadoop_page_cache());
+        let (run, _, traces) = simulate_traced(&spec, &cluster, &node, &hdd(), &[]).unwrap();
+        assert_eq!(traces.len(), run.boundaries.len() + 1, "one per phase");
+        let edges: Vec<Nanos> = std::iter::once(0)
+            .chain(run.boundaries.iter().map(|b| b.1))
+            .chain([run.progress.end])
+            .collect();
+        for (t, span) in traces.iter().zip(edges.windows(2)) {
+            // The two disks are busy at most the whole phase each.
+            assert!(t.busy_ns <= 2 * (span[1] - span[0]), "{t:?}");
+            assert!(t.merged <= t.guest_requests && t.seeks <= t.requests && t.reads <= t.requests);
+        }
+        // Every input block is read from the disks during the map phase
+        // (nothing of it is cached at the start), and the disks are busy.
+        let input = spec.input_per_vm * cluster.vms() as u64;
+        assert!(traces[0].bytes >= input && traces[0].reads > 0 && traces[0].busy_ns > 0);
+        let all = traces.iter().fold(DiskTrace::default(), |a, t| a.plus(*t));
+        assert_eq!(all.minus(traces[0]).minus(traces[1]), traces[2]);
     }
 
     #[test]
