@@ -457,8 +457,11 @@ mod tests {
         assert!(late.phases.spans[1].duration() > early.phases.spans[1].duration());
     }
 
-    /// The actions' I/O (VM index, map, offset) and timers (at).
-    fn split(actions: &[Action], vms_per_node: usize) -> (Vec<(usize, FileKey, u64)>, Vec<(OpId, Nanos)>) {
+    /// An I/O action as (VM index, file, offset).
+    type IoAt = (usize, FileKey, u64);
+
+    /// The actions' I/O and timers (id, at).
+    fn split(actions: &[Action], vms_per_node: usize) -> (Vec<IoAt>, Vec<(OpId, Nanos)>) {
         let mut io = Vec::new();
         let mut wakes = Vec::new();
         for a in actions {
