@@ -407,14 +407,27 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     #[inline(always)]
     pub fn poll(&mut self, now: Nanos) -> Next {
         // No switch and no dispatch list: the scheduler decides (the hot path).
-        let d = if self.switch.is_none() && self.dispatch_list.is_empty() {
-            self.sched.dispatch(now)
-        } else {
-            match self.poll_switching(now) {
-                Ok(d) => d,
-                Err(next) => return next,
-            }
-        };
+        if self.switch.is_none() && self.dispatch_list.is_empty() {
+            let d = self.sched.dispatch(now);
+            return self.answer(d, now);
+        }
+        // Out of line: merged into the hot path, the two ways to a
+        // `Dispatch` made the compiler keep the request in pieces, copied
+        // with overlapping moves that stall the loads after them.
+        self.poll_slow(now)
+    }
+
+    #[inline(never)]
+    fn poll_slow(&mut self, now: Nanos) -> Next {
+        match self.poll_switching(now) {
+            Ok(d) => self.answer(d, now),
+            Err(next) => next,
+        }
+    }
+
+    /// What the scheduler's `d` asks of the device.
+    #[inline(always)]
+    fn answer(&mut self, d: Dispatch, now: Nanos) -> Next {
         match d {
             Dispatch::Request(rq) => self.dispatched(rq),
             Dispatch::WaitUntil(t) => self.wait(t, now),
