@@ -8,7 +8,9 @@
 # turned on (the global `Output file for trace of I/O requests simulated`:
 # each request's arrival; in a closed-loop replay a request's service time
 # is the next arrival minus its own minus the recorded gap), then runs
-# `hdd_errors DISK.parv DISK.trace TOP --disksim OUTTRACE`: per request
+# `hdd_errors DISK.parv DISK.trace TOP --disksim OUTTRACE --as-described`
+# (the description as DiskSim reads it, without hvio's DIXtrac
+# seek-overhead correction): per request
 # class the measured, hvio's and DiskSim's means and demerits, and the
 # demerit between hvio's and DiskSim's distributions (see
 # docs/hdd-model.md, "Where the remaining error is").
@@ -66,6 +68,6 @@ for parv in "$RUN"/*.parv; do
   "$DISKSIM" "$parv" "$disk.outv" validate "$disk.trace" 0 >/dev/null 2>&1 || { echo "$disk: DiskSim failed" >&2; continue; }
   echo
   echo "=== $disk"
-  "$ERRORS" "$DATA/$disk.parv" "$DATA/$disk.trace" "$TOP" --disksim "$disk.outtrace" --dump "$disk.csv"
+  "$ERRORS" "$DATA/$disk.parv" "$DATA/$disk.trace" "$TOP" --disksim "$disk.outtrace" --dump "$disk.csv" --as-described
   [ -z "$KEEP" ] || cp "$disk.outtrace" "$disk.outv" "$disk.csv" "$KEEP/"
 done

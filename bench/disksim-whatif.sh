@@ -6,8 +6,10 @@
 # Copies DATA (default ../shared/data/hdd-validation) to a scratch folder,
 # changes the copy as asked, and replays DISK.trace on DISK.parv in hvio
 # (`hvio validate-disk`) and, with --disksim-src, in DiskSim 4.0 (its RMS
-# demerit from its own `rms` tool and its simulated mean). Without changes
-# it prints the disk as described.
+# demerit from its own `rms` tool and its simulated mean). Both read the
+# changed copy as DiskSim does (hvio with `--as-described`; hvio's own
+# DIXtrac seek-overhead correction is what `--seek-overhead 0.55` does
+# here). Without changes it prints the disk as described.
 #
 #   KEY=VALUE            every `KEY = ...` line of the disk's files (DISK*) gets
 #                        VALUE (an error when no line has KEY)
@@ -80,7 +82,7 @@ if [ -n "$SHIFT" ]; then
   echo "moved $SHIFT ms from every seek into the miss overheads"
 fi
 
-echo "hvio:    $("$HVIO" validate-disk "$DISK.parv" "$DISK.trace" 2>/dev/null | grep -E 'RMS demerit' | sed 's/^ *RMS demerit *//')"
+echo "hvio:    $("$HVIO" validate-disk "$DISK.parv" "$DISK.trace" --as-described 2>/dev/null | grep -E 'RMS demerit' | sed 's/^ *RMS demerit *//')"
 if [ -n "$SRC" ]; then
   echo "building DiskSim 4.0 from $SRC ..."
   disksim_build "$SRC" "$WORK"

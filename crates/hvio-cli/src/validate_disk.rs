@@ -4,6 +4,7 @@
 use crate::common::out;
 use anyhow::Result;
 use clap::Args;
+use hvio_device::disksim::LoadOptions;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -24,16 +25,41 @@ pub struct ValidateDiskArgs {
     /// The `disksim_disk` block to use when the file has several.
     #[arg(long)]
     disk: Option<String>,
+    /// Read the description exactly as DiskSim 4.0 does: no DIXtrac
+    /// seek-overhead correction (see docs/hdd-model.md).
+    #[arg(long, conflicts_with = "seek_overhead")]
+    as_described: bool,
+    /// Move MS instead of hvio's fitted constant from every time of a
+    /// DIXtrac-extracted seek table (`Seek type = extracted`) into the read
+    /// and write miss overheads.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, value_parser = seek_overhead_ms)]
+    seek_overhead: Option<f64>,
     /// Also time this many replays and report the best replay speed.
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u32>)]
     bench: u32,
 }
 
+/// A time in ms between 0 and the HDD model's longest step.
+fn seek_overhead_ms(s: &str) -> Result<f64, String> {
+    let max = hvio_device::hdd::MAX_STEP_MS;
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (0.0..=max).contains(v))
+        .ok_or_else(|| format!("`{s}`: expected milliseconds between 0 and {max}, e.g. 0.5"))
+}
+
 pub fn validate_disk(a: ValidateDiskArgs) -> Result<()> {
+    let opts = match (a.as_described, a.seek_overhead) {
+        (true, _) => LoadOptions::as_described(),
+        (false, Some(ms)) => LoadOptions {
+            dixtrac_seek_overhead_ms: ms,
+        },
+        (false, None) => LoadOptions::default(),
+    };
     let report = match (&a.all, &a.spec, &a.trace) {
-        (Some(dir), _, _) => hvio_device::validate::run_all(dir, a.out.as_deref())?,
+        (Some(dir), _, _) => hvio_device::validate::run_all(dir, a.out.as_deref(), &opts)?,
         (None, Some(spec), Some(trace)) => {
-            hvio_device::validate::run_cli(spec, trace, a.out.as_deref(), a.disk.as_deref(), a.bench)?
+            hvio_device::validate::run_cli(spec, trace, a.out.as_deref(), a.disk.as_deref(), a.bench, &opts)?
         }
         _ => anyhow::bail!("validate-disk needs SPEC and TRACE, or --all DIR"),
     };

@@ -30,9 +30,11 @@
 //! median is the buffer's own time, command overhead and bus transfer,
 //! where a mean mixes in the misses).
 //! `--dump FILE` writes `line,op,lbn,sectors,measured_ms,hvio_ms` (and
-//! `disksim_ms`) per request.
+//! `disksim_ms`) per request. `--as-described` reads the description as
+//! DiskSim does (no DIXtrac seek-overhead correction, as
+//! `hvio validate-disk --as-described`).
 
-use hvio_device::disksim::load_disk;
+use hvio_device::disksim::{load_disk_with, LoadOptions};
 use hvio_device::validate::{quantiles, read_trace, replay, rms};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -50,12 +52,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         v
     };
     let (disksim_trace, dump) = (option("--disksim"), option("--dump"));
+    let as_described = args
+        .iter()
+        .position(|a| a == "--as-described")
+        .map(|i| args.remove(i))
+        .is_some();
+    let opts = if as_described {
+        LoadOptions::as_described()
+    } else {
+        LoadOptions::default()
+    };
     if args.len() < 3 {
-        return Err("usage: hdd_errors SPEC TRACE [TOP] [--disksim OUTTRACE] [--dump FILE]".into());
+        return Err("usage: hdd_errors SPEC TRACE [TOP] [--disksim OUTTRACE] [--dump FILE] [--as-described]".into());
     }
     let (spec, trace) = (Path::new(&args[1]), Path::new(&args[2]));
     let top: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(15);
-    let loaded = load_disk(spec, None)?;
+    let loaded = load_disk_with(spec, None, &opts)?;
     let geom = loaded.model.geom.clone();
     let records = read_trace(trace)?;
     let text = std::fs::read_to_string(trace)?;

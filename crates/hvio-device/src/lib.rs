@@ -84,6 +84,10 @@ pub struct DisksimConfig {
     pub disk: Option<String>,
     /// Commands the drive accepts at once (default: the spec's `Max queue length`).
     pub queue_depth: Option<usize>,
+    /// Moved from every time of a DIXtrac-extracted seek table into the
+    /// miss overheads, ms (default [`disksim::DIXTRAC_SEEK_OVERHEAD_MS`];
+    /// 0: the description as DiskSim reads it).
+    pub dixtrac_seek_overhead_ms: Option<f64>,
 }
 
 impl Default for DeviceConfig {
@@ -105,7 +109,18 @@ pub fn build_hdd_model(cfg: &DeviceConfig, base_dir: &Path) -> Result<HddModel, 
     match cfg {
         DeviceConfig::Hdd(p) => p.build(),
         DeviceConfig::Disksim(d) => {
-            let mut m = disksim::load_disk(&base_dir.join(&d.spec), d.disk.as_deref())?.model;
+            let mut opts = disksim::LoadOptions::default();
+            if let Some(c) = d.dixtrac_seek_overhead_ms {
+                if !(c.is_finite() && (0.0..=hdd::MAX_STEP_MS).contains(&c)) {
+                    return Err(DeviceError::param(
+                        "dixtrac_seek_overhead_ms",
+                        c,
+                        format!("must be between 0 and {} ms", hdd::MAX_STEP_MS),
+                    ));
+                }
+                opts.dixtrac_seek_overhead_ms = c;
+            }
+            let mut m = disksim::load_disk_with(&base_dir.join(&d.spec), d.disk.as_deref(), &opts)?.model;
             if let Some(q) = d.queue_depth {
                 if q == 0 || q as u64 > hdd::MAX_QUEUE_DEPTH {
                     return Err(DeviceError::param(

@@ -9,7 +9,7 @@
 //! `cargo test -p hvio-device --test disksim_robust` runs a few seconds' worth;
 //! the long run: `HVIO_FUZZ_CASES=5000 cargo test -p hvio-device --test disksim_robust -- --ignored`.
 
-use hvio_device::disksim::{load_disk, read_spec, SpecError};
+use hvio_device::disksim::{load_disk, read_spec, LoadOptions, SpecError};
 use hvio_device::validate::{validate, ValidateError};
 use hvio_trace::mutate;
 use proptest::prelude::*;
@@ -78,7 +78,7 @@ fn exercise(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), String> {
     if let Err(e) = load_disk(&top, None) {
         return check_spec_err(dir, &e);
     }
-    match validate(&top, None, &trace) {
+    match validate(&top, None, &trace, &LoadOptions::default()) {
         Ok(v) => {
             let _ = v.to_string();
             Ok(())
@@ -485,7 +485,7 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
     let spec = shared().join("hp_c2247a.parv");
     let trace = dir.join("t.trace");
     std::fs::write(&trace, "R Miss 1000 8 100 100\nW Miss 2000 8 100 100\n").unwrap();
-    hvio_device::validate::run_cli(&spec, &trace, Some(&out), None, 0).unwrap();
+    hvio_device::validate::run_cli(&spec, &trace, Some(&out), None, 0, &LoadOptions::default()).unwrap();
     let names: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -498,7 +498,7 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
     // cdf.csv a directory: the rename fails, no temporary file is left behind.
     std::fs::remove_file(out.join("cdf.csv")).unwrap();
     std::fs::create_dir_all(out.join("cdf.csv").join("x")).unwrap();
-    let e = hvio_device::validate::run_cli(&spec, &trace, Some(&out), None, 0).unwrap_err();
+    let e = hvio_device::validate::run_cli(&spec, &trace, Some(&out), None, 0, &LoadOptions::default()).unwrap_err();
     assert!(e.to_string().starts_with(&out.display().to_string()), "{e}");
     let names: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
@@ -545,7 +545,7 @@ fn an_endless_outv_beside_the_trace_is_not_read_forever() {
     let spec = shared().join("hp_c2247a.parv");
     let t2 = trace.clone();
     let report = mutate::within(120, move || {
-        hvio_device::validate::run_cli(&spec, &t2, None, None, 0).unwrap()
+        hvio_device::validate::run_cli(&spec, &t2, None, None, 0, &LoadOptions::default()).unwrap()
     });
     assert!(
         report.contains("1 requests replayed") && !report.contains("DiskSim's own demerit"),

@@ -307,6 +307,7 @@ fn disksim_keys_at_extreme_values() {
             spec: dir.join("hp_c2247a.diskspecs"),
             disk: None,
             queue_depth: Some(q),
+            dixtrac_seek_overhead_ms: None,
         });
         match build_device(&cfg, &dir) {
             Err(e) => assert!(e.to_string().contains("`queue_depth`"), "queue_depth {q}: {e}"),
@@ -322,6 +323,7 @@ fn check_disksim(dir: &Path, label: &str, key: &str) {
         spec: dir.join("hp_c2247a.diskspecs"),
         disk: None,
         queue_depth: None,
+        dixtrac_seek_overhead_ms: None,
     });
     match build_device(&cfg, dir) {
         Err(e) => {

@@ -4,5 +4,5 @@
 mod load;
 pub mod parse;
 
-pub use load::{load_disk, Loaded};
+pub use load::{load_disk, load_disk_with, LoadOptions, Loaded, DIXTRAC_SEEK_OVERHEAD_MS};
 pub use parse::{read_spec, Block, Entry, SpecError, SpecFile, Value};
