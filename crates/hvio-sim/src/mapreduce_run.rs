@@ -137,6 +137,10 @@ pub struct PhaseDisk {
     /// The requests the host scheduler held beside the one it dispatched,
     /// on average.
     pub mean_host_queue: f64,
+    /// MiB the guests' page caches read from the disks for the job's
+    /// input, the maps' spills and merges, map outputs and the reducers'
+    /// files ([`node::DiskTrace::cache_reads`]).
+    pub cache_read_mib: [f64; 4],
 }
 
 impl PhaseDisk {
@@ -160,6 +164,7 @@ impl PhaseDisk {
             mean_seek_mib: per(t.seek_sectors as f64 * 512.0 / (1 << 20) as f64, t.seeks),
             merged_pct: share(t.merged, t.guest_requests),
             mean_host_queue: per(t.queued_at_dispatch as f64, t.requests),
+            cache_read_mib: t.cache_reads.map(|b| b as f64 / (1 << 20) as f64),
         }
     }
 }

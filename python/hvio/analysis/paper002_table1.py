@@ -101,6 +101,10 @@ def analyse(s: Sweep, paper: dict[str, Any], where: Path) -> Analysis:
     return Analysis(tables=tables, notes=notes, data=data)
 
 
+# What the guests' page caches read from the disks, by the file read.
+READ_KINDS = ["input", "spills", "map outputs", "reduce files"]
+
+
 def disk_table(runs: list[dict[str, Any]], secs: list[float], order: list[int]) -> Table | None:
     """The disks phase by phase (every node's together) under the fastest pair,
     (cfq, cfq), the slowest pair without noop at the host and the slowest
@@ -126,6 +130,10 @@ def disk_table(runs: list[dict[str, Any]], secs: list[float], order: list[int]) 
                     "mean seek MiB": d["mean_seek_mib"],
                     "host merged %": d["merged_pct"],
                     "host queue": d["mean_host_queue"],
+                    **{
+                        f"read MiB: {what}": mib
+                        for what, mib in zip(READ_KINDS, d.get("cache_read_mib", [0.0] * 4), strict=True)
+                    },
                 }
             )
     digits: dict[str, int | str] = {
@@ -137,6 +145,7 @@ def disk_table(runs: list[dict[str, Any]], secs: list[float], order: list[int]) 
         "mean seek MiB": 1,
         "host merged %": 1,
         "host queue": 1,
+        **{f"read MiB: {what}": 0 for what in READ_KINDS},
     }
     title = "the disks phase by phase (every node's together; seeks in dispatch order)"
     return Table(title, pd.DataFrame(rows), digits)

@@ -240,6 +240,11 @@ pub struct DiskTrace {
     /// The host scheduler's queue summed over its dispatches (the requests
     /// it held beside the one it chose).
     pub queued_at_dispatch: u64,
+    /// Bytes the guests' page caches read from the disk (read-ahead
+    /// included) for reads of the job's input, of the maps' spills and
+    /// intermediate merges, of map outputs (serving fetches) and of the
+    /// reducers' segments, merges and output.
+    pub cache_reads: [u64; 4],
 }
 
 impl DiskTrace {
@@ -255,6 +260,7 @@ impl DiskTrace {
             guest_requests: self.guest_requests - earlier.guest_requests,
             merged: self.merged - earlier.merged,
             queued_at_dispatch: self.queued_at_dispatch - earlier.queued_at_dispatch,
+            cache_reads: std::array::from_fn(|i| self.cache_reads[i] - earlier.cache_reads[i]),
         }
     }
 
@@ -270,6 +276,17 @@ impl DiskTrace {
             guest_requests: self.guest_requests + other.guest_requests,
             merged: self.merged + other.merged,
             queued_at_dispatch: self.queued_at_dispatch + other.queued_at_dispatch,
+            cache_reads: std::array::from_fn(|i| self.cache_reads[i] + other.cache_reads[i]),
+        }
+    }
+
+    /// Which of [`DiskTrace::cache_reads`] a read of `file` counts in.
+    fn read_kind(file: FileKey) -> usize {
+        match file {
+            FileKey::Input(_) | FileKey::Plain(_) => 0,
+            FileKey::Spill { .. } | FileKey::Merged { reduce: false, .. } => 1,
+            FileKey::MapOutput(_) => 2,
+            FileKey::Segment { .. } | FileKey::Merged { reduce: true, .. } | FileKey::Output { .. } => 3,
         }
     }
 }
@@ -599,6 +616,8 @@ impl HostNode {
             cache.readers.insert(reader, (op.id, outcome.wait, pages));
         }
         let max = cache.pages.config().max_request_pages();
+        let missed: u64 = outcome.runs.iter().map(|r| r.pages).sum();
+        self.trace.cache_reads[DiskTrace::read_kind(op.file)] += missed * PAGE_BYTES;
         for run in outcome.runs {
             for r in pagecache::split(run, max) {
                 self.send(
@@ -1272,6 +1291,12 @@ mod tests {
         // (nothing of it is cached at the start), and the disks are busy.
         let input = spec.input_per_vm * cluster.vms() as u64;
         assert!(traces[0].bytes >= input && traces[0].reads > 0 && traces[0].busy_ns > 0);
+        // Through the guests' caches, counted as reads of the input.
+        assert!(traces[0].cache_reads[0] >= input, "{:?}", traces[0].cache_reads);
+        assert_eq!(
+            traces.iter().map(|t| t.cache_reads[0]).sum::<u64>(),
+            traces[0].cache_reads[0]
+        );
         let all = traces.iter().fold(DiskTrace::default(), |a, t| a.plus(*t));
         assert_eq!(all.minus(traces[0]).minus(traces[1]), traces[2]);
     }
