@@ -69,6 +69,25 @@ fn every_scheduler_has_a_documented_parameter_table() {
     }
 }
 
+/// A flush goes around the elevator, as Linux's `blk_insert_flush`
+/// (`block/blk-flush.c`) sends it to the dispatch list instead of the
+/// scheduler: with writes queued, a flush that arrives is the next request
+/// dispatched. The schedulers listed follow Linux here.
+#[test]
+fn a_flush_is_dispatched_before_queued_requests() {
+    for name in ["deadline", "mq-deadline"] {
+        let mut s = hvio_sched::build(name, &ParamValues::new(), &ctx(2)).unwrap();
+        for i in 0..8u64 {
+            s.insert(Request::new(i, 0, Op::Write, 1000 + 64 * i, 8, 0), 0);
+        }
+        s.insert(Request::new(100, 0, Op::Flush, 0, 0, 1), 1);
+        match s.dispatch(2) {
+            Dispatch::Request(r) => assert_eq!(r.id, 100, "{name}"),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_burst_drains_completely() {
     let arrivals: Vec<Arrival> = (0..2000)
