@@ -49,11 +49,10 @@ pub struct BenchArgs {
 
 /// The simulator's speed goal, shown beside its figures.
 const SIM_GOAL: &str = "goal: >= 3,000,000 requests/s on a quiet machine (load average < 1)";
-/// DiskSim 4.0's speed on this machine, as `bench/disksim-speed.sh` (which
-/// builds it and replays the same trace in both) last measured it; the
-/// script prints the figure afresh from one run.
-const DISKSIM_SPEED: &str = "DiskSim 4.0 replays ibm18es at 28,249 requests/CPU-s, \
-     hvio's HDD model 110x that (bench/disksim-speed.sh, load average 21)";
+/// Where to get DiskSim 4.0's speed beside hvio's: a figure measured on
+/// another day would not be comparable, so the script measures both in one run.
+const DISKSIM_SPEED: &str = "against DiskSim 4.0: bench/disksim-speed.sh --disksim-src DIR \
+     builds it and replays the same trace in both";
 
 pub fn bench(a: BenchArgs) -> Result<()> {
     match a.which {
@@ -245,7 +244,7 @@ mod tests {
     requests       events     wall s     requests/s       events/s peak RSS MiB
        20000        60064       0.03         781321        2346464          7.0
        80000       240064       0.09         863070        2589901          7.1
-goal: >= 3,000,000 requests/s; DiskSim 4.0 replays ibm18es at 28,249 requests/CPU-s, hvio's HDD model 110x that (bench/disksim-speed.sh, load average 21)
+goal: >= 3,000,000 requests/s; against DiskSim 4.0: bench/disksim-speed.sh --disksim-src DIR builds it and replays the same trace in both
 ";
         assert_eq!(long_run_requests_per_s(table), Some(863070.0));
         assert_eq!(long_run_requests_per_s("hvio: error: no such disk model\n"), None);
