@@ -67,7 +67,7 @@ pub trait Backend: Send {
 /// shutdown. Under noop with nothing waiting it changes no decision, and the
 /// engine takes it when it next wakes (for the next request, a control
 /// request) or before it answers `/status`, with the time it completed. The
-/// engine thread allows this ([`Completions::defer`]) only in that state,
+/// engine thread allows this (`Completions::defer`) only in that state,
 /// and takes what was left each time it stops allowing it before it
 /// sleeps; a thread that left a completion just as the engine stopped
 /// allowing it wakes the engine itself ([`Msg::Wake`]). On the vhost-user
