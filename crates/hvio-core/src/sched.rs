@@ -13,7 +13,14 @@ use crate::time::Nanos;
 use std::collections::BTreeMap;
 
 /// What the scheduler wants the device to do next.
+///
+/// `repr(u8)`: the tag in a byte of its own, before the request. Left to
+/// the compiler, the tag is a spare value of one of the request's bytes,
+/// and a scheduler writes its answer in pieces around that byte that the
+/// caller's next 16-byte load spans: a load the store buffer cannot
+/// forward, a stall on every dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Dispatch {
     /// Send this request to the device now.
     Request(Request),
