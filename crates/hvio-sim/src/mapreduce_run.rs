@@ -202,11 +202,28 @@ pub fn parse(json: &str, origin: &str) -> Result<MapReduceRunConfig> {
     parse_as(json, origin, "mapreduce run")
 }
 
-/// A run kind's config from JSON; errors name `origin` and the kind (`what`).
+/// A run kind's config from JSON; errors name `origin`, the kind (`what`)
+/// and the key. The JSON is built from the user's TOML, so its own line and
+/// column would point nowhere the user can look: the key's path does.
 pub(crate) fn parse_as<T: serde::de::DeserializeOwned>(json: &str, origin: &str, what: &str) -> Result<T> {
-    serde_json::from_str(json).map_err(|e| SimError::Parse {
-        origin: origin.to_string(),
-        message: format!("{what}: {e}"),
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut key = e.path().to_string();
+        let inner = e.into_inner();
+        // An unknown field's message names it already: the path's last
+        // segment is that field, so only its parent is worth adding.
+        if inner.to_string().starts_with("unknown field") {
+            key = key.rsplit_once('.').map_or(".", |(parent, _)| parent).to_string();
+        }
+        let message = if key == "." {
+            format!("{what}: {inner}")
+        } else {
+            format!("{what}: key `{key}`: {inner}")
+        };
+        SimError::Parse {
+            origin: origin.to_string(),
+            message,
+        }
     })
 }
 
@@ -416,7 +433,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.to_string().starts_with("t: mapreduce run: unknown variant `grep`"),
+            e.to_string()
+                .starts_with("t: mapreduce run: key `benchmark`: unknown variant `grep`"),
+            "{e}"
+        );
+        // A value of the wrong type names its key, however deep it sits.
+        let e = parse(
+            r#"{"benchmark": "sort", "heartbeats": "yes", "host": {"scheduler": "cfq"}, "guest_scheduler": "cfq"}"#,
+            "t",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t: mapreduce run: key `heartbeats`: invalid type"),
+            "{e}"
+        );
+        let e = parse(
+            r#"{"benchmark": "sort", "cluster": {"nodes": "four"}, "host": {"scheduler": "cfq"}, "guest_scheduler": "cfq"}"#,
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("key `cluster.nodes`"), "{e}");
+        // An unknown field names itself; the path says where it sits.
+        let e = parse(r#"{"benchmark": "sort", "speed": 2}"#, "t").unwrap_err();
+        assert!(
+            e.to_string().starts_with("t: mapreduce run: unknown field `speed`"),
+            "{e}"
+        );
+        let e = parse(r#"{"benchmark": "sort", "cluster": {"nodez": 1}}"#, "t").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t: mapreduce run: key `cluster`: unknown field `nodez`"),
             "{e}"
         );
         let both = r#"{"benchmark": "sort", "input_per_vm": 1, "input_waves": 1,
