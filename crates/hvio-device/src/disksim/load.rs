@@ -29,7 +29,8 @@ use std::path::Path;
 /// between request completions minus that table's 2-cylinder time
 /// (`mtbrc.c`), so a command's fixed cost moves from every command into
 /// every seek. DIXtrac's own `get_seek_times` computes that cost and then
-/// sets it to 0 (marked `XXX`); the description does not hold it. The value
+/// sets it to 0, the formula commented out and flagged as unresolved in its
+/// source; the description does not hold it. The value
 /// is fitted, the one global constant of the DiskSim path: on the four
 /// validation disks with an extracted seek table (Atlas 10K, Barracuda, HP
 /// C3323A, IBM 18ES), the `c` of 0, 0.05, …, 1.0 ms with the lowest sum of
