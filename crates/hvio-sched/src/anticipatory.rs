@@ -620,12 +620,12 @@ impl Scheduler for Anticipatory {
         let dir = rq.sync as usize;
         // `as_add_arq_rb`: a queued request at the same sector (an alias)
         // goes to the dispatch queue at once. The sector is compared on the
-        // index's key: the request itself is read only for an alias.
+        // index's sectors: the request itself is read only for an alias.
         if sorted(&rq) {
             while let Some(alias) = self.queues[dir]
-                .key_at_or_after((rq.sector, 0))
-                .filter(|k| k.0 == rq.sector)
-                .and_then(|k| self.queues[dir].get(k))
+                .sector_at_or_after(rq.sector)
+                .filter(|&s| s == rq.sector)
+                .and_then(|_| self.queues[dir].at_or_after((rq.sector, 0)))
                 .filter(|a| sorted(a))
                 .copied()
             {

@@ -27,45 +27,45 @@ const CHUNK: usize = 64;
 /// Emptied chunks kept for reuse by one index.
 const SPARE_CHUNKS: usize = 16;
 
-/// With more chunks than this (≈ 100 KB of keys, beyond the first-level
-/// cache) a chunk's key lines are prefetched before a search.
+/// With more chunks than this (≈ 50 KB of sectors, beyond the first-level
+/// cache) a chunk's sector lines are prefetched before a search.
 const COLD_CHUNKS: usize = 64;
 
-/// One sorted run of keys with their slots, in fixed arrays: the keys side
-/// by side (a binary search reads 16-byte keys only), the slots apart.
+/// One sorted run of entries in fixed arrays: their sectors side by side
+/// (8 bytes each, so a binary search, a prefetch and a `memmove` cover 8
+/// lines for 64 entries where whole 16-byte keys took 16), their slots
+/// apart. The tie-break of equal sectors, the request id, is not stored:
+/// the index reads it from the request's slot, only when sectors are equal
+/// (see [`SortedIndex`]).
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 struct Chunk {
-    len: usize,
-    keys: [Packed; CHUNK],
+    sectors: [Sector; CHUNK],
     slots: [u32; CHUNK],
+    len: usize,
 }
 
 impl Chunk {
     fn empty() -> Box<Chunk> {
         Box::new(Chunk {
-            len: 0,
-            keys: [0; CHUNK],
+            sectors: [0; CHUNK],
             slots: [0; CHUNK],
+            len: 0,
         })
     }
 
-    #[inline]
-    fn keys(&self) -> &[Packed] {
-        &self.keys[..self.len]
-    }
-
-    /// Asks for all the key lines at once: a binary search reads them one
+    /// Asks for all the sector lines at once: a binary search reads them one
     /// after another, and in a big queue each would be a cache miss.
     #[inline]
-    fn prefetch_keys(&self, len: usize) {
-        for i in (0..len).step_by(4) {
-            prefetch(&self.keys[i]);
+    fn prefetch_sectors(&self, len: usize) {
+        for i in (0..len).step_by(8) {
+            prefetch(&self.sectors[i]);
         }
     }
 
     /// Asks for the slot lines as well: an insertion or removal moves the
     /// slots after its position, which would otherwise be fetched only once
-    /// the search over the keys is done (a second miss after the first).
+    /// the search over the sectors is done (a second miss after the first).
     #[inline]
     fn prefetch_slots(&self, len: usize) {
         for i in (0..len).step_by(16) {
@@ -73,16 +73,11 @@ impl Chunk {
         }
     }
 
-    #[inline]
-    fn last(&self) -> Packed {
-        self.keys[self.len - 1]
-    }
-
-    fn insert_at(&mut self, pos: usize, k: Packed, slot: u32) {
+    fn insert_at(&mut self, pos: usize, sector: Sector, slot: u32) {
         let n = self.len;
-        self.keys.copy_within(pos..n, pos + 1);
+        self.sectors.copy_within(pos..n, pos + 1);
         self.slots.copy_within(pos..n, pos + 1);
-        self.keys[pos] = k;
+        self.sectors[pos] = sector;
         self.slots[pos] = slot;
         self.len += 1;
     }
@@ -90,7 +85,7 @@ impl Chunk {
     fn remove_at(&mut self, pos: usize) -> u32 {
         let n = self.len;
         let slot = self.slots[pos];
-        self.keys.copy_within(pos + 1..n, pos);
+        self.sectors.copy_within(pos + 1..n, pos);
         self.slots.copy_within(pos + 1..n, pos);
         self.len -= 1;
         slot
@@ -99,7 +94,7 @@ impl Chunk {
     /// Appends `other`'s entries (the caller checked they fit).
     fn append(&mut self, other: &Chunk) {
         let (n, m) = (self.len, other.len);
-        self.keys[n..n + m].copy_from_slice(other.keys());
+        self.sectors[n..n + m].copy_from_slice(&other.sectors[..m]);
         self.slots[n..n + m].copy_from_slice(&other.slots[..m]);
         self.len += m;
     }
@@ -110,7 +105,7 @@ impl Chunk {
 /// comparisons are unpredictable, a mispredicted branch per step costs
 /// more than the step.
 #[inline]
-fn lower_bound(keys: &[Packed], k: Packed) -> usize {
+fn lower_bound<T: Copy + Ord>(keys: &[T], k: T) -> usize {
     if keys.is_empty() {
         return 0;
     }
@@ -130,7 +125,7 @@ fn lower_bound(keys: &[Packed], k: Packed) -> usize {
 /// loop it turns them into branches, or needs `black_box`, which adds a
 /// store and a load to every step).
 #[inline]
-fn lower_bound_steps<const STEPS: u32>(keys: &[Packed], k: Packed) -> usize {
+fn lower_bound_steps<const STEPS: u32, T: Copy + Ord>(keys: &[T], k: T) -> usize {
     debug_assert!(keys.len() <= 1 << STEPS);
     if keys.is_empty() {
         return 0;
@@ -159,14 +154,26 @@ fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// The request id of a slot, which a [`SortedIndex`] reads to order equal
+/// sectors (its owner's slot table).
+trait IdOf: Fn(u32) -> RequestId + Copy {}
+impl<F: Fn(u32) -> RequestId + Copy> IdOf for F {}
+
 /// Sort keys in order, each with a slot number: a list of sorted chunks of
-/// at most [`CHUNK`] keys with the largest key of each chunk beside it. A
+/// at most [`CHUNK`] entries with the largest key of each chunk beside it. A
 /// lookup is two binary searches (chunk, then position), an insertion or
-/// removal moves at most a chunk's worth of 20-byte entries: cheaper and
+/// removal moves at most a chunk's worth of 12-byte entries: cheaper and
 /// more cache friendly than a B-tree both for the few dozen requests a
 /// queue usually holds (one chunk: a sorted array) and for 100,000.
+///
+/// A chunk holds sectors only; the whole key's second half, the request
+/// id, is read from the slot (`id_of`, the owner's table) when two sectors
+/// are equal, and by the queries that answer with a whole key. The chunk
+/// list's largest keys are whole (16 bytes), so a key's chunk is found
+/// without reading an id, and equal sectors across a chunk boundary stay in
+/// order.
 // Chunks are boxed on purpose: splitting or dropping one shifts 8-byte
-// pointers in `chunks`, not 1.3 KB chunks.
+// pointers in `chunks`, not 832-byte chunks.
 #[allow(clippy::vec_box)]
 #[derive(Debug, Default, Clone)]
 struct SortedIndex {
@@ -194,20 +201,50 @@ impl SortedIndex {
     #[inline]
     fn chunk_at_or_after(&self, key: Packed) -> usize {
         if self.maxes.len() <= 1 << 16 {
-            lower_bound_steps::<16>(&self.maxes, key)
+            lower_bound_steps::<16, Packed>(&self.maxes, key)
         } else {
             lower_bound(&self.maxes, key)
         }
     }
 
-    /// The position in chunk `ci` of the first key at or after `k`.
+    /// The whole key at `(ci, pos)`.
     #[inline]
-    fn pos(&self, ci: usize, k: Packed) -> usize {
+    fn key_at(&self, (ci, pos): Place, id_of: impl IdOf) -> Packed {
+        let c = &self.chunks[ci];
+        pack((c.sectors[pos], id_of(c.slots[pos])))
+    }
+
+    /// Whether the entry at `(ci, pos)` comes before `key`; its id is read
+    /// only when its sector is `key`'s and `key`'s id is not 0 (a probe
+    /// `(sector, 0)` is at or before every key with that sector).
+    #[inline]
+    fn less_at(&self, (ci, pos): Place, key: Packed, id_of: impl IdOf) -> bool {
+        let (sector, id) = unpack(key);
+        let c = &self.chunks[ci];
+        c.sectors[pos] < sector || (c.sectors[pos] == sector && id > 0 && id_of(c.slots[pos]) < id)
+    }
+
+    /// Whether the entry at `(ci, pos)` is `key`.
+    #[inline]
+    fn is_at(&self, (ci, pos): Place, key: Packed, id_of: impl IdOf) -> bool {
+        let (sector, id) = unpack(key);
+        let c = &self.chunks[ci];
+        c.sectors[pos] == sector && id_of(c.slots[pos]) == id
+    }
+
+    /// The position in chunk `ci` of the first key at or after `key`: a
+    /// search over the sectors, then past the equal sectors with smaller ids.
+    #[inline]
+    fn pos(&self, ci: usize, key: Packed, id_of: impl IdOf) -> usize {
         let (c, len) = (&self.chunks[ci], self.lens[ci] as usize);
         if self.chunks.len() > COLD_CHUNKS {
-            c.prefetch_keys(len);
+            c.prefetch_sectors(len);
         }
-        lower_bound_steps::<{ CHUNK.ilog2() }>(&c.keys[..len], k)
+        let mut pos = lower_bound_steps::<{ CHUNK.ilog2() }, Sector>(&c.sectors[..len], unpack(key).0);
+        while pos < len && self.less_at((ci, pos), key, id_of) {
+            pos += 1;
+        }
+        pos
     }
 
     /// Copies chunk `ci`'s length to `lens`.
@@ -234,11 +271,13 @@ impl SortedIndex {
         }
     }
 
-    /// Adds `key` with slot `slot`; false (and nothing changed) if `key` is present.
-    fn insert(&mut self, key: Packed, slot: u32) -> bool {
+    /// Adds `key` with slot `slot`; false (and nothing changed) if `key` is
+    /// present. `id_of` need not know `slot` yet.
+    fn insert(&mut self, key: Packed, slot: u32, id_of: impl IdOf) -> bool {
+        let sector = unpack(key).0;
         if self.chunks.is_empty() {
             let mut c = self.new_chunk();
-            c.insert_at(0, key, slot);
+            c.insert_at(0, sector, slot);
             self.chunks.push(c);
             self.maxes.push(key);
             self.lens.push(1);
@@ -248,20 +287,20 @@ impl SortedIndex {
         if self.chunks.len() > COLD_CHUNKS {
             self.chunks[ci].prefetch_slots(self.lens[ci] as usize);
         }
-        let mut pos = self.pos(ci, key);
-        let c = &self.chunks[ci];
-        if pos < c.len && c.keys[pos] == key {
+        let mut pos = self.pos(ci, key, id_of);
+        if pos < self.chunks[ci].len && self.is_at((ci, pos), key, id_of) {
             return false;
         }
-        if c.len == CHUNK {
+        if self.chunks[ci].len == CHUNK {
             let mut tail = self.new_chunk();
             let c = &mut self.chunks[ci];
             tail.len = CHUNK / 2;
-            tail.keys[..CHUNK / 2].copy_from_slice(&c.keys[CHUNK / 2..]);
+            tail.sectors[..CHUNK / 2].copy_from_slice(&c.sectors[CHUNK / 2..]);
             tail.slots[..CHUNK / 2].copy_from_slice(&c.slots[CHUNK / 2..]);
             c.len = CHUNK / 2;
-            self.maxes[ci] = c.last();
-            let max = tail.last();
+            // The tail keeps the full chunk's largest key.
+            let max = self.maxes[ci];
+            self.maxes[ci] = self.key_at((ci, CHUNK / 2 - 1), id_of);
             self.chunks.insert(ci + 1, tail);
             self.maxes.insert(ci + 1, max);
             self.lens.insert(ci + 1, (CHUNK / 2) as u8);
@@ -272,7 +311,7 @@ impl SortedIndex {
             }
         }
         let c = &mut self.chunks[ci];
-        c.insert_at(pos, key, slot);
+        c.insert_at(pos, sector, slot);
         if pos + 1 == c.len {
             self.maxes[ci] = key;
         }
@@ -281,38 +320,40 @@ impl SortedIndex {
     }
 
     /// Asks for the lines of the chunk that holds or would hold `key` (its
-    /// keys, slots and length), for a removal or insertion soon after.
+    /// sectors, slots and length), for a removal or insertion soon after.
     fn prefetch_place(&self, key: Packed) {
         let ci = self.chunk_at_or_after(key);
         if let Some(c) = self.chunks.get(ci) {
-            c.prefetch_keys(self.lens[ci] as usize);
+            c.prefetch_sectors(self.lens[ci] as usize);
             c.prefetch_slots(self.lens[ci] as usize);
         }
     }
 
     /// Where `key` is: (chunk, position).
     #[inline]
-    fn find(&self, key: Packed) -> Option<(usize, usize)> {
+    fn find(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
         let (hc, hp) = self.hint;
-        if self.chunks.get(hc).is_some_and(|c| hp < c.len && c.keys[hp] == key) {
+        if self.chunks.get(hc).is_some_and(|c| hp < c.len) && self.is_at((hc, hp), key, id_of) {
             return Some((hc, hp));
         }
         let ci = self.chunk_at_or_after(key);
-        let c = self.chunks.get(ci)?;
-        let pos = self.pos(ci, key);
-        (c.keys[pos] == key).then_some((ci, pos))
+        self.chunks.get(ci)?;
+        let pos = self.pos(ci, key, id_of);
+        self.is_at((ci, pos), key, id_of).then_some((ci, pos))
     }
 
-    /// Removes `key`; returns its slot and the next key with its slot.
-    fn remove(&mut self, key: Packed) -> Option<(u32, Option<(Packed, u32)>)> {
-        let (ci, pos) = self.find(key)?;
+    /// Removes `key`; returns its slot and the next entry's sector and
+    /// slot (its id is left to a caller that wants it: reading it would be
+    /// a miss in a big queue).
+    fn remove(&mut self, key: Packed, id_of: impl IdOf) -> Option<(u32, Option<(Sector, u32)>)> {
+        let (ci, pos) = self.find(key, id_of)?;
         let c = &mut self.chunks[ci];
         let slot = c.remove_at(pos);
         self.lens[ci] = c.len as u8;
         let next = if pos < c.len {
-            Some((c.keys[pos], c.slots[pos]))
+            Some((c.sectors[pos], c.slots[pos]))
         } else {
-            self.chunks.get(ci + 1).map(|d| (d.keys[0], d.slots[0]))
+            self.chunks.get(ci + 1).map(|d| (d.sectors[0], d.slots[0]))
         };
         let c = &mut self.chunks[ci];
         self.hint = (ci + (pos == c.len) as usize, 0);
@@ -323,21 +364,21 @@ impl SortedIndex {
             self.keep_spare(c);
             self.hint = (ci, 0);
         } else {
-            if pos < c.len {
+            let n = c.len;
+            if pos < n {
                 self.hint = (ci, pos);
             }
-            if pos == c.len {
-                self.maxes[ci] = c.last();
+            if pos == n {
+                self.maxes[ci] = self.key_at((ci, n - 1), id_of);
             }
             // Keep chunks from thinning out: merge a small one into its successor when both fit.
-            let n = c.len;
             if n < CHUNK / 8 && self.chunks.get(ci + 1).is_some_and(|d| n + d.len <= CHUNK / 2) {
                 let next = self.chunks.remove(ci + 1);
-                self.maxes.remove(ci + 1);
+                let max = self.maxes.remove(ci + 1);
                 self.lens.remove(ci + 1);
                 self.chunks[ci].append(&next);
                 self.note_len(ci);
-                self.maxes[ci] = next.last();
+                self.maxes[ci] = max;
                 self.keep_spare(next);
                 self.hint = (ci, pos);
             }
@@ -352,8 +393,8 @@ impl SortedIndex {
         self.chunks.get(hc).filter(|c| hp + 1 < c.len).map(|c| c.slots[hp + 1])
     }
 
-    fn get(&self, key: Packed) -> Option<u32> {
-        self.find(key).map(|(ci, pos)| self.chunks[ci].slots[pos])
+    fn get(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
+        self.find(key, id_of).map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
 
     /// The hinted place, if it holds the first key at or after `key` (the
@@ -361,43 +402,47 @@ impl SortedIndex {
     /// elevator asks for the request after the one it just removed, which
     /// the hint already points at, and is answered without a search.
     #[inline]
-    fn hinted_lower_bound(&self, key: Packed) -> Option<Place> {
+    fn hinted_lower_bound(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
         let (hc, hp) = self.hint;
         let c = self.chunks.get(hc)?;
-        if hp >= c.len || c.keys[hp] < key {
+        if hp >= c.len || self.less_at((hc, hp), key, id_of) {
             return None;
         }
         let before_is_less = if hp > 0 {
-            c.keys[hp - 1] < key
+            self.less_at((hc, hp - 1), key, id_of)
         } else {
             hc == 0 || self.maxes[hc - 1] < key
         };
         before_is_less.then_some((hc, hp))
     }
 
-    /// The first key at or after `key` (its chunk's keys only, no slot).
-    fn key_at_or_after(&self, key: Packed) -> Option<Packed> {
-        if let Some((ci, pos)) = self.hinted_lower_bound(key) {
-            return Some(self.chunks[ci].keys[pos]);
+    /// Where the first key at or after `key` is, from the hint or one search.
+    #[inline]
+    fn place_at_or_after(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
+        if let Some(at) = self.hinted_lower_bound(key, id_of) {
+            return Some(at);
         }
         let ci = self.chunk_at_or_after(key);
-        let c = self.chunks.get(ci)?;
-        Some(c.keys[self.pos(ci, key)])
+        self.chunks.get(ci)?;
+        Some((ci, self.pos(ci, key, id_of)))
     }
 
-    fn at_or_after(&self, key: Packed) -> Option<u32> {
-        if let Some((ci, pos)) = self.hinted_lower_bound(key) {
-            return Some(self.chunks[ci].slots[pos]);
-        }
-        let ci = self.chunk_at_or_after(key);
-        let c = self.chunks.get(ci)?;
-        Some(c.slots[self.pos(ci, key)])
+    /// The sector of the first key at or after `key` (no slot read when
+    /// `key`'s id is 0).
+    fn sector_at_or_after(&self, key: Packed, id_of: impl IdOf) -> Option<Sector> {
+        self.place_at_or_after(key, id_of)
+            .map(|(ci, pos)| self.chunks[ci].sectors[pos])
+    }
+
+    fn at_or_after(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
+        self.place_at_or_after(key, id_of)
+            .map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
 
     /// Where the last key before `key` and the first at or after it are,
     /// from the hint or one search.
     #[inline]
-    fn around(&self, key: Packed) -> (Option<Place>, Option<Place>) {
+    fn around(&self, key: Packed, id_of: impl IdOf) -> (Option<Place>, Option<Place>) {
         let last_of = |ci: usize| self.chunks.get(ci).map(|c| (ci, c.len - 1));
         let before_place = |(ci, pos): Place| {
             if pos > 0 {
@@ -406,37 +451,38 @@ impl SortedIndex {
                 ci.checked_sub(1).and_then(last_of)
             }
         };
-        if let Some(at) = self.hinted_lower_bound(key) {
+        if let Some(at) = self.hinted_lower_bound(key, id_of) {
             return (before_place(at), Some(at));
         }
         let ci = self.chunk_at_or_after(key);
         match self.chunks.get(ci) {
             // `maxes[ci] >= key`, so the position is inside the chunk.
             Some(_) => {
-                let at = (ci, self.pos(ci, key));
+                let at = (ci, self.pos(ci, key, id_of));
                 (before_place(at), Some(at))
             }
             None => (ci.checked_sub(1).and_then(last_of), None),
         }
     }
 
-    fn after(&self, key: Packed) -> Option<u32> {
+    fn after(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
         // Keys are distinct integers: strictly after `key` is at or after `key + 1`.
-        self.at_or_after(key.checked_add(1)?)
+        self.at_or_after(key.checked_add(1)?, id_of)
     }
 
-    fn before(&self, key: Packed) -> Option<u32> {
-        self.around(key).0.map(|(ci, pos)| self.chunks[ci].slots[pos])
+    fn before(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
+        self.around(key, id_of).0.map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
 
     fn first(&self) -> Option<u32> {
         self.chunks.first().map(|c| c.slots[0])
     }
 
-    fn iter(&self) -> impl Iterator<Item = (SortKey, u32)> + '_ {
+    /// Sectors and slots in key order.
+    fn iter(&self) -> impl Iterator<Item = (Sector, u32)> + '_ {
         self.chunks
             .iter()
-            .flat_map(|c| c.keys().iter().zip(&c.slots[..c.len]).map(|(&k, &s)| (unpack(k), s)))
+            .flat_map(|c| c.sectors[..c.len].iter().copied().zip(c.slots[..c.len].iter().copied()))
     }
 }
 
@@ -532,6 +578,12 @@ impl Lane {
     }
 }
 
+/// The ids of the requests in `slots`, for a [`SortedIndex`] to order equal sectors.
+#[inline]
+fn id_of(slots: &[Slot]) -> impl IdOf + '_ {
+    move |s: u32| slots[s as usize].rq.id
+}
+
 /// `Slot::seq` of an entry in `late`.
 const LATE: u64 = u64::MAX;
 /// `Slot::seq`'s lane bit: the lane is `seq >> LANE_SHIFT`.
@@ -575,7 +627,7 @@ impl SortedFifo {
         };
         let entry = Slot { rq, deadline, seq };
         let slot = self.free.last().copied().unwrap_or(self.slots.len() as u32);
-        if !self.by_sector.insert(pack(key), slot) {
+        if !self.by_sector.insert(pack(key), slot, id_of(&self.slots)) {
             self.remove(key);
             return self.insert(rq, deadline);
         }
@@ -599,13 +651,20 @@ impl SortedFifo {
 
     /// Remove the request with sort key `key`.
     pub fn remove(&mut self, key: SortKey) -> Option<Request> {
-        self.remove_next(key).map(|(rq, _)| rq)
+        self.take(key).map(|(rq, _)| rq)
     }
 
     /// Remove the request with sort key `key`; also returns the key of the
     /// request after it in sector order (as [`SortedFifo::after`] would).
     pub fn remove_next(&mut self, key: SortKey) -> Option<(Request, Option<SortKey>)> {
-        let (slot, next) = self.by_sector.remove(pack(key))?;
+        let (rq, next) = self.take(key)?;
+        Some((rq, next.map(|(sector, s)| (sector, self.slots[s as usize].rq.id))))
+    }
+
+    /// Removes the request with sort key `key`; returns it and the sector
+    /// and slot of the request after it in sector order.
+    fn take(&mut self, key: SortKey) -> Option<(Request, Option<(Sector, u32)>)> {
+        let (slot, next) = self.by_sector.remove(pack(key), id_of(&self.slots))?;
         self.free.push(slot);
         let Slot { rq, deadline, seq } = self.slots[slot as usize];
         if let Some((_, s)) = next {
@@ -629,7 +688,7 @@ impl SortedFifo {
                 self.prefetch_next_fifo_heads(lane);
             }
         }
-        Some((rq, next.map(|(k, _)| unpack(k))))
+        Some((rq, next))
     }
 
     /// After the front of `lane` left, asks for what the removal of the
@@ -668,44 +727,57 @@ impl SortedFifo {
 
     /// The FIFO deadline of the queued request with sort key `key`.
     pub fn deadline(&self, key: SortKey) -> Option<Nanos> {
-        self.by_sector.get(pack(key)).map(|s| self.slots[s as usize].deadline)
+        self.by_sector
+            .get(pack(key), id_of(&self.slots))
+            .map(|s| self.slots[s as usize].deadline)
     }
 
     /// The sort keys of the last request before `key` and of the first at
-    /// or after it, from one search of the index alone (no request slot is
-    /// touched: in a big queue each would be a cache miss).
+    /// or after it, from one search of the index (the ids are read from
+    /// the two requests' slots; [`SortedFifo::around_sectors`] reads none).
     pub fn around_keys(&self, key: SortKey) -> (Option<SortKey>, Option<SortKey>) {
-        let (b, a) = self.by_sector.around(pack(key));
-        let k = |(ci, pos): Place| unpack(self.by_sector.chunks[ci].keys[pos]);
+        let (b, a) = self.by_sector.around(pack(key), id_of(&self.slots));
+        let k = |at: Place| unpack(self.by_sector.key_at(at, id_of(&self.slots)));
         (b.map(k), a.map(k))
     }
 
-    /// The sort key of the first request at or after `key` in sector
-    /// order, from the index alone (as [`SortedFifo::around_keys`]): a
+    /// The sectors of the last request before `(sector, 0)` and of the
+    /// first at or after it, from one search of the index alone (no request
+    /// slot is touched: in a big queue each would be a cache miss).
+    pub fn around_sectors(&self, sector: Sector) -> (Option<Sector>, Option<Sector>) {
+        let (b, a) = self.by_sector.around(pack((sector, 0)), id_of(&self.slots));
+        let s = |(ci, pos): Place| self.by_sector.chunks[ci].sectors[pos];
+        (b.map(s), a.map(s))
+    }
+
+    /// The sector of the first request at or after `(sector, 0)` in sector
+    /// order, from the index alone (as [`SortedFifo::around_sectors`]): a
     /// caller that only compares sectors reads no request slot, which in a
     /// big queue would be a cache miss.
-    pub fn key_at_or_after(&self, key: SortKey) -> Option<SortKey> {
-        self.by_sector.key_at_or_after(pack(key)).map(unpack)
+    pub fn sector_at_or_after(&self, sector: Sector) -> Option<Sector> {
+        self.by_sector.sector_at_or_after(pack((sector, 0)), id_of(&self.slots))
     }
 
     /// The sort key of the first request in sector order.
     pub fn first_key(&self) -> Option<SortKey> {
-        self.by_sector.chunks.first().map(|c| unpack(c.keys[0]))
+        self.by_sector.first().map(|s| key(self.rq(s)))
     }
 
     /// The first request at or after `key` in sector order.
     pub fn at_or_after(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.at_or_after(pack(key)).map(|s| self.rq(s))
+        self.by_sector
+            .at_or_after(pack(key), id_of(&self.slots))
+            .map(|s| self.rq(s))
     }
 
     /// The first request strictly after `key` in sector order.
     pub fn after(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.after(pack(key)).map(|s| self.rq(s))
+        self.by_sector.after(pack(key), id_of(&self.slots)).map(|s| self.rq(s))
     }
 
     /// The last request strictly before `key` in sector order.
     pub fn before(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.before(pack(key)).map(|s| self.rq(s))
+        self.by_sector.before(pack(key), id_of(&self.slots)).map(|s| self.rq(s))
     }
 
     /// The request with the lowest sector.
@@ -715,7 +787,7 @@ impl SortedFifo {
 
     /// The request with key `key`.
     pub fn get(&self, key: SortKey) -> Option<&Request> {
-        self.by_sector.get(pack(key)).map(|s| self.rq(s))
+        self.by_sector.get(pack(key), id_of(&self.slots)).map(|s| self.rq(s))
     }
 
     /// Whether a request with key `key` is queued.
@@ -724,7 +796,7 @@ impl SortedFifo {
     }
 
     fn get_mut(&mut self, key: SortKey) -> Option<&mut Request> {
-        let s = self.by_sector.get(pack(key))?;
+        let s = self.by_sector.get(pack(key), id_of(&self.slots))?;
         Some(&mut self.slots[s as usize].rq)
     }
 
@@ -956,11 +1028,18 @@ mod sorted_fifo_tests {
                 assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), head);
             }
             assert_eq!(q.at_or_after(probe).map(key), model.range(probe..).next().map(|e| *e.0));
-            assert_eq!(q.key_at_or_after(probe), model.range(probe..).next().map(|e| *e.0));
+            assert_eq!(
+                q.sector_at_or_after(probe.0),
+                model.range(probe..).next().map(|e| e.0 .0)
+            );
             assert_eq!(q.before(probe).map(key), model.range(..probe).next_back().map(|e| *e.0));
             assert_eq!(q.first().map(key), model.keys().next().copied());
             let around = (q.before(probe).map(key), q.at_or_after(probe).map(key));
             assert_eq!(q.around_keys(probe), around);
+            assert_eq!(
+                q.around_sectors(probe.0),
+                (around.0.map(|k| k.0), around.1.map(|k| k.0))
+            );
             assert_eq!(q.first_key(), q.first().map(key));
         };
         let mut id = 0;
@@ -986,6 +1065,50 @@ mod sorted_fifo_tests {
                 check(&q, &model, probe);
             }
             assert!(q.by_sector.chunks.len() <= 500 / (CHUNK / 8) + 1, "round {round}");
+        }
+    }
+
+    /// Hundreds of requests at one sector, arriving out of id order, span
+    /// several chunks: the index orders them by id (read from their slots)
+    /// across chunk boundaries, and every query with an id inside the run
+    /// finds its place, as a B-tree of whole keys does.
+    #[test]
+    fn a_long_run_of_equal_sectors_keeps_id_order() {
+        let mut q = SortedFifo::new();
+        let mut model: BTreeMap<SortKey, ()> = BTreeMap::new();
+        for n in 0..600u64 {
+            let id = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000_003;
+            let sector = if n % 4 == 3 { n } else { 500 };
+            q.insert(Request::new(id, 0, Op::Read, sector, 8, 0), n);
+            model.insert((sector, id), ());
+        }
+        assert!(q.by_sector.chunks.len() > 4);
+        assert_eq!(
+            q.iter().map(key).collect::<Vec<_>>(),
+            model.keys().copied().collect::<Vec<_>>()
+        );
+        for probe in (0..1_000_010).step_by(9_973).map(|id| (500, id)) {
+            assert_eq!(q.at_or_after(probe).map(key), model.range(probe..).next().map(|e| *e.0));
+            assert_eq!(q.before(probe).map(key), model.range(..probe).next_back().map(|e| *e.0));
+            assert_eq!(q.around_keys(probe).1, model.range(probe..).next().map(|e| *e.0));
+        }
+        // Remove every other request of the run (first come, first served), then all.
+        let run: Vec<SortKey> = model.keys().filter(|k| k.0 == 500).copied().collect();
+        for k in run.iter().step_by(2) {
+            let want_next = model
+                .range((std::ops::Bound::Excluded(*k), std::ops::Bound::Unbounded))
+                .next()
+                .map(|e| *e.0);
+            assert_eq!(q.remove_next(*k).map(|(r, n)| (key(&r), n)), Some((*k, want_next)));
+            model.remove(k);
+            assert!(!q.contains(*k));
+        }
+        assert_eq!(
+            q.iter().map(key).collect::<Vec<_>>(),
+            model.keys().copied().collect::<Vec<_>>()
+        );
+        for k in model.keys() {
+            assert_eq!(q.get(*k).map(key), Some(*k));
         }
     }
 
@@ -1059,8 +1182,8 @@ mod sorted_index_tests {
             for k in probes {
                 let want = keys.partition_point(|&x| x < k);
                 prop_assert_eq!(lower_bound(&keys, k), want);
-                prop_assert_eq!(lower_bound_steps::<{ CHUNK.ilog2() }>(&keys, k), want);
-                prop_assert_eq!(lower_bound_steps::<16>(&keys, k), want);
+                prop_assert_eq!(lower_bound_steps::<{ CHUNK.ilog2() }, u128>(&keys, k), want);
+                prop_assert_eq!(lower_bound_steps::<16, u128>(&keys, k), want);
             }
         }
     }
@@ -1072,6 +1195,8 @@ mod sorted_index_tests {
         #[test]
         fn matches_a_btree(ops in prop::collection::vec((0u8..4, 0u64..600, any::<prop::sample::Index>()), 1..3000)) {
             let mut ix = SortedIndex::default();
+            // Slot n holds the key inserted at step n, whose id is n % 7.
+            let id = |s: u32| s as u64 % 7;
             let mut model: BTreeMap<SortKey, u32> = BTreeMap::new();
             // The key after the last one removed: op 3 removes it next, as an elevator does (the hint).
             let mut after_removed: Option<SortKey> = None;
@@ -1080,33 +1205,36 @@ mod sorted_index_tests {
                 if (op == 1 || op == 2) || model.is_empty() {
                     if let std::collections::btree_map::Entry::Vacant(e) = model.entry(key) {
                         e.insert(n as u32);
-                        prop_assert!(ix.insert(pack(key), n as u32));
+                        prop_assert!(ix.insert(pack(key), n as u32, id));
                     }
                 } else {
                     let k = match after_removed.filter(|k| op == 3 && model.contains_key(k)) {
                         Some(k) => k,
                         None => *model.keys().nth(pick.index(model.len())).unwrap(),
                     };
-                    let want_next = model.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)).next().map(|e| (pack(*e.0), *e.1));
-                    prop_assert_eq!(ix.remove(pack(k)), model.remove(&k).map(|s| (s, want_next)));
-                    after_removed = want_next.map(|(p, _)| unpack(p));
+                    let want_next = model.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)).next().map(|e| (*e.0, *e.1));
+                    prop_assert_eq!(ix.remove(pack(k), id), model.remove(&k).map(|s| (s, want_next.map(|(k, s)| (k.0, s)))));
+                    after_removed = want_next.map(|(k, _)| k);
                 }
                 let probe = (sector, 3);
                 if let Some(&k) = model.keys().next() {
-                    prop_assert!(!ix.insert(pack(k), 0), "a present key is not inserted twice");
+                    prop_assert!(!ix.insert(pack(k), 0, id), "a present key is not inserted twice");
                 }
                 let probe_p = pack(probe);
-                prop_assert_eq!(ix.at_or_after(probe_p), model.range(probe..).next().map(|e| *e.1));
-                prop_assert_eq!(ix.after(probe_p), model.range((std::ops::Bound::Excluded(probe), std::ops::Bound::Unbounded)).next().map(|e| *e.1));
-                prop_assert_eq!(ix.before(probe_p), model.range(..probe).next_back().map(|e| *e.1));
-                prop_assert_eq!(ix.get(probe_p), model.get(&probe).copied());
+                prop_assert_eq!(ix.at_or_after(probe_p, id), model.range(probe..).next().map(|e| *e.1));
+                prop_assert_eq!(ix.after(probe_p, id), model.range((std::ops::Bound::Excluded(probe), std::ops::Bound::Unbounded)).next().map(|e| *e.1));
+                prop_assert_eq!(ix.before(probe_p, id), model.range(..probe).next_back().map(|e| *e.1));
+                prop_assert_eq!(ix.get(probe_p, id), model.get(&probe).copied());
+                let lowest = (sector, 0);
+                prop_assert_eq!(ix.sector_at_or_after(pack(lowest), id), model.range(lowest..).next().map(|e| e.0 .0));
                 prop_assert_eq!(ix.first(), model.values().next().copied());
                 prop_assert!(ix.chunks.iter().all(|c| c.len > 0 && c.len <= CHUNK));
-                prop_assert_eq!(ix.maxes.clone(), ix.chunks.iter().map(|c| c.last()).collect::<Vec<_>>());
+                let lasts: Vec<Packed> = (0..ix.chunks.len()).map(|i| ix.key_at((i, ix.chunks[i].len - 1), id)).collect();
+                prop_assert_eq!(ix.maxes.clone(), lasts);
                 prop_assert_eq!(ix.lens.clone(), ix.chunks.iter().map(|c| c.len as u8).collect::<Vec<_>>());
             }
             prop_assert_eq!(ix.iter().map(|e| e.1).collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>());
-            prop_assert_eq!(ix.iter().map(|e| e.0).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
+            prop_assert_eq!(ix.iter().map(|(sector, s)| (sector, id(s))).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
         }
     }
 }

@@ -495,9 +495,9 @@ impl IShare {
     /// one search of its queue's index, which holds the sectors (its
     /// requests' slots, a cache miss each in a big queue, are not read).
     fn nearest(&self, i: usize) -> Option<(Sector, Sector)> {
-        let (before, after) = self.vms[i].queue.around_keys((self.head, 0));
-        let after = after.map(|(sector, _)| (sector - self.head, sector));
-        let before = before.map(|(sector, _)| (self.head - sector, sector));
+        let (before, after) = self.vms[i].queue.around_sectors(self.head);
+        let after = after.map(|sector| (sector - self.head, sector));
+        let before = before.map(|sector| (self.head - sector, sector));
         after.into_iter().chain(before).min()
     }
 
