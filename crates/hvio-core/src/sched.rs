@@ -175,6 +175,19 @@ pub trait Scheduler: Send {
         Vec::new()
     }
 
+    /// Whether a completion can change what this scheduler dispatches or
+    /// when: `true` for a scheduler that counts requests in flight, idles
+    /// or anticipates after a completion, measures service times, or runs
+    /// timers from `completed`. `false` declares that [`Scheduler::completed`]
+    /// changes nothing the scheduler will decide, so a caller with nothing
+    /// waiting to dispatch may report completions late, in a batch, with
+    /// the times they happened (the daemon's vhost-user engine then skips
+    /// a wake-up per request). Default: `true`, the safe answer; only a
+    /// scheduler whose `completed` does nothing may say `false`.
+    fn acts_on_completions(&self) -> bool {
+        true
+    }
+
     /// Whether [`Scheduler::take_slices`] can return any slice: `true` for
     /// a scheduler that logs them. A caller that takes slices at every
     /// dispatch (the simulator's host) asks only schedulers that do.
@@ -241,6 +254,9 @@ impl<S: Scheduler + ?Sized> Scheduler for &mut S {
     }
     fn logs_slices(&self) -> bool {
         (**self).logs_slices()
+    }
+    fn acts_on_completions(&self) -> bool {
+        (**self).acts_on_completions()
     }
     fn take_queued(&mut self, now: Nanos) -> Option<Vec<Request>> {
         (**self).take_queued(now)

@@ -8,16 +8,12 @@
 //! otherwise where the sweep left off. Deadlines are checked only between
 //! batches, as in Linux.
 //!
-//! A flush goes around the elevator: Linux's `blk_insert_flush`
-//! (`block/blk-flush.c`) never gives one to the scheduler but puts it on
-//! the queue's dispatch list (`q->queue_head`), which the block layer
-//! serves before it asks the elevator for a request; here it waits in a
-//! FIFO of its own that `dispatch` serves first.
+//! A flush never reaches it: the scheduler driver sends flushes around
+//! every elevator, as Linux's `blk_insert_flush` does (`crate::driver`).
 
 use super::util::{key, SortKey, SortedFifo};
 use super::SchedulerSpec;
-use hvio_core::{Dispatch, Nanos, Op, ParamSpec, Params, Request, SchedContext, Scheduler};
-use std::collections::VecDeque;
+use hvio_core::{Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler};
 
 /// The registry entry of `deadline`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
@@ -87,8 +83,6 @@ pub struct Deadline {
     next_rq: [Option<SortKey>; 2],
     batching: u64,
     starved: u64,
-    /// Flushes, in arrival order, served before the elevator's requests.
-    flushes: VecDeque<Request>,
 }
 
 impl Deadline {
@@ -102,7 +96,6 @@ impl Deadline {
             next_rq: [None, None],
             batching: 0,
             starved: 0,
-            flushes: VecDeque::new(),
         }
     }
 
@@ -125,10 +118,6 @@ impl Scheduler for Deadline {
     }
 
     fn insert(&mut self, rq: Request, now: Nanos) {
-        if rq.op == Op::Flush {
-            self.flushes.push_back(rq);
-            return;
-        }
         let dir = rq.op.dir();
         self.queues[dir].insert(rq, now + self.expire[dir]);
     }
@@ -140,9 +129,6 @@ impl Scheduler for Deadline {
     }
 
     fn dispatch(&mut self, now: Nanos) -> Dispatch {
-        if let Some(rq) = self.flushes.pop_front() {
-            return Dispatch::Request(rq);
-        }
         // Continue the current batch in sector order.
         let cont = self.next_rq[WRITE]
             .map(|k| (WRITE, k))
@@ -177,18 +163,23 @@ impl Scheduler for Deadline {
 
     fn completed(&mut self, _rq: &Request, _now: Nanos) {}
 
+    /// Legacy deadline has no `elevator_completed_req_fn`: its choices
+    /// depend on what is queued and on the time of the dispatch only.
+    fn acts_on_completions(&self) -> bool {
+        false
+    }
+
     fn has_work(&self) -> bool {
-        !self.flushes.is_empty() || !self.queues[READ].is_empty() || !self.queues[WRITE].is_empty()
+        !self.queues[READ].is_empty() || !self.queues[WRITE].is_empty()
     }
 
     fn queued(&self) -> usize {
-        self.flushes.len() + self.queues[READ].len() + self.queues[WRITE].len()
+        self.queues[READ].len() + self.queues[WRITE].len()
     }
 
     fn take_queued(&mut self, _now: Nanos) -> Option<Vec<Request>> {
         self.next_rq = [None, None];
-        let mut all: Vec<Request> = self.flushes.drain(..).collect();
-        all.extend(self.queues[READ].take_all());
+        let mut all = self.queues[READ].take_all();
         all.extend(self.queues[WRITE].take_all());
         Some(all)
     }
@@ -232,21 +223,6 @@ mod tests {
         let ops: Vec<Op> = (0..4).map(|_| take(s.as_mut(), 1).op).collect();
         // Two read batches pass (writes_starved = 2), then the write.
         assert_eq!(ops, vec![Op::Read, Op::Read, Op::Write, Op::Read]);
-    }
-
-    #[test]
-    fn a_flush_goes_around_the_elevator() {
-        let mut s = sched(&[]);
-        for (i, sec) in [500u64, 100, 300].iter().enumerate() {
-            s.insert(Request::new(i as u64, 0, Op::Write, *sec, 8, 0), 0);
-        }
-        assert_eq!(take(s.as_mut(), 1).sector, 500);
-        // The FIFO head (100) would start the next batch; the flush goes first.
-        s.insert(Request::new(9, 0, Op::Flush, 0, 0, 1), 1);
-        assert_eq!(s.queued(), 3);
-        assert_eq!(take(s.as_mut(), 2).id, 9);
-        let rest: Vec<u64> = (0..2).map(|_| take(s.as_mut(), 2).sector).collect();
-        assert_eq!(rest, vec![100, 300]);
     }
 
     #[test]

@@ -69,10 +69,42 @@
 //!
 //! Each finished switch leaves a [`SwitchReport`] with its cost: time from
 //! request to swap, requests handed over, bypassed and held.
+//!
+//! # Flushes (`block/blk-flush.c`)
+//!
+//! No Linux elevator ever holds a cache flush. The legacy block layer
+//! (2.6.37 to 4.x, `__elv_add_request` with `ELEVATOR_INSERT_FLUSH`) and
+//! blk-mq (`blk_mq_submit_bio` → `blk_insert_flush`; the flush request is
+//! allocated without `RQF_USE_SCHED` in 6.x) both hand it to
+//! `blk_insert_flush`, which puts the flush on the queue's dispatch list
+//! (`q->queue_head`; blk-mq's `hctx->dispatch`), served before the
+//! elevator is asked for a request. The elevator never hears of it: not
+//! its insertion, not its dispatch (`elv_activate_rq` only for
+//! `REQ_SORTED` requests), not its completion (`elv_completed_request`
+//! calls the elevator only for `REQ_SORTED` ones; blk-mq only for
+//! `RQF_USE_SCHED` ones). The driver does the same for every scheduler: a
+//! request with [`Op::Flush`] goes on its dispatch list, behind the flushes
+//! already there (the legacy `list_add_tail`), and no scheduler is told of
+//! it. During a `freeze` switch a flush waits with the other arrivals
+//! (blk-mq's `blk_queue_enter` holds every submitter); during a `drain` it
+//! is one of the bypassing arrivals.
+//!
+//! What hvio does not model of `blk-flush.c`, and why (docs/schedulers.md,
+//! "Flushes"): its double buffering (one flush command in flight at a time,
+//! C1; flushes that arrive meanwhile wait and then share one command), as a
+//! shared command would complete several of the caller's requests at once,
+//! which no caller of the driver can take yet; the sequencing of a write
+//! that carries a flush (PREFLUSH, DATA, POSTFLUSH), as [`Request`] has no
+//! such write (traces split it into a flush and a write); and the legacy
+//! bypass of FUA writes (with a FUA-capable device, 2.6.37 to 6.4 send the
+//! data of a FUA write straight to the dispatch list; 6.5 and later insert
+//! it into the elevator like any write): FUA writes go to the scheduler,
+//! as in 6.5 and later.
 
 use crate::build;
 use hvio_core::{
-    ms, ConfigError, Dispatch, Nanos, ParamValues, Request, RequestId, SchedContext, Scheduler, SliceGrant, StreamInfo,
+    ms, ConfigError, Dispatch, Nanos, Op, ParamValues, Request, RequestId, SchedContext, Scheduler, SliceGrant,
+    StreamInfo,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -203,6 +235,8 @@ pub struct DriverStats {
     pub past_waits: u64,
     /// Switches finished.
     pub switches: u64,
+    /// Flushes sent around the scheduler (see "Flushes" in the module doc).
+    pub flushes: u64,
 }
 
 struct Switch<S: ?Sized> {
@@ -231,9 +265,9 @@ pub struct Driver<S: Scheduler + ?Sized = dyn Scheduler> {
     /// The pending wake-up: the last `Wait` given and not yet due.
     wake: Option<Nanos>,
     in_flight: usize,
-    /// The block layer's dispatch list: requests force-drained from an old
-    /// scheduler or bypassing it during a `drain` switch, served FIFO
-    /// before any scheduler.
+    /// The block layer's dispatch list: flushes, and requests
+    /// force-drained from an old scheduler or bypassing it during a `drain`
+    /// switch, served FIFO before any scheduler.
     dispatch_list: VecDeque<Request>,
     /// Requests on the dispatch list or in flight that no scheduler holds
     /// (it handed them over, or they bypassed it): nobody hears of their
@@ -373,23 +407,46 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         self.switch.is_some()
     }
 
-    /// Where a request arriving now goes during a switch: held (`freeze`),
+    /// Where a request arriving now goes: a flush to the dispatch list
+    /// (see "Flushes" in the module doc); during a switch, held (`freeze`),
     /// straight to the dispatch list (`drain`), or into the new scheduler
     /// (`migrate`); else into the scheduler.
     #[inline(always)]
     pub fn insert(&mut self, rq: Request, now: Nanos) {
         self.stats.inserted += 1;
         match &mut self.switch {
-            None => self.sched.insert(rq, now),
-            Some(sw) => match sw.policy {
-                SwitchPolicy::Freeze => sw.held.push_back((rq, now)),
-                SwitchPolicy::Drain => {
-                    sw.bypassed += 1;
-                    self.unowned.insert(rq.id, false);
-                    self.dispatch_list.push_back(rq);
+            None if rq.op != Op::Flush => self.sched.insert(rq, now),
+            Some(sw) if sw.policy == SwitchPolicy::Freeze => sw.held.push_back((rq, now)),
+            Some(sw) if sw.policy == SwitchPolicy::Drain => {
+                sw.bypassed += 1;
+                if rq.op == Op::Flush {
+                    self.stats.flushes += 1;
                 }
-                SwitchPolicy::Migrate => sw.new.insert(rq, now),
-            },
+                self.unowned.insert(rq.id, false);
+                self.dispatch_list.push_back(rq);
+            }
+            Some(sw) if rq.op != Op::Flush => sw.new.insert(rq, now),
+            _ => self.flush_around(rq),
+        }
+    }
+
+    /// `blk_insert_flush`: the flush `rq` goes on the dispatch list, and no
+    /// scheduler hears of it.
+    #[inline(never)]
+    fn flush_around(&mut self, rq: Request) {
+        self.stats.flushes += 1;
+        self.unowned.insert(rq.id, false);
+        self.dispatch_list.push_back(rq);
+    }
+
+    /// A request that arrived at `now` and waited outside the scheduler
+    /// (held by a `freeze` switch, or re-queued after a failure) enters it,
+    /// or the dispatch list if it is a flush.
+    fn enter(&mut self, rq: Request, now: Nanos) {
+        if rq.op == Op::Flush {
+            self.flush_around(rq);
+        } else {
+            self.sched.insert(rq, now);
         }
     }
 
@@ -604,7 +661,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         self.logs_slices = self.sched.logs_slices();
         let held = sw.held.len();
         for (rq, _) in sw.held {
-            self.sched.insert(rq, now);
+            self.enter(rq, now);
         }
         self.stats.switches += 1;
         self.reports.push(SwitchReport {
@@ -662,7 +719,7 @@ impl<S: Scheduler + ?Sized> Driver<S> {
         self.unowned.clear();
         self.wake = None;
         for rq in requeue {
-            self.sched.insert(rq, now);
+            self.enter(rq, now);
         }
         abandoned
     }

@@ -2,10 +2,10 @@
 //! classes.
 //!
 //! Three priority levels (RT, BE, IDLE, from [`Request::class`]), each with
-//! an at-head dispatch list, and per direction a sector-sorted tree and a
-//! FIFO by expiry. Within a level the legacy deadline algorithm runs:
-//! batches of up to `fifo_batch` requests in ascending sector order starting
-//! at the first request at or after the last dispatched position; between
+//! per direction a sector-sorted tree and a FIFO by expiry. Within a level
+//! the legacy deadline algorithm runs: batches of up to `fifo_batch`
+//! requests in ascending sector order starting at the first request at or
+//! after the last dispatched position; between
 //! batches reads are preferred unless writes were passed over
 //! `writes_starved` times; a batch starts at the FIFO head when it has
 //! expired (or when nothing lies ahead). Levels are served strictly in
@@ -13,18 +13,22 @@
 //! in flight, except that a BE or IDLE request older than
 //! `prio_aging_expire` is dispatched first.
 //!
-//! Departures (docs/schedulers.md): flushes take the at-head dispatch list
-//! (blk-mq sends them around the scheduler, ahead of queued requests); no
-//! merging: mq-deadline keeps `Scheduler::back_merge`'s default, so it does
-//! not merge even on the simulator's blktap path, where deadline, CFQ, AS
-//! and Pregather back-merge (`front_merges` is kept for parity);
-//! no zoned-device write locking; `async_depth` caps in-flight async and
-//! write requests at dispatch instead of at tag allocation.
+//! A flush never reaches it: blk-mq sends flushes around the scheduler
+//! (`blk_insert_flush`), and so does hvio's scheduler driver
+//! (`crate::driver`). Linux's per-level at-head dispatch list
+//! (`per_prio->dispatch`) holds requeued and at-head insertions, which hvio
+//! never makes; it is left out.
+//!
+//! Departures (docs/schedulers.md): no merging: mq-deadline keeps
+//! `Scheduler::back_merge`'s default, so it does not merge even on the
+//! simulator's blktap path, where deadline, CFQ, AS and Pregather
+//! back-merge (`front_merges` is kept for parity); no zoned-device write
+//! locking; `async_depth` caps in-flight async and write requests at
+//! dispatch instead of at tag allocation.
 
 use super::util::{key, SortKey, SortedFifo};
 use super::SchedulerSpec;
 use hvio_core::{ms, Dispatch, IoClass, Nanos, Op, ParamSpec, Params, Request, SchedContext, Scheduler, Sector};
-use std::collections::VecDeque;
 
 /// The registry entry of `mq-deadline`.
 pub const SPEC: SchedulerSpec = SchedulerSpec {
@@ -86,7 +90,6 @@ fn limited(rq: &Request) -> bool {
 /// One priority level (`struct dd_per_prio`).
 #[derive(Debug, Default)]
 struct PerPrio {
-    dispatch: VecDeque<Request>,
     queues: [SortedFifo; 2],
     latest_pos: [Sector; 2],
     inserted: u64,
@@ -158,13 +161,6 @@ impl MqDeadline {
     /// only a request that arrived at or before `latest_start` may go.
     fn dispatch_prio(&mut self, prio: usize, latest_start: Nanos, now: Nanos) -> Option<Request> {
         let pp = &mut self.prios[prio];
-        if let Some(rq) = pp.dispatch.front() {
-            if rq.arrival > latest_start {
-                return None;
-            }
-            let rq = pp.dispatch.pop_front().expect("front exists");
-            return Some(self.done(prio, rq));
-        }
         // Continue the batch in the last direction.
         let mut pick = pp
             .next_request(self.last_dir)
@@ -235,12 +231,8 @@ impl Scheduler for MqDeadline {
         let pp = &mut self.prios[prio];
         pp.inserted += 1;
         self.queued += 1;
-        if rq.op == Op::Flush {
-            pp.dispatch.push_back(rq);
-        } else {
-            let dir = rq.op.dir();
-            pp.queues[dir].insert(rq, now + self.expire[dir]);
-        }
+        let dir = rq.op.dir();
+        pp.queues[dir].insert(rq, now + self.expire[dir]);
     }
 
     /// `dd_dispatch_request`.
@@ -299,7 +291,6 @@ impl Scheduler for MqDeadline {
         let mut all = Vec::with_capacity(self.queued);
         for pp in &mut self.prios {
             let before = all.len();
-            all.extend(pp.dispatch.drain(..));
             for q in &mut pp.queues {
                 all.extend(q.take_all());
             }

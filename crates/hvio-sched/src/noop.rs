@@ -44,6 +44,10 @@ impl Scheduler for Noop {
         }
     }
     fn completed(&mut self, _rq: &Request, _now: Nanos) {}
+    /// A FIFO: no count of requests in flight, no timers.
+    fn acts_on_completions(&self) -> bool {
+        false
+    }
     fn has_work(&self) -> bool {
         !self.fifo.is_empty()
     }

@@ -62,9 +62,11 @@ pub trait Backend: Send {
 /// Completions a backend's threads leave for the engine thread instead of
 /// waking it with a [`Msg::Done`] each.
 ///
-/// A completion only matters at once to a scheduler that acts on it: one
-/// with requests waiting to dispatch, timers, a switch to drain for, or a
-/// shutdown. Under noop with nothing waiting it changes no decision, and the
+/// A completion only matters at once to a scheduler that acts on it
+/// ([`Scheduler::acts_on_completions`]), or to one with requests waiting
+/// to dispatch, a switch to drain for, or a shutdown. Under a scheduler
+/// that does not act on completions (noop, deadline), with nothing
+/// waiting, it changes no decision, and the
 /// engine takes it when it next wakes (for the next request, a control
 /// request) or before it answers `/status`, with the time it completed. The
 /// engine thread allows this (`Completions::defer`) only in that state,
@@ -631,7 +633,7 @@ impl Engine {
     /// needs one at once (see [`Completions`]); whether it may.
     fn allow_deferred_completions(&self) -> bool {
         let Some(c) = &self.completions else { return false };
-        let allow = self.sched_name == "noop"
+        let allow = !self.sched.scheduler().acts_on_completions()
             && self.waiting.is_empty()
             && !self.switch_in_progress()
             && self.plan.is_none()

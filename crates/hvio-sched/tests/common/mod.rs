@@ -248,7 +248,8 @@ pub fn drive_sched(
                         let handed_over = d.scheduler().queued() == 0;
                         if d.switching() && sw.policy == SwitchPolicy::Migrate && handed_over {
                             // Everything queued went to the new scheduler
-                            // (except requests bypassing an earlier drain).
+                            // (except flushes and requests bypassing an
+                            // earlier drain, on the dispatch list).
                             let pending =
                                 (0..inserted as u64).filter(|id| !seen.contains(id) && !bypassing.contains(id));
                             held.extend(pending);
@@ -270,11 +271,13 @@ pub fn drive_sched(
             let id = next_arrival as u64;
             let rq = Request::new(id, a.stream, a.op, sector, sectors, now)
                 .with_sync(a.op != Op::Write || a.stream.is_multiple_of(2));
-            if d.switching() {
-                match policy {
-                    Some(SwitchPolicy::Drain) => bypassing.insert(id),
-                    _ => held.insert(id),
-                };
+            // A flush goes around every scheduler (held only by a freeze);
+            // during a drain, every arrival does.
+            let freezing = d.switching() && policy == Some(SwitchPolicy::Freeze);
+            if (a.op == Op::Flush && !freezing) || (d.switching() && policy == Some(SwitchPolicy::Drain)) {
+                bypassing.insert(id);
+            } else if d.switching() {
+                held.insert(id);
             }
             d.insert(rq, now);
             inserted += 1;
