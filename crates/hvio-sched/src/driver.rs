@@ -451,9 +451,10 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     }
 
     /// The block layer's back merge into a queued request (see
-    /// [`Scheduler::back_merge`]); none during a switch.
+    /// [`Scheduler::back_merge`]); none during a switch, and never of a
+    /// flush (Linux's `blk_rq_merge_ok` refuses `REQ_NOMERGE_FLAGS`).
     pub fn back_merge(&mut self, rq: &Request, max_sectors: u32, now: Nanos) -> Option<RequestId> {
-        if self.switch.is_some() {
+        if self.switch.is_some() || rq.op == Op::Flush {
             return None;
         }
         self.sched.back_merge(rq, max_sectors, now)

@@ -208,6 +208,32 @@ fn a_flush_goes_around_every_scheduler() {
     }
 }
 
+/// mq-deadline's write sweep keeps its position across a flush, as in
+/// Linux, where the flush never reaches `dd_dispatch_request` and so never
+/// moves `latest_pos`: after the write at sector 100 and a flush, the batch
+/// continues at 300, not at 50 behind it (where a flush dispatched by the
+/// scheduler itself, at sector 0, would restart the sweep).
+#[test]
+fn mq_deadline_sweeps_on_across_a_flush() {
+    let mut d = Driver::build("mq-deadline", &ParamValues::new(), ctx(2)).unwrap();
+    let write = |id, sector, at| Request::new(id, 0, Op::Write, sector, 8, at);
+    d.insert(write(0, 100, 0), 0);
+    d.insert(write(1, 300, 0), 0);
+    let next = |d: &mut Driver, now| match d.poll(now) {
+        Next::Request(rq) => {
+            d.completed(&rq, now + 1);
+            rq.sector
+        }
+        other => panic!("expected a request, got {other:?}"),
+    };
+    assert_eq!(next(&mut d, 1), 100);
+    d.insert(Request::new(2, 1, Op::Flush, 0, 0, 3).with_sync(true), 3);
+    d.insert(write(3, 50, 3), 3);
+    assert_eq!(next(&mut d, 4), 0, "the flush first");
+    assert_eq!(next(&mut d, 6), 300, "the sweep goes on from 100");
+    assert_eq!(next(&mut d, 8), 50);
+}
+
 /// A flush that arrives during a run-time switch: held with the other
 /// arrivals by `freeze` (blk-mq's queue freeze holds every submitter),
 /// sent ahead of the new scheduler by `migrate`, and among the bypassing
