@@ -309,6 +309,83 @@ pub struct VmConfig {
     /// `image_size`.
     #[serde(default, deserialize_with = "crate::size::reshape_keys")]
     pub reshape: Option<hvio_reshape::ReshapeConfig>,
+    /// QEMU's I/O path as a CPU cost that limits throughput (`qemu_path =
+    /// { ... }`, docs/reshape.md "QEMU's I/O path"): the VM's guest
+    /// requests and the host requests its host-path stage sends pass
+    /// through `io_threads` event-loop threads, each busy for the request
+    /// costs. Absent: no such cost (the path is `virt_latency_us` alone).
+    #[serde(default)]
+    pub qemu_path: Option<QemuPathConfig>,
+}
+
+/// The CPU cost of QEMU's I/O path for one VM (`[vm] qemu_path`).
+///
+/// QEMU 2.5's virtio-blk runs in one event-loop thread per VM: a pass pops
+/// every request the virtqueue holds, merges contiguous ones
+/// (`virtio_blk_submit_multireq`) and submits them with one `io_submit`;
+/// each completion is taken back by the same thread. `bench/qemu-path-cost.sh`
+/// measures the per-request and per-byte costs of QEMU's block layer,
+/// linux-aio and the host kernel on the machine it runs on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QemuPathConfig {
+    /// Threads serving the VM's virtqueue (QEMU 2.5 without an iothread: 1,
+    /// the main loop).
+    #[serde(default = "one")]
+    pub io_threads: u32,
+    /// CPU time per guest request taken from the virtqueue (pop, completion
+    /// push, guest notification), µs.
+    #[serde(default)]
+    pub guest_request_us: f64,
+    /// CPU time per host request (its `io_submit` entry, its completion,
+    /// the host file system and block layer), µs.
+    #[serde(default)]
+    pub request_us: f64,
+    /// CPU time per byte of a host request (pinning and mapping its
+    /// pages), ns.
+    #[serde(default)]
+    pub byte_ns: f64,
+    /// `virtio_blk_submit_multireq`: contiguous reads or writes taken from
+    /// the virtqueue in one pass leave as one host request.
+    #[serde(default = "yes")]
+    pub multireq: bool,
+}
+
+impl QemuPathConfig {
+    /// The most threads a VM's path may have.
+    pub const MAX_IO_THREADS: u32 = 1024;
+    /// The largest per-request cost: a second.
+    pub const MAX_COST_US: f64 = 1e6;
+    /// The largest per-byte cost: a µs (a path of 1 MB/s).
+    pub const MAX_BYTE_NS: f64 = 1e3;
+
+    /// Check the values; `ctx` names the VM in errors.
+    fn check(&self, ctx: &str) -> Result<()> {
+        if !(1..=Self::MAX_IO_THREADS).contains(&self.io_threads) {
+            return Err(SimError::invalid(
+                ctx,
+                "qemu_path.io_threads",
+                self.io_threads,
+                format!("must be 1..={}", Self::MAX_IO_THREADS),
+            ));
+        }
+        let max = Self::MAX_COST_US;
+        for (key, value, max) in [
+            ("qemu_path.guest_request_us", self.guest_request_us, max),
+            ("qemu_path.request_us", self.request_us, max),
+            ("qemu_path.byte_ns", self.byte_ns, Self::MAX_BYTE_NS),
+        ] {
+            if !(value.is_finite() && (0.0..=max).contains(&value)) {
+                return Err(SimError::invalid(
+                    ctx,
+                    key,
+                    format!("{value:?}"),
+                    format!("must be a number from 0 to {max}"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_image_size() -> Size {
@@ -590,6 +667,14 @@ impl Config {
                 Some(o) => o.sectors(),
                 None => next,
             };
+            if vm.qemu_path.is_some() && self.host.blktap.is_some() {
+                return Err(SimError::invalid(
+                    &ctx,
+                    "qemu_path",
+                    "{ ... }",
+                    "is QEMU's path, and [host] blktap is Xen's: a VM takes one of them",
+                ));
+            }
             let reshape = match &vm.reshape {
                 Some(r) => Some(vm.reshape_layout(r, &ctx, self.host.blktap.is_some())?),
                 None => None,
@@ -958,6 +1043,9 @@ impl VmConfig {
                 format!("({} tables)", self.jobs.len()),
                 format!("at most {MAX_JOBS_PER_VM} [[vm.job]] tables per VM"),
             ));
+        }
+        if let Some(q) = &self.qemu_path {
+            q.check(ctx)?;
         }
         // Checked against every scheduler, not just [host]'s: `hvio compare`
         // runs this VM under each of them.

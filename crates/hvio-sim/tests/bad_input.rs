@@ -333,3 +333,31 @@ fn stream_attributes_are_checked_against_every_scheduler_at_load() {
     let r = hvio_sim::compare::compare(&cfg, &hvio_sched::names()).unwrap();
     assert_eq!(r.len(), hvio_sched::SCHEDULERS.len());
 }
+
+#[test]
+fn a_bad_qemu_path_names_the_vm_the_key_and_the_value() {
+    for (keys, key, value) in [
+        ("io_threads = 0", "qemu_path.io_threads", "0"),
+        ("io_threads = 5000", "qemu_path.io_threads", "5000"),
+        ("request_us = -1.0", "qemu_path.request_us", "-1.0"),
+        ("request_us = nan", "qemu_path.request_us", "NaN"),
+        ("guest_request_us = 1e300", "qemu_path.guest_request_us", "1e300"),
+        ("byte_ns = inf", "qemu_path.byte_ns", "inf"),
+        ("byte_ns = 5000.0", "qemu_path.byte_ns", "5000.0"),
+    ] {
+        let text = one_vm(&format!("qemu_path = {{ {keys} }}"), "");
+        assert_has(
+            &error_of(&text, "q.toml"),
+            &["q.toml", "vm \"a\"", &format!("`{key}`"), value],
+        );
+    }
+    // An unknown key is named by the parser.
+    let e = Config::from_toml_str(&one_vm("qemu_path = { request = 5 }", ""), "q.toml").unwrap_err();
+    assert_has(&e.to_string(), &["q.toml", "request"]);
+    // QEMU's path and Xen's blktap are two hosts, not one.
+    let text = format!("[host.blktap]\n{}", one_vm("qemu_path = { request_us = 5 }", ""));
+    assert_has(
+        &error_of(&text, "q.toml"),
+        &["q.toml", "vm \"a\"", "`qemu_path`", "blktap"],
+    );
+}

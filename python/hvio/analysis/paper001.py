@@ -59,11 +59,18 @@ def device_counter(r: dict[str, Any], key: str) -> float:
     return next((v for k, v in r["host"]["device"] if k == key), 0.0)
 
 
+def host_counter(r: dict[str, Any], key: str) -> float:
+    """A counter of the run's host path (0 when it does not report it)."""
+    return next((v for k, v in r["host"]["counters"] if k == key), 0.0)
+
+
 def points(s: Sweep) -> pd.DataFrame:
     """One row per run: its matrix values, the drive preset, and what it
     measured: the VM's MB/s, the job's mean latency, read and write MB/s
     over its execution time, the drive's write amplification, reshaping's
-    own (1 without it) and the host reads a guest read took."""
+    own (1 without it), the host reads a guest read took, and QEMU's
+    thread (``qemu_path``): its busy time over the job's execution time
+    and the host requests it submitted per guest request (0 without one)."""
     rows = []
     for run, r in zip(s.runs, s.results):
         job, reshape = r["jobs"][0], r.get("reshape")
@@ -84,6 +91,9 @@ def points(s: Sweep) -> pd.DataFrame:
                     reshape["guest_read_requests"] / max(job["reads"], 1) if reshape else 1.0
                 ),
                 "cleaning_mb": reshape["clean_write_bytes"] / 1e6 if reshape else 0.0,
+                "qemu_busy": host_counter(r, "qemu_busy_s") / exec_s,
+                "qemu_host_per_guest": host_counter(r, "qemu_host_requests")
+                / max(host_counter(r, "qemu_guest_requests"), 1.0),
                 "precondition_rounds": len(r.get("precondition", {}).get("rounds", [])),
                 "precondition_settled": r.get("precondition", {}).get("settled", True),
             }
@@ -159,6 +169,16 @@ def paper_bandwidth(paper: dict[str, Any], preset: str, workload: str, against: 
         ),
         None,
     )
+
+
+def paper_baseline_vs_metal(paper: dict[str, Any], preset: str, workload: str) -> float | None:
+    """Baseline QEMU against bare metal, percent, from the paper's two
+    numbers for reshaped QEMU (against each), if it gives both."""
+    base = paper_bandwidth(paper, preset, workload, "baseline QEMU")
+    metal = paper_bandwidth(paper, preset, workload, "bare metal")
+    if base is None or metal is None:
+        return None
+    return gain(1.0 + metal / 100.0, 1.0 + base / 100.0)
 
 
 def check_paper(paper: dict[str, Any], where: Path | None, keys: list[str]) -> None:

@@ -40,6 +40,14 @@ pub(crate) enum Ev {
     StageWake {
         vm: u16,
     },
+    /// A pass of the VM's QEMU thread may begin (`qemu_path`).
+    QemuPass {
+        vm: u16,
+    },
+    /// A pass of the VM's QEMU thread ends: its host requests are submitted.
+    QemuSubmit {
+        vm: u16,
+    },
     /// A job of this phase finished (see [`phases`](super::phases)).
     PhaseJobDone {
         phase: u16,

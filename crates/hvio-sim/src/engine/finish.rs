@@ -14,6 +14,9 @@ impl Engine {
         }
         for ((vm, path), s) in self.vms.iter().zip(&self.paths).zip(&self.host.streams) {
             let name = &vm.layout.name;
+            if let Some(n) = path.qemu.as_ref().map(IoThreads::held).filter(|&n| n > 0) {
+                return fail(format!("VM {name}'s QEMU threads still hold {n} requests"));
+            }
             if path.stage.as_dyn().held() > 0 {
                 return fail(format!(
                     "VM {name}'s host path still holds {} requests",
@@ -106,6 +109,19 @@ impl Engine {
             counters.push(("blktap_queued_distances".into(), q.total as f64));
             counters.push(("blktap_queued_zero_frac".into(), q.zero_frac));
             counters.push(("blktap_queued_within_image_frac".into(), q.within_image_frac));
+        }
+        if self.paths.iter().any(|p| p.qemu.is_some()) {
+            // QEMU's threads' counters, summed over the VMs that have them.
+            let mut sums: Vec<(&'static str, f64)> = Vec::new();
+            for q in self.paths.iter().filter_map(|p| p.qemu.as_ref()) {
+                for (i, (k, v)) in q.counters().into_iter().enumerate() {
+                    match sums.get_mut(i) {
+                        Some(s) => s.1 += v,
+                        None => sums.push((k, v)),
+                    }
+                }
+            }
+            counters.extend(sums.into_iter().map(|(k, v)| (k.to_string(), v)));
         }
         let run = RunTotals {
             seed: self.seed,

@@ -42,6 +42,7 @@ pub(crate) use guest::*;
 pub(crate) use requests::*;
 pub(crate) use stage::blktap::Blktap;
 pub(crate) use stage::direct::Direct;
+pub(crate) use stage::qemu::IoThreads;
 pub(crate) use stage::reshape::Reshape;
 pub(crate) use stage::*;
 
@@ -256,7 +257,8 @@ impl Engine {
         let paths = vms
             .iter()
             .zip(carried)
-            .map(|(vm, carried)| VmPath {
+            .zip(&cfg.vms)
+            .map(|((vm, carried), vc)| VmPath {
                 stage: match (&vm.layout.reshape, &cfg.host.blktap, carried) {
                     (Some(_), _, Some(stage)) => Stage::Other(stage),
                     (Some(l), _, None) => Stage::Other(Box::new(Reshape::new(&vm.layout.name, l.clone()))),
@@ -264,6 +266,7 @@ impl Engine {
                     (None, None, _) => Stage::Direct(Direct),
                 },
                 map: vm.layout.map.clone(),
+                qemu: vc.qemu_path.clone().map(IoThreads::new),
             })
             .collect();
         let mut host = HostSide::new(cfg, host, device, image_sectors);
@@ -393,6 +396,8 @@ impl Engine {
                 Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
                 Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
                 Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
+                Ev::QemuPass { vm } => self.qemu_pass(vm as usize),
+                Ev::QemuSubmit { vm } => self.qemu_submit(vm as usize)?,
                 Ev::PhaseJobDone { phase } => self.phase_job_done(phase as usize)?,
                 Ev::PlanStep { step } => self.apply_step(step as usize)?,
             }

@@ -13,10 +13,13 @@
 //! originate I/O of its own ([`PathCx::originate`]: cleaning, log records,
 //! checkpoints), which goes through the host scheduler and shows in the
 //! host's metrics and records like any other; the stage hears of its
-//! completion in [`HostPath::done`].
+//! completion in [`HostPath::done`]. A VM with `qemu_path` has QEMU's
+//! event-loop threads ([`qemu::IoThreads`]) between its stage and the host
+//! scheduler: what the stage sends waits for a thread's pass.
 
 pub(crate) mod blktap;
 pub(crate) mod direct;
+pub(crate) mod qemu;
 pub(crate) mod reshape;
 
 use super::*;
@@ -53,6 +56,8 @@ pub(crate) trait HostPath {
 pub(crate) struct VmPath {
     pub(crate) stage: Stage,
     pub(crate) map: ExtentMap,
+    /// QEMU's event-loop threads, for a VM with `qemu_path`.
+    pub(crate) qemu: Option<qemu::IoThreads>,
 }
 
 /// A VM's [`HostPath`]. The direct path is called without a trait
@@ -112,6 +117,8 @@ pub(crate) struct PathCx<'a> {
     pub(crate) requests: &'a mut Requests,
     pub(crate) host: &'a mut HostSide,
     pub(crate) queue: &'a mut EventQueue,
+    /// The VM's QEMU threads, which what the stage sends waits for.
+    pub(crate) qemu: Option<&'a mut qemu::IoThreads>,
 }
 
 impl PathCx<'_> {
@@ -170,14 +177,30 @@ impl PathCx<'_> {
     }
 
     /// Send host request `rq` (image sectors) through the image map to the
-    /// host scheduler, and run it.
+    /// host scheduler, and run it; on a VM with `qemu_path`, once a QEMU
+    /// thread's pass has taken it.
     #[inline(always)]
-    pub(crate) fn send(&mut self, mut rq: Request) -> Result<()> {
+    pub(crate) fn send(&mut self, rq: Request) -> Result<()> {
+        if let Some(q) = self.qemu.as_deref_mut() {
+            if q.sent(rq) {
+                self.queue.push(self.now, Ev::QemuPass { vm: self.vm as u16 });
+            }
+            return Ok(());
+        }
+        self.submit(rq)?;
+        self.kick();
+        Ok(())
+    }
+
+    /// Host request `rq` (image sectors), arriving now, through the image
+    /// map to the host scheduler (not yet run: [`Self::kick`]).
+    #[inline(always)]
+    pub(crate) fn submit(&mut self, mut rq: Request) -> Result<()> {
+        rq.arrival = self.now;
         if self.map(&mut rq)? {
             self.host.queued(&rq);
             self.host.insert(rq, self.now);
         }
-        self.kick();
         Ok(())
     }
 
@@ -260,6 +283,7 @@ impl Engine {
             requests: &mut self.requests,
             host: &mut self.host,
             queue: &mut self.queue,
+            qemu: p.qemu.as_mut(),
         };
         f(&mut p.stage, &mut cx)
     }
@@ -269,6 +293,14 @@ impl Engine {
         self.requests[slot].host_arrival = self.now;
         let vi = self.requests[slot].vm as usize;
         self.host.streams[vi].offered += self.requests[slot].guest.bytes();
-        self.with_stage(vi, |stage, cx| stage.arrive(slot, cx))
+        self.with_stage(vi, |stage, cx| stage.arrive(slot, cx))?;
+        // After the stage: a pass asked for now comes after the stage's own
+        // wake-up at this instant (the reshaping stage's batch).
+        if let Some(q) = &mut self.paths[vi].qemu {
+            if q.guest_arrived() {
+                self.push(self.now, Ev::QemuPass { vm: vi as u16 });
+            }
+        }
+        Ok(())
     }
 }
