@@ -88,9 +88,16 @@ pub(crate) struct IoThreads {
     /// Whether a pass is asked for at this instant ([`Ev::QemuPass`]).
     pass_due: bool,
     passes: Vec<Pass>,
-    /// Passes, guest requests popped, host requests submitted, multireq
-    /// joins, and the threads' busy time.
-    counts: [u64; 4],
+    counts: Counts,
+}
+
+/// What a VM's threads did, for the run's counters.
+#[derive(Default)]
+struct Counts {
+    passes: u64,
+    guest_requests: u64,
+    host_requests: u64,
+    multireq_joins: u64,
     busy_ns: u64,
 }
 
@@ -102,8 +109,7 @@ impl IoThreads {
             waiting: Vec::new(),
             pass_due: false,
             passes: Vec::new(),
-            counts: [0; 4],
-            busy_ns: 0,
+            counts: Counts::default(),
         }
     }
 
@@ -166,11 +172,12 @@ impl IoThreads {
         let guests = std::mem::take(&mut self.popped);
         let busy = self.cost(guests, &requests);
         let end = now + busy;
-        self.counts[0] += 1;
-        self.counts[1] += guests;
-        self.counts[2] += requests.len() as u64;
-        self.counts[3] += joins.len() as u64;
-        self.busy_ns += busy;
+        let c = &mut self.counts;
+        c.passes += 1;
+        c.guest_requests += guests;
+        c.host_requests += requests.len() as u64;
+        c.multireq_joins += joins.len() as u64;
+        c.busy_ns += busy;
         self.passes.push(Pass { end, requests });
         Some((end, joins))
     }
@@ -192,12 +199,13 @@ impl IoThreads {
 
     /// The path's counters (summed over the VMs by the engine).
     pub(crate) fn counters(&self) -> [(&'static str, f64); 5] {
+        let c = &self.counts;
         [
-            ("qemu_passes", self.counts[0] as f64),
-            ("qemu_guest_requests", self.counts[1] as f64),
-            ("qemu_host_requests", self.counts[2] as f64),
-            ("qemu_multireq_joins", self.counts[3] as f64),
-            ("qemu_busy_s", self.busy_ns as f64 / 1e9),
+            ("qemu_passes", c.passes as f64),
+            ("qemu_guest_requests", c.guest_requests as f64),
+            ("qemu_host_requests", c.host_requests as f64),
+            ("qemu_multireq_joins", c.multireq_joins as f64),
+            ("qemu_busy_s", c.busy_ns as f64 / 1e9),
         ]
     }
 }
