@@ -191,6 +191,13 @@ struct SortedIndex {
     /// position): an elevator's next removal is usually that key, found
     /// without a search. Checked before use: a stale hint costs a search.
     hint: (usize, usize),
+    /// The chunk the last chunk search found: the next search is often
+    /// for the same place (AS's alias check, then its insertion; the
+    /// prefetch of a FIFO head's chunk, then its removal), and a chunk is
+    /// the answer for `key` exactly when its last key is at or after `key`
+    /// and the one before it is not: two comparisons instead of a search
+    /// over every chunk's last key.
+    last_chunk: std::cell::Cell<usize>,
 }
 
 /// Where a key of a [`SortedIndex`] is: (chunk, position).
@@ -200,11 +207,17 @@ impl SortedIndex {
     /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
     #[inline]
     fn chunk_at_or_after(&self, key: Packed) -> usize {
-        if self.maxes.len() <= 1 << 16 {
+        let ci = self.last_chunk.get();
+        if self.maxes.get(ci).is_some_and(|&max| key <= max) && (ci == 0 || self.maxes[ci - 1] < key) {
+            return ci;
+        }
+        let ci = if self.maxes.len() <= 1 << 16 {
             lower_bound_steps::<16, Packed>(&self.maxes, key)
         } else {
             lower_bound(&self.maxes, key)
-        }
+        };
+        self.last_chunk.set(ci);
+        ci
     }
 
     /// The whole key at `(ci, pos)`.
