@@ -45,6 +45,17 @@ struct HoleIdx {
     cum: u64,
 }
 
+/// A forward walk's place in a zone's hole table ([`Geometry::cursor`]):
+/// the holes it has passed, so that each track of a long read or read-ahead
+/// looks only at the holes it passes instead of searching the table three
+/// times (a validation disk's spare sectors make thousands of holes).
+#[derive(Debug, Clone, Copy)]
+pub struct HoleCursor {
+    zone: u32,
+    /// Holes whose following LBN is at or before the walk's block.
+    passed: usize,
+}
+
 /// One recording zone: a range of cylinders with the same sectors per track.
 #[derive(Debug, Clone)]
 pub struct Zone {
@@ -173,6 +184,22 @@ impl Zone {
         } else {
             lbn + self.holes[k - 1].cum
         }
+    }
+
+    /// Hole sectors before the first `passed` holes.
+    #[inline]
+    fn cum_before(&self, passed: usize) -> u64 {
+        passed.checked_sub(1).map_or(0, |i| self.holes[i].cum)
+    }
+
+    /// The number of holes whose following LBN is at or before the
+    /// zone-relative `lbn`, counted on from `passed` (at most that many).
+    #[inline]
+    fn pass_lbn(&self, mut passed: usize, lbn: u64) -> usize {
+        while passed < self.holes.len() && self.holes[passed].lbn_after <= lbn {
+            passed += 1;
+        }
+        passed
     }
 
     /// Number of LBNs on PBNs before `pbn` (zone relative): the LBN at `pbn`,
@@ -315,8 +342,15 @@ impl Geometry {
         let lbn = lbn.min(self.capacity - 1);
         let zi = self.zone_of(lbn);
         let z = &self.zones[zi];
+        self.loc_of_pbn(zi, z.lbn_to_pbn(lbn - z.first_lbn))
+    }
+
+    /// The position of zone `zi`'s physical sector `pbn` (zone relative).
+    #[inline]
+    fn loc_of_pbn(&self, zi: usize, pbn: u64) -> Loc {
+        let z = &self.zones[zi];
         // Zone-relative PBNs fit 32 bits (checked in `Zone::new`): 32-bit division is faster.
-        let pbn = z.lbn_to_pbn(lbn - z.first_lbn) as u32;
+        let pbn = pbn as u32;
         let track = pbn / z.spt;
         let cyl = z.first_cyl + track / self.heads;
         let mut head = track % self.heads;
@@ -407,6 +441,72 @@ impl Geometry {
             self.sector_on_track(loc, lbn, run_end - 1)
         };
         (run_end, last)
+    }
+
+    /// Where a forward walk over the blocks from `lbn` (at `loc`) starts:
+    /// its place in the hole table of `loc`'s zone (one binary search).
+    #[inline]
+    pub fn cursor(&self, loc: Loc, lbn: u64) -> HoleCursor {
+        let z = &self.zones[loc.zone as usize];
+        HoleCursor {
+            zone: loc.zone,
+            passed: z
+                .holes
+                .partition_point(|h| h.lbn_after <= lbn.saturating_sub(z.first_lbn)),
+        }
+    }
+
+    /// [`Self::track_run`], for a zone with holes without searching its hole
+    /// table: `cur` is the walk's place, at or before `lbn` (the LBN at `loc`),
+    /// and moves on past the holes before `lbn`.
+    #[inline]
+    pub fn track_run_from(&self, loc: Loc, lbn: u64, end: u64, cur: &mut HoleCursor) -> (u64, u32) {
+        let z = &self.zones[loc.zone as usize];
+        if z.holes.is_empty() {
+            return self.track_run(loc, lbn, end);
+        }
+        debug_assert_eq!(cur.zone, loc.zone);
+        let rel = lbn - z.first_lbn;
+        let p = z.pass_lbn(cur.passed, rel);
+        cur.passed = p;
+        let pbn = self.pbn_of(z, loc);
+        debug_assert_eq!(pbn, rel + z.cum_before(p));
+        // The track's logical end: `pbn_to_lbn_ceil` of its physical end,
+        // searching on from the holes already passed (all before `pbn`).
+        let track_end = pbn - loc.sector as u64 + z.spt as u64;
+        let mut j = p;
+        while j < z.holes.len() && z.holes[j].pbn <= track_end {
+            j += 1;
+        }
+        let end_rel = match j.checked_sub(1).map(|i| &z.holes[i]) {
+            Some(h) if track_end < h.pbn + h.len => h.lbn_after,
+            Some(h) => track_end - h.cum,
+            None => track_end,
+        };
+        let run_end = (z.first_lbn + end_rel).min(end);
+        let last = if run_end == lbn + 1 {
+            loc.sector
+        } else {
+            let last_rel = run_end - 1 - z.first_lbn;
+            ((last_rel + z.cum_before(z.pass_lbn(p, last_rel))) % z.spt as u64) as u32
+        };
+        (run_end, last)
+    }
+
+    /// [`Self::locate`] of the next block of a forward walk (`cur` at or
+    /// before it): within the walk's zone, without a search.
+    #[inline]
+    pub fn locate_from(&self, lbn: u64, cur: &mut HoleCursor) -> Loc {
+        let zi = cur.zone as usize;
+        let z = &self.zones[zi];
+        if lbn < z.first_lbn || lbn - z.first_lbn >= z.lbns {
+            let loc = self.locate(lbn);
+            *cur = self.cursor(loc, lbn.min(self.capacity - 1));
+            return loc;
+        }
+        let rel = lbn - z.first_lbn;
+        cur.passed = z.pass_lbn(cur.passed, rel);
+        self.loc_of_pbn(zi, rel + z.cum_before(cur.passed))
     }
 
     /// The position of the LBN after the one at `loc`, without a search when
@@ -519,6 +619,37 @@ mod tests {
             probes.extend((0..1000u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % g.capacity()));
             for lbn in probes {
                 assert_eq!(g.zone_of(lbn), search(lbn), "lbn {lbn}");
+            }
+        }
+    }
+
+    /// A forward walk with a cursor finds every track's run and every next
+    /// block where the searches find them, from every starting block, over
+    /// zone boundaries and in every surface order.
+    #[test]
+    fn cursor_walk_matches_the_searches() {
+        for order in [
+            SurfaceOrder::Normal,
+            SurfaceOrder::ReversedOddInZone,
+            SurfaceOrder::ReversedOddCylinder,
+        ] {
+            let g = holey().with_surface_order(order);
+            for start in 0..g.capacity() {
+                let (mut lbn, mut loc) = (start, g.locate(start));
+                let mut cur = g.cursor(loc, lbn);
+                while lbn < g.capacity() {
+                    let end = (start + 40).max(lbn + 1).min(g.capacity());
+                    assert_eq!(
+                        g.track_run_from(loc, lbn, end, &mut cur),
+                        g.track_run(loc, lbn, end),
+                        "{order:?} {lbn}"
+                    );
+                    lbn = g.track_run(loc, lbn, g.capacity()).0;
+                    if lbn < g.capacity() {
+                        loc = g.locate_from(lbn, &mut cur);
+                        assert_eq!(loc, g.locate(lbn), "{order:?} {lbn}");
+                    }
+                }
             }
         }
     }

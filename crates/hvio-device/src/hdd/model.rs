@@ -347,8 +347,9 @@ impl HddModel {
     ) -> ((f64, u64), Loc) {
         let g = &self.geom;
         let end = end.min(g.capacity());
+        let mut cur = g.cursor(loc, lbn);
         loop {
-            let (run_end, last_sector) = g.track_run(loc, lbn, end);
+            let (run_end, last_sector) = g.track_run_from(loc, lbn, end, &mut cur);
             let spt = g.spt(loc) as f64;
             let sector_t = self.rev / spt;
             // Physical sectors passed, including slipped ones in between.
@@ -372,7 +373,7 @@ impl HddModel {
             if lbn >= end {
                 return ((t, lbn), last);
             }
-            let next = g.next_loc(last).unwrap_or_else(|| g.locate(lbn));
+            let next = g.next_loc(last).unwrap_or_else(|| g.locate_from(lbn, &mut cur));
             t += self.reposition(loc, next, write);
             if t > stop {
                 return ((stop, lbn), loc);
