@@ -2,7 +2,7 @@
 
 use hvio_device::disksim::parse::read_seek_table;
 use hvio_device::disksim::{load_disk, load_disk_with, LoadOptions, DIXTRAC_SEEK_OVERHEAD_MS};
-use hvio_device::hdd::SeekCurve;
+use hvio_device::hdd::{SeekCurve, SeekTimes};
 use hvio_device::validate::{disksim_demerit, validate};
 
 mod common;
@@ -79,11 +79,11 @@ fn as_described_is_the_description_and_the_correction_moves_c() {
         assert_eq!(described.seek_overhead_moved_ms, 0.0, "{disk}");
         assert_eq!(corrected.seek_overhead_moved_ms, c, "{disk}");
         let (dist, ms) = read_seek_table(&data.join(format!("{disk}.seek"))).unwrap();
-        let SeekCurve::Table { dist: d0, ms: t0 } = &described.model.seek else {
+        let SeekCurve::Table { dist: d0, ms: t0 } = described.model.seek.curve() else {
             panic!("{disk}: not a seek table")
         };
         assert_eq!((d0, t0), (&dist, &ms), "{disk}: as described, the .seek file's table");
-        let SeekCurve::Table { dist: d1, ms: t1 } = &corrected.model.seek else {
+        let SeekCurve::Table { dist: d1, ms: t1 } = corrected.model.seek.curve() else {
             panic!("{disk}: not a seek table")
         };
         assert_eq!(d1, &dist, "{disk}");
@@ -125,10 +125,13 @@ fn as_described_is_the_description_and_the_correction_moves_c() {
         }
         let rest = |l: &hvio_device::disksim::Loaded| {
             let mut m = l.model.clone();
-            m.seek = SeekCurve::Table {
-                dist: vec![],
-                ms: vec![],
-            };
+            m.seek = SeekTimes::new(
+                SeekCurve::Table {
+                    dist: vec![],
+                    ms: vec![],
+                },
+                0,
+            );
             m.overheads = hvio_device::hdd::Overheads([[0.0; 2]; 4]);
             format!("{m:?}")
         };
@@ -320,7 +323,7 @@ fn a_constant_seek_disk_loads() {
     let l = load_disk(&dir.join("hp_c2247a.diskspecs"), None).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     for d in [1, 10, 300, 2050] {
-        assert_eq!(l.model.seek.ms(d), 1.1, "{d} cylinders");
+        assert_eq!(l.model.seek.curve().ms(d), 1.1, "{d} cylinders");
     }
 }
 

@@ -15,7 +15,7 @@
 use super::parse::{read_seek_table, read_spec, Block, Entry, SpecError, SpecFile, Value};
 use crate::hdd::{
     CacheParams, DestagePolicy, Geometry, HddModel, Hole, Overheads, Phases, QueuePolicy, ReadAheadExtent,
-    ReadAheadPolicy, SeekCurve, SurfaceOrder, Zone,
+    ReadAheadPolicy, SeekCurve, SeekTimes, SurfaceOrder, Zone,
 };
 use std::path::Path;
 
@@ -577,8 +577,8 @@ fn map_disk(disk: &Block, bus: [f64; 2], seek_overhead: f64, ctx: &mut Ctx) -> R
     let xw = bus[1].max(bulk) * MS;
     let model = HddModel {
         name: disk.name.clone().unwrap_or_else(|| "disksim".into()),
+        seek: SeekTimes::new(seek, geom.cylinders),
         geom,
-        seek,
         rev: mech.rev,
         head_switch: mech.head_switch,
         write_settle: mech.write_settle,

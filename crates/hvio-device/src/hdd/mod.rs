@@ -19,4 +19,4 @@ pub use params::{
     HddParams, SeekSpec, DEFAULT_CAPACITY, MAX_POLICY_MS, MAX_QUEUE_DEPTH, MAX_SECTORS_PER_TRACK, MAX_SEGMENTS,
     MAX_STEP_MS, MAX_SURFACES, MAX_ZONES,
 };
-pub use seek::SeekCurve;
+pub use seek::{SeekCurve, SeekTimes};

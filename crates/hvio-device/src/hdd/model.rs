@@ -2,7 +2,7 @@
 //! cache and queue parameters, and the pure timing functions built on them.
 
 use super::geometry::{Geometry, Loc};
-use super::seek::SeekCurve;
+use super::seek::SeekTimes;
 use hvio_core::{Nanos, SeekModel};
 
 /// Controller overheads in ns, indexed `[kind][previous op]` with kind
@@ -174,7 +174,7 @@ pub struct HddModel {
     /// Zones, cylinders and the LBN mapping.
     pub geom: Geometry,
     /// Seek time by distance.
-    pub seek: SeekCurve,
+    pub seek: SeekTimes,
     /// One revolution, ns.
     pub rev: f64,
     /// Head switch time, ns.
@@ -261,7 +261,7 @@ impl HddModel {
     /// Seek time in ns between two cylinders (seek only, no head switch).
     #[inline]
     pub fn seek_ns(&self, from: u32, to: u32) -> f64 {
-        self.seek.ms(from.abs_diff(to)) * 1e6
+        self.seek.ns(from.abs_diff(to))
     }
 
     /// Positioning from `from` to the track of `to` (seek or head switch, the

@@ -5,7 +5,7 @@ use super::geometry::{Geometry, Hole, Zone};
 use super::model::{
     CacheParams, DestagePolicy, HddModel, Overheads, Phases, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
 };
-use super::seek::SeekCurve;
+use super::seek::{SeekCurve, SeekTimes};
 use crate::DeviceError;
 use serde::Deserialize;
 
@@ -359,7 +359,7 @@ impl HddParams {
         Ok(HddModel {
             name: "hdd-7200rpm-1tb".into(),
             geom,
-            seek,
+            seek: SeekTimes::new(seek, cylinders),
             rev: 60e9 / rpm,
             head_switch: ms("head_switch_ms", self.head_switch_ms, 0.8)?,
             write_settle: ms("write_settle_ms", self.write_settle_ms, 0.25)?,

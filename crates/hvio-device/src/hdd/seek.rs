@@ -1,5 +1,7 @@
 //! Seek curves: time to move the arm a number of cylinders.
 
+use std::sync::Arc;
+
 /// A seek curve, in milliseconds as a function of the distance in cylinders.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeekCurve {
@@ -180,6 +182,56 @@ impl SeekCurve {
     }
 }
 
+/// Measured tables up to this many cylinders are looked up per distance
+/// ([`SeekTimes`]; 2 MiB of times at most).
+const MAX_LOOKUP_CYLINDERS: u32 = 1 << 18;
+
+/// A disk's seek curve with what a seek costs to look up: for a measured
+/// table (a search and an interpolation per seek, a tenth of a validation
+/// replay's time), the time of every distance the disk has, computed once
+/// by [`SeekCurve::ms`] (the same values, bit for bit); other curves are
+/// computed at each seek (a square root at most).
+#[derive(Clone, PartialEq)]
+pub struct SeekTimes {
+    curve: SeekCurve,
+    /// `curve.ms(d) * 1e6` at index `d` (empty: computed at each seek).
+    ns: Arc<[f64]>,
+}
+
+impl SeekTimes {
+    /// `curve` on a disk of `cylinders` cylinders.
+    pub fn new(curve: SeekCurve, cylinders: u32) -> SeekTimes {
+        let ns = match curve {
+            SeekCurve::Table { .. } if cylinders <= MAX_LOOKUP_CYLINDERS => {
+                (0..cylinders).map(|d| curve.ms(d) * 1e6).collect()
+            }
+            _ => Arc::from([]),
+        };
+        SeekTimes { curve, ns }
+    }
+
+    /// The curve.
+    pub fn curve(&self) -> &SeekCurve {
+        &self.curve
+    }
+
+    /// Seek time in ns for `d` cylinders: `curve().ms(d) * 1e6`.
+    #[inline]
+    pub fn ns(&self, d: u32) -> f64 {
+        match self.ns.get(d as usize) {
+            Some(&t) => t,
+            None => self.curve.ms(d) * 1e6,
+        }
+    }
+}
+
+impl std::fmt::Debug for SeekTimes {
+    /// The curve's (the times follow from it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.curve.fmt(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +269,28 @@ mod tests {
         assert_eq!(c.ms(10), 10.0);
         assert!((c.ms(100) - (3.81 + 3.3)).abs() < 1e-12);
         assert!((c.ms(1000) - (7.75 + 5.9)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn looked_up_times_are_the_computed_ones() {
+        let table = SeekCurve::Table {
+            dist: vec![1.0, 7.0, 100.0, 1000.0],
+            ms: vec![1.1, 2.3, 4.7, 9.9],
+        };
+        let two = SeekCurve::TwoRegime {
+            split: 400.0,
+            a1: 0.7,
+            b1: 0.04,
+            a2: 5.0,
+            b2: 4e-5,
+        };
+        for curve in [table, two] {
+            let times = SeekTimes::new(curve.clone(), 3000);
+            for d in 0..5000 {
+                assert_eq!(times.ns(d).to_bits(), (curve.ms(d) * 1e6).to_bits(), "{d}");
+            }
+            assert_eq!(format!("{times:?}"), format!("{curve:?}"));
+        }
     }
 
     #[test]
