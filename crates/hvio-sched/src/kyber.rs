@@ -3,9 +3,11 @@
 //! latencies near targets by limiting how many requests of each kind the
 //! device holds.
 //!
-//! - Requests fall into four domains: READ, WRITE, DISCARD, OTHER (flushes
-//!   and the like); each domain has a FIFO and a token pool whose size (the
-//!   domain depth) starts at {256, 128, 64, 16}. A request needs a token to
+//! - Requests fall into four domains: READ, WRITE, DISCARD, OTHER (any
+//!   other operation; a flush never gets here, as the scheduler driver
+//!   sends flushes around every scheduler, so in a run OTHER stays empty);
+//!   each domain has a FIFO and a token pool whose size (the domain depth)
+//!   starts at {256, 128, 64, 16}. A request needs a token to
 //!   be dispatched and gives it back on completion.
 //! - Dispatch goes round the domains, taking up to a batch of
 //!   {16, 8, 1, 1} requests from one domain before moving on.
