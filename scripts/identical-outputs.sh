@@ -6,7 +6,17 @@
 # every scheduler for the four-VM scenario and three small configs (direct
 # jobs with fio-style threads, a buffered VM, blktap).
 #
-#   scripts/identical-outputs.sh BASELINE_HVIO NEW_HVIO [OUT_DIR]
+#   OLD_PYTHON=… NEW_PYTHON=… scripts/identical-outputs.sh BASELINE_HVIO NEW_HVIO [OUT_DIR]
+#
+# `hvio reproduce` runs hvio's Python package, whose simulator is the
+# extension module of the checkout it was built from, not the binary: each
+# side's reproduce runs with that side's Python (`HVIO_PYTHON`), OLD_PYTHON
+# and NEW_PYTHON, each a venv of its own checkout (`make venv python` there
+# makes `.venv/bin/python`). Without them a binary finds its checkout's
+# `.venv` when it sits in that checkout's `target/`, else `python3`.
+# SKIP_REPRODUCE=1 leaves the reproduce experiments out; otherwise a side
+# that cannot list them is an error. A command that fails on either side is
+# reported as failed, never as the same.
 #
 # pregather-overhead's CPU-time columns (ns per request, the ratio to CFQ)
 # are measured, not simulated: they are blanked before comparing. Prints one
@@ -31,19 +41,35 @@ both() {
     local name=$1
     shift
     for side in old new; do
-        local bin=$old
-        [[ $side == new ]] && bin=$new
+        local bin=$old py=${OLD_PYTHON:-}
+        [[ $side == new ]] && bin=$new py=${NEW_PYTHON:-}
         local args=("${@//\{\}/.}")
-        (cd "$out/$side" && "$bin" "${args[@]}" >"$name.out" 2>"$name.err") || echo "exit $?" >>"$out/$side/$name.out"
+        rm -f "$out/$side/$name.failed"
+        (cd "$out/$side" && with_python "$py" "$bin" "${args[@]}" >"$name.out" 2>"$name.err") ||
+            echo "exit $?" >"$out/$side/$name.failed"
     done
 }
 
-# Compare the files NAME.* of both sides.
+# Run a command with HVIO_PYTHON set to $1 when $1 is not empty.
+with_python() {
+    local py=$1
+    shift
+    if [[ -n $py ]]; then HVIO_PYTHON=$py "$@"; else "$@"; fi
+}
+
+# Compare the files NAME.* of both sides; a side that failed is a failure.
 check() {
     local name=$1 ok=same
+    for side in old new; do
+        if [[ -e $out/$side/$name.failed ]]; then
+            echo "$name: FAILED on the $side side ($(cat "$out/$side/$name.failed"); $out/$side/$name.err)"
+            differ=1
+            return
+        fi
+    done
     for f in "$out/old/$name".*; do
         local g=$out/new/${f#"$out/old/"}
-        [[ $f == *.err || $f == *.cmp ]] && continue
+        [[ $f == *.err || $f == *.cmp || $f == *.failed ]] && continue
         if [[ $name == reproduce-pregather-overhead* ]]; then
             python3 "$root/scripts/blank-timings.py" "$f" >"$f.cmp"
             python3 "$root/scripts/blank-timings.py" "$g" >"$g.cmp"
@@ -150,7 +176,22 @@ done
 
 runs=(--quick)
 [[ ${QUICK:-0} == 1 ]] || runs+=(--seed)
-for e in $("$old" reproduce --list | awk '{print $1}'); do
+experiments=()
+if [[ ${SKIP_REPRODUCE:-0} == 1 ]]; then
+    echo "reproduce: left out (SKIP_REPRODUCE=1)"
+else
+    for side in old new; do
+        bin=$old py=${OLD_PYTHON:-}
+        [[ $side == new ]] && bin=$new py=${NEW_PYTHON:-}
+        if ! list=$(cd "$out/$side" && with_python "$py" "$bin" reproduce --list 2>&1) || [[ -z $list ]]; then
+            echo "reproduce: the $side side cannot list its experiments (set ${side^^}_PYTHON to its checkout's .venv/bin/python, or SKIP_REPRODUCE=1):" >&2
+            echo "$list" >&2
+            exit 1
+        fi
+        [[ $side == old ]] && mapfile -t experiments < <(awk '{print $1}' <<<"$list")
+    done
+fi
+for e in "${experiments[@]}"; do
     for r in "${runs[@]}"; do
         if [[ $r == --quick ]]; then
             both "reproduce-$e-quick" reproduce "$e" --quick --json "{}/reproduce-$e-quick.json"
