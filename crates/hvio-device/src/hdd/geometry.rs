@@ -76,6 +76,12 @@ pub struct Zone {
     /// Skew added per cylinder switch, in sectors.
     pub cyl_skew: f64,
     holes: Vec<HoleIdx>,
+    /// `hole_hint[b]`: the holes whose following LBN is at or before the
+    /// zone-relative LBN `b << hint_shift` (about one hole a bucket: the
+    /// count for an LBN is a step or two on, where a binary search over a
+    /// validation disk's thousands of spare-sector holes took a dozen).
+    hole_hint: Vec<u32>,
+    hint_shift: u32,
 }
 
 /// A position on the platters.
@@ -158,17 +164,44 @@ impl Zone {
                 "zone cylinders {first_cyl}..={last_cyl}: no sectors left after {cum} reserved"
             )));
         }
+        let lbns = pbns - cum;
+        let (hole_hint, hint_shift) = if holes.is_empty() {
+            (Vec::new(), 0)
+        } else {
+            let shift = 64 - (lbns / holes.len() as u64).leading_zeros();
+            let hint = (0..=(lbns - 1) >> shift)
+                .map(|b| holes.partition_point(|h| h.lbn_after <= b << shift) as u32)
+                .collect();
+            (hint, shift)
+        };
         Ok(Zone {
             first_cyl,
             last_cyl,
             spt,
             first_lbn: 0,
-            lbns: pbns - cum,
+            lbns,
             offset,
             track_skew,
             cyl_skew,
             holes,
+            hole_hint,
+            hint_shift,
         })
+    }
+
+    /// The number of holes whose following LBN is at or before the
+    /// zone-relative `lbn` (those before its PBN).
+    #[inline]
+    fn holes_before_lbn(&self, lbn: u64) -> usize {
+        if self.hole_hint.is_empty() {
+            return 0;
+        }
+        // The count is between this bucket's and the next one's: a search
+        // over the holes between (a step or two; bounded if holes cluster).
+        let b = ((lbn >> self.hint_shift) as usize).min(self.hole_hint.len() - 1);
+        let lo = self.hole_hint[b] as usize;
+        let hi = self.hole_hint.get(b + 1).map_or(self.holes.len(), |&h| h as usize);
+        lo + self.holes[lo..hi].partition_point(|h| h.lbn_after <= lbn)
     }
 
     /// Zone-relative LBN to zone-relative PBN.
@@ -178,7 +211,7 @@ impl Zone {
             return lbn;
         }
         // Last hole whose following LBN is <= lbn.
-        let k = self.holes.partition_point(|h| h.lbn_after <= lbn);
+        let k = self.holes_before_lbn(lbn);
         if k == 0 {
             lbn
         } else {
@@ -450,9 +483,7 @@ impl Geometry {
         let z = &self.zones[loc.zone as usize];
         HoleCursor {
             zone: loc.zone,
-            passed: z
-                .holes
-                .partition_point(|h| h.lbn_after <= lbn.saturating_sub(z.first_lbn)),
+            passed: z.holes_before_lbn(lbn.saturating_sub(z.first_lbn)),
         }
     }
 
@@ -650,6 +681,29 @@ mod tests {
                         assert_eq!(loc, g.locate(lbn), "{order:?} {lbn}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The hole hint gives the count a binary search over the holes gives,
+    /// for every block of zones with few and with many holes.
+    #[test]
+    fn hole_hint_matches_a_search() {
+        let many: Vec<Hole> = (0..300)
+            .map(|i| Hole {
+                pbn: i * 37 + i % 5,
+                len: 1 + i % 3,
+            })
+            .collect();
+        for holes in [
+            vec![Hole { pbn: 0, len: 5 }],
+            vec![Hole { pbn: 17, len: 1 }, Hole { pbn: 150, len: 10 }],
+            many,
+        ] {
+            let z = Zone::new(0, 99, 120, 2, 0.0, 0.0, 0.0, holes).unwrap();
+            for lbn in 0..z.lbns + 3 {
+                let search = z.holes.partition_point(|h| h.lbn_after <= lbn);
+                assert_eq!(z.holes_before_lbn(lbn), search, "lbn {lbn}");
             }
         }
     }
