@@ -165,3 +165,48 @@ impl EventQueue {
         e.map(|e| (e.t, e.ev))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Events come out in (time, insertion) order, whichever of the heap
+    /// and the lanes holds them, through the lanes' growth and wrap: checked
+    /// against an ordered set, pushes and pops interleaved.
+    #[test]
+    fn events_come_out_in_time_then_insertion_order() {
+        let mut q = EventQueue::default();
+        let mut model = BTreeSet::new();
+        let mut x: u64 = 7;
+        let mut now = 0;
+        for n in 0..20_000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            // Mostly later than the lane's last, sometimes earlier (the heap).
+            let t = now + (x >> 58);
+            let ev = match (x >> 40) % 3 {
+                0 => Ev::HostArrive { slot: n },
+                1 => Ev::GuestDone { slot: n },
+                _ => Ev::Device,
+            };
+            q.push(t, ev);
+            model.insert((t, n));
+            // Pop less often than push for a while (the lanes grow), then more.
+            if (x >> 20) % 8 < if n < 10_000 { 3 } else { 6 } {
+                let (t, ev) = q.pop().expect("an event is queued");
+                let want = model.pop_first().expect("the model has it too");
+                let slot = match ev {
+                    Ev::HostArrive { slot } | Ev::GuestDone { slot } => Some(slot),
+                    _ => None,
+                };
+                assert_eq!(t, want.0);
+                assert!(slot.is_none_or(|s| s == want.1), "{slot:?} against {want:?}");
+                now = t;
+            }
+        }
+        while let Some((t, _)) = q.pop() {
+            assert_eq!(t, model.pop_first().expect("the model has it too").0);
+        }
+        assert!(model.is_empty());
+    }
+}

@@ -122,7 +122,7 @@ impl Engine {
                     .map(|f| (next + f * file_sectors, file_sectors))
                     .collect();
                 next += file_sectors * job.nrfiles as u64;
-                let areas: Vec<Area> = match job.sharing {
+                let mut areas: Vec<Area> = match job.sharing {
                     Sharing::Shared => vec![Area::new(files)],
                     Sharing::PerThread if job.nrfiles >= job.numjobs => (0..job.numjobs as usize)
                         .map(|t| Area::new(files.iter().skip(t).step_by(job.numjobs as usize).copied().collect()))
@@ -171,9 +171,11 @@ impl Engine {
                 if let (Some(p), Some(run)) = (phase, phase_run.as_mut()) {
                     run.add_job(p, vi, ji);
                 }
+                let plan = DrawPlan::new(job, &mut areas);
                 jobs.push(JobState {
                     phase,
                     job: job.clone(),
+                    plan,
                     rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, ji as u64 + 1)),
                     areas,
                     issued: 0,
@@ -244,6 +246,8 @@ impl Engine {
                 rng: JobRng::seed_from_u64(derive_seed(cfg.seed, vi as u64 + 1, 0)),
                 series_ops: Vec::new(),
                 series_bytes: Vec::new(),
+                // Empty: the first operation enters its bucket.
+                bucket: (0, 1, 0),
             });
         }
         let image_sectors = vms.iter().map(|v| v.layout.file_sectors()).max().unwrap_or(0);

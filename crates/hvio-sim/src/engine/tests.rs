@@ -372,3 +372,36 @@ fn a_run_that_leaves_requests_behind_is_an_error() {
     let err = e.run().unwrap_err().to_string();
     assert!(err.contains("end of run") && err.contains("never completed"), "{err}");
 }
+
+#[test]
+fn the_throughput_series_counts_each_operation_in_its_interval() {
+    // The series keeps the bucket of the last operation: operations in it,
+    // in later ones (skipping some), on a boundary, and earlier again all
+    // land where `now / interval` puts them.
+    let mut e = engine("rw = \"randread\"\nbs = \"4k\"\nsize = \"8MiB\"");
+    let interval = 1_000_000_000;
+    let times = [
+        0,
+        5,
+        interval - 1,
+        interval,
+        3 * interval + 7,
+        3 * interval + 8,
+        interval + 1,
+        10 * interval,
+    ];
+    let vm = &mut e.vms[0];
+    for (i, &now) in times.iter().enumerate() {
+        vm.jobs[0].outstanding += 1;
+        vm.record_op(0, true, 4096 * (i as u64 + 1), 1000, now, interval);
+    }
+    let mut ops = vec![0u64; 11];
+    let mut bytes = vec![0u64; 11];
+    for (i, &now) in times.iter().enumerate() {
+        ops[(now / interval) as usize] += 1;
+        bytes[(now / interval) as usize] += 4096 * (i as u64 + 1);
+    }
+    assert_eq!(vm.series_ops, ops);
+    assert_eq!(vm.series_bytes, bytes);
+    assert_eq!(vm.jobs[0].counts.reads, times.len() as u64);
+}

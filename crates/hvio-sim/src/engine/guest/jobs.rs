@@ -9,6 +9,9 @@ pub(crate) struct Area {
     /// Start of each extent in the flattened space.
     pub(crate) prefix: Vec<u64>,
     pub(crate) total: u64,
+    /// Random offsets: how many blocks of the job's smallest size the area
+    /// holds (at least 1; set by [`DrawPlan::new`]).
+    pub(crate) slots: u64,
     /// Sequential positions (flattened offsets): `[0]` for reads, `[1]` for
     /// writes when the job keeps one per direction
     /// ([`Job::cursor_per_direction`]), else `[0]` for both.
@@ -27,6 +30,7 @@ impl Area {
             extents,
             prefix,
             total,
+            slots: total.max(1),
             cursor: [0; 2],
         }
     }
@@ -55,8 +59,38 @@ impl Area {
     }
 }
 
+/// What a draw needs of its job, resolved once from the job's keys.
+#[derive(Clone, Copy)]
+pub(crate) struct DrawPlan {
+    /// The block size when `bssplit` has one entry (no draw for it).
+    fixed_bytes: Option<u64>,
+    random: bool,
+    /// Random offsets are multiples of this many sectors (the smallest block).
+    align: u64,
+    /// [`Job::cursor_per_direction`].
+    per_direction: bool,
+}
+
+impl DrawPlan {
+    /// The plan of job `j`, whose threads walk `areas` (each told how many
+    /// random blocks it holds).
+    pub(crate) fn new(j: &Job, areas: &mut [Area]) -> DrawPlan {
+        let plan = DrawPlan {
+            fixed_bytes: (j.bssplit.len() == 1).then(|| j.bssplit[0].0),
+            random: j.rw.random(),
+            align: (j.min_bs() / SECTOR_BYTES).max(1),
+            per_direction: j.cursor_per_direction(),
+        };
+        for a in areas {
+            a.slots = (a.total / plan.align).max(1);
+        }
+        plan
+    }
+}
+
 pub(crate) struct JobState {
     pub(crate) job: Job,
+    pub(crate) plan: DrawPlan,
     /// The index of the job's phase (see [`crate::engine::phases`]).
     pub(crate) phase: Option<usize>,
     pub(crate) rng: JobRng,
@@ -103,15 +137,17 @@ impl JobState {
     #[inline]
     pub(crate) fn draw(&mut self, area: usize) -> (u64, u64, bool) {
         let j = &self.job;
-        let bytes = if j.bssplit.len() == 1 {
-            j.bssplit[0].0
-        } else {
-            let x = self.rng.gen_range(0..100u32);
-            j.bssplit
-                .iter()
-                .find(|b| x < b.1)
-                .map(|b| b.0)
-                .unwrap_or(j.bssplit[0].0)
+        let plan = self.plan;
+        let bytes = match plan.fixed_bytes {
+            Some(b) => b,
+            None => {
+                let x = self.rng.gen_range(0..100u32);
+                j.bssplit
+                    .iter()
+                    .find(|b| x < b.1)
+                    .map(|b| b.0)
+                    .unwrap_or(j.bssplit[0].0)
+            }
         };
         let read = match j.read_pct {
             100 => true,
@@ -122,18 +158,18 @@ impl JobState {
         let area = &mut self.areas[area];
         // fio's `f->last_pos[ddir]`: a sequential mixed fio job reads and
         // writes from positions of its own, each wrapping to the area's start.
-        let dir = usize::from(j.cursor_per_direction() && !read);
-        let off = if j.rw.random() {
-            let align = (j.min_bs() / SECTOR_BYTES).max(1);
-            let slots = (area.total / align).max(1);
-            self.rng.gen_range(0..slots) * align
+        let dir = usize::from(plan.per_direction && !read);
+        let off = if plan.random {
+            self.rng.gen_range(0..area.slots) * plan.align
         } else {
             area.cursor[dir]
         };
         let (sector, avail) = area.locate(off.min(area.total - 1));
         let sectors = want.min(avail).max(1);
-        if !j.rw.random() {
-            area.cursor[dir] = (off + sectors) % area.total;
+        if !plan.random {
+            // Within the area but at its very end: no division for the wrap.
+            let next = off + sectors;
+            area.cursor[dir] = if next < area.total { next } else { next % area.total };
         }
         self.issued += 1;
         self.issued_bytes += sectors * SECTOR_BYTES;

@@ -33,6 +33,9 @@ pub(crate) struct Vm {
     pub(crate) rng: JobRng,
     pub(crate) series_ops: Vec<u64>,
     pub(crate) series_bytes: Vec<u64>,
+    /// The series' bucket the last operation fell in, and its time span
+    /// [start, end): the next operation's bucket without a division.
+    pub(crate) bucket: (usize, Nanos, Nanos),
 }
 
 impl Vm {
@@ -47,13 +50,27 @@ impl Vm {
         let job = &mut self.jobs[self.threads[ti as usize].job as usize];
         job.outstanding -= 1;
         job.counts.record(read, bytes, latency);
+        let (mut b, start, end) = self.bucket;
+        if now < start || now >= end {
+            b = self.enter_bucket(now, interval);
+        }
+        self.series_ops[b] += 1;
+        self.series_bytes[b] += bytes;
+    }
+
+    /// The series' bucket of time `now`, made the current one (the series
+    /// grown to hold it).
+    #[cold]
+    #[inline(never)]
+    fn enter_bucket(&mut self, now: Nanos, interval: Nanos) -> usize {
         let b = (now / interval) as usize;
         if self.series_ops.len() <= b {
             self.series_ops.resize(b + 1, 0);
             self.series_bytes.resize(b + 1, 0);
         }
-        self.series_ops[b] += 1;
-        self.series_bytes[b] += bytes;
+        let start = b as Nanos * interval;
+        self.bucket = (b, start, start.saturating_add(interval));
+        b
     }
 }
 
