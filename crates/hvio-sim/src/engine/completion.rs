@@ -24,8 +24,30 @@ impl Engine {
         let vm = &mut self.vms[vi];
         vm.ring_used -= 1;
         vm.sched.completed(&guest, now);
+        if kind == Kind::Data {
+            // Nearly every completion: inline, the other kinds out of line.
+            vm.threads[thread as usize].outstanding -= 1;
+            vm.record_op(thread, guest.is_read(), guest.bytes(), now - issued, now, interval);
+            match vm.jobs[vm.threads[thread as usize].job as usize].job.inode_lock {
+                Some(how) if !guest.is_read() => self.release_inode_lock(vi, thread, guest.sector, how)?,
+                _ => self.after_thread_completion(vi, thread)?,
+            }
+        } else {
+            self.other_completion(vi, thread, kind, &guest)?;
+        }
+        self.guest_kick(vi);
+        Ok(())
+    }
+
+    /// A completion other than a thread's data request: the journal's,
+    /// an fsync's, the page cache's.
+    #[inline(never)]
+    fn other_completion(&mut self, vi: usize, thread: u32, kind: Kind, guest: &Request) -> Result<()> {
+        let now = self.now;
+        let vm = &mut self.vms[vi];
         match kind {
-            Kind::Journal => {}
+            // (`Data` is `guest_done`'s own.)
+            Kind::Journal | Kind::Data => {}
             Kind::FsyncJournal if vm.barrier => {
                 // The commit record is down: now the cache flush.
                 let rq = Request::new(0, thread, Op::Flush, 0, 0, now).with_sync(true);
@@ -37,23 +59,15 @@ impl Engine {
                 th.outstanding -= 1;
                 self.after_thread_completion(vi, thread)?;
             }
-            Kind::Data => {
-                vm.threads[thread as usize].outstanding -= 1;
-                vm.record_op(thread, guest.is_read(), guest.bytes(), now - issued, now, interval);
-                match vm.jobs[vm.threads[thread as usize].job as usize].job.inode_lock {
-                    Some(how) if !guest.is_read() => self.release_inode_lock(vi, thread, guest.sector, how)?,
-                    _ => self.after_thread_completion(vi, thread)?,
-                }
-            }
             Kind::CacheRead => {
-                let run = Self::pages_of(&guest);
+                let run = Self::pages_of(guest);
                 let woken = vm.cache.as_mut().map(|c| c.read_done(run)).unwrap_or_default();
                 for t in woken {
                     self.page_arrived(vi, t, now)?;
                 }
             }
             Kind::CacheWrite { flusher } => {
-                let run = Self::pages_of(&guest);
+                let run = Self::pages_of(guest);
                 vm.wb_inflight -= flusher as u32;
                 let woken = vm.cache.as_mut().map(|c| c.write_done(run)).unwrap_or_default();
                 for t in woken {
@@ -63,7 +77,6 @@ impl Engine {
                 self.flusher_pump(vi)?;
             }
         }
-        self.guest_kick(vi);
         Ok(())
     }
 }

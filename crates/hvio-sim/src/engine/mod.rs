@@ -377,51 +377,81 @@ impl Engine {
             self.now = t;
             self.events += 1;
 
-            match ev {
-                Ev::ThreadIssue { vm, thread } => {
-                    self.thread_fill(vm as usize, thread, t)?;
-                    self.guest_kick(vm as usize);
+            // The three kinds that make nearly every event of a run first,
+            // as compares (a jump table's one indirect branch mispredicts as
+            // they alternate); the rest out of line.
+            let reaches_host = match ev {
+                Ev::HostArrive { slot } => {
+                    self.host_arrive(slot)?;
+                    true
                 }
-                Ev::HostArrive { slot } => self.host_arrive(slot)?,
-                Ev::GuestDone { slot } => self.guest_done(slot)?,
-                Ev::HostTimer => {
-                    self.host.timer_due(t);
-                    self.host_kick();
-                }
-                Ev::GuestTimer { vm } => {
-                    self.vms[vm as usize].sched.timer_due(t);
-                    self.guest_kick(vm as usize);
+                Ev::GuestDone { slot } => {
+                    self.guest_done(slot)?;
+                    false
                 }
                 Ev::Device => {
                     self.host.device_due(t);
                     self.device_advance()?;
+                    true
                 }
-                Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
-                Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
-                Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
-                Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
-                Ev::QemuPass { vm } => self.qemu_pass(vm as usize),
-                Ev::QemuSubmit { vm } => self.qemu_submit(vm as usize)?,
-                Ev::PhaseJobDone { phase } => self.phase_job_done(phase as usize)?,
-                Ev::PlanStep { step } => self.apply_step(step as usize)?,
-            }
+                _ => {
+                    self.other_event(t, ev)?;
+                    !ev.guest_only()
+                }
+            };
             // Device idle while the host holds requests: anticipation /
             // idling. Only an event that reaches the host can change it (a
             // guest's events end in the guest's ring: the host hears of its
             // requests at `HostArrive`).
-            if ev.guest_only() {
-                continue;
-            }
-            let idle = self.host.device.in_flight() == 0 && self.host.driver.has_work();
-            match (idle, self.idle_since) {
-                (true, None) => self.idle_since = Some(t),
-                (false, Some(s)) => {
-                    self.idle_pending += t - s;
-                    self.idle_since = None;
-                }
-                _ => {}
+            if reaches_host {
+                self.track_idle(t);
             }
         }
         Ok(truncated)
+    }
+
+    /// The events other than a request's arrival at the host, its device
+    /// completion and its completion at the guest.
+    #[inline(never)]
+    fn other_event(&mut self, t: Nanos, ev: Ev) -> Result<()> {
+        match ev {
+            Ev::ThreadIssue { vm, thread } => {
+                self.thread_fill(vm as usize, thread, t)?;
+                self.guest_kick(vm as usize);
+            }
+            Ev::HostArrive { .. } | Ev::GuestDone { .. } | Ev::Device => unreachable!("`play` runs these"),
+            Ev::HostTimer => {
+                self.host.timer_due(t);
+                self.host_kick();
+            }
+            Ev::GuestTimer { vm } => {
+                self.vms[vm as usize].sched.timer_due(t);
+                self.guest_kick(vm as usize);
+            }
+            Ev::JournalTick { vm } => self.journal_tick(vm as usize)?,
+            Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
+            Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
+            Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
+            Ev::QemuPass { vm } => self.qemu_pass(vm as usize),
+            Ev::QemuSubmit { vm } => self.qemu_submit(vm as usize)?,
+            Ev::PhaseJobDone { phase } => self.phase_job_done(phase as usize)?,
+            Ev::PlanStep { step } => self.apply_step(step as usize)?,
+        }
+        Ok(())
+    }
+
+    /// After an event at `t` that reached the host: whether the device
+    /// sits idle while the host scheduler holds requests, and since when.
+    #[inline]
+    fn track_idle(&mut self, t: Nanos) {
+        let idle = self.host.device.in_flight() == 0 && self.host.driver.has_work();
+        match (idle, self.idle_since) {
+            (true, None) => self.idle_since = Some(t),
+            (false, Some(s)) => {
+                self.idle_pending += t - s;
+                self.idle_since = None;
+            }
+            _ => {}
+        }
     }
 }
