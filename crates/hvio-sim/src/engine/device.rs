@@ -19,11 +19,12 @@ impl Engine {
             }
             let t = c.done.max(now) + vm.latency;
             // Every request merged into this one completes with it.
-            let mut next = slot;
-            while next != NO_SLOT {
-                let after = self.requests[next].chain;
+            let mut after = s.chain;
+            self.part_done(slot, t)?;
+            while after != NO_SLOT {
+                let next = after;
+                after = self.requests[next].chain;
                 self.part_done(next, t)?;
-                next = after;
             }
         }
         done.clear();
@@ -69,7 +70,7 @@ impl Engine {
         let vi = self.requests[slot].vm as usize;
         // The direct path has nothing to hear.
         if !matches!(self.paths[vi].stage, Stage::Direct(_)) {
-            self.with_stage(vi, |stage, cx| stage.done(slot, cx))?;
+            self.stage_done(vi, slot)?;
         }
         match self.requests[slot].owner {
             Owner::Guest { .. } => self.push(t, Ev::GuestDone { slot }),
@@ -82,5 +83,11 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// VM `vi`'s stage (not the direct path) hears that request `slot` is done.
+    #[inline(never)]
+    fn stage_done(&mut self, vi: usize, slot: u32) -> Result<()> {
+        self.with_stage(vi, |stage, cx| stage.done(slot, cx))
     }
 }

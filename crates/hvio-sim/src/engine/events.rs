@@ -103,11 +103,12 @@ impl Ord for Entry {
 
 /// Events in (time, insertion) order.
 ///
-/// A binary heap, beside FIFO lanes for the two kinds that make most of a
-/// run's events and mostly come a fixed delay after the event that makes
-/// them, so in time order: a request reaching the host `virt_latency`
-/// after it left the ring, and a completion reaching the guest
-/// `virt_latency` after the device's. An event goes to its kind's lane when
+/// A binary heap, beside FIFO lanes for the three kinds that make most of
+/// a run's events and mostly come in time order: a request reaching the
+/// host `virt_latency` after it left the ring, a completion reaching the
+/// guest `virt_latency` after the device's, and the device's wake-ups (each
+/// asked for at the device's next event, rarely earlier than one asked for
+/// before). An event goes to its kind's lane when
 /// it is not earlier than the lane's last (always, when every VM has the
 /// same latency), else to the heap; every lane stays sorted by (time,
 /// sequence), so taking the earliest of the heap's top and the lanes'
@@ -115,7 +116,7 @@ impl Ord for Entry {
 #[derive(Default)]
 pub(crate) struct EventQueue {
     heap: BinaryHeap<Entry>,
-    lanes: [VecDeque<Entry>; 2],
+    lanes: [VecDeque<Entry>; 3],
     seq: u64,
 }
 
@@ -135,6 +136,7 @@ impl EventQueue {
         let lane = match ev {
             Ev::HostArrive { .. } => 0,
             Ev::GuestDone { .. } => 1,
+            Ev::Device => 2,
             _ => return self.heap.push(e),
         };
         let lane = &mut self.lanes[lane];
@@ -184,10 +186,11 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             // Mostly later than the lane's last, sometimes earlier (the heap).
             let t = now + (x >> 58);
-            let ev = match (x >> 40) % 3 {
+            let ev = match (x >> 40) % 4 {
                 0 => Ev::HostArrive { slot: n },
                 1 => Ev::GuestDone { slot: n },
-                _ => Ev::Device,
+                2 => Ev::Device,
+                _ => Ev::HostTimer,
             };
             q.push(t, ev);
             model.insert((t, n));

@@ -250,6 +250,7 @@ impl Engine {
                 }
                 return Ok(());
             }
+            let iodepth = job.job.iodepth;
             let (sector, sectors, read) = job.draw(th.area as usize);
             job.outstanding += 1;
             let fsync_every = job.job.fsync;
@@ -265,18 +266,32 @@ impl Engine {
                     }
                 }
             }
-            let job = &mut vm.jobs[th.job as usize];
-            if !read && job.job.inode_lock.is_some() {
-                let f = job.file_index(sector) as usize;
-                if job.lock_holder[f].is_some_and(|h| h != ti) {
-                    job.lock_waiters[f].push_back(ti);
-                    vm.threads[ti as usize].lock_wait = Some((sector, sectors, now));
-                    continue;
-                }
-                job.lock_holder[f] = Some(ti);
+            let job = &vm.jobs[th.job as usize];
+            if !read && job.job.inode_lock.is_some() && !Self::take_inode_lock(vm, ti, sector, sectors, now) {
+                continue;
             }
             self.submit_data(vi, ti, op, sector, sectors, now, now)?;
+            // At its depth the thread has nothing more to do now (every
+            // check at the loop's top would end it without doing anything).
+            if self.vms[vi].threads[ti as usize].outstanding >= iodepth {
+                return Ok(());
+            }
         }
+    }
+
+    /// `inode_lock`: thread `ti`'s write at image sector `sector` takes its
+    /// file's lock (`true`), or waits for it with the drawn write.
+    #[inline(never)]
+    fn take_inode_lock(vm: &mut Vm, ti: u32, sector: u64, sectors: u64, now: Nanos) -> bool {
+        let job = &mut vm.jobs[vm.threads[ti as usize].job as usize];
+        let f = job.file_index(sector) as usize;
+        if job.lock_holder[f].is_some_and(|h| h != ti) {
+            job.lock_waiters[f].push_back(ti);
+            vm.threads[ti as usize].lock_wait = Some((sector, sectors, now));
+            return false;
+        }
+        job.lock_holder[f] = Some(ti);
+        true
     }
 
     /// Hand thread `ti`'s direct request, drawn at `drawn`, to the guest scheduler.

@@ -290,9 +290,10 @@ impl Engine {
 
     /// Guest request `slot` reaches the host: to its VM's stage.
     pub(crate) fn host_arrive(&mut self, slot: u32) -> Result<()> {
-        self.requests[slot].host_arrival = self.now;
-        let vi = self.requests[slot].vm as usize;
-        self.host.streams[vi].offered += self.requests[slot].guest.bytes();
+        let s = &mut self.requests[slot];
+        s.host_arrival = self.now;
+        let vi = s.vm as usize;
+        self.host.streams[vi].offered += s.guest.bytes();
         self.with_stage(vi, |stage, cx| stage.arrive(slot, cx))?;
         // After the stage: a pass asked for now comes after the stage's own
         // wake-up at this instant (the reshaping stage's batch).
