@@ -19,12 +19,11 @@ impl Engine {
             }
             let t = c.done.max(now) + vm.latency;
             // Every request merged into this one completes with it.
-            let mut after = s.chain;
-            self.part_done(slot, t)?;
-            while after != NO_SLOT {
-                let next = after;
-                after = self.requests[next].chain;
+            let mut next = slot;
+            while next != NO_SLOT {
+                let after = self.requests[next].chain;
                 self.part_done(next, t)?;
+                next = after;
             }
         }
         done.clear();
