@@ -253,11 +253,15 @@ impl SortedIndex {
         if self.chunks.len() > COLD_CHUNKS {
             c.prefetch_sectors(len);
         }
-        let mut pos = lower_bound_steps::<{ CHUNK.ilog2() }, Sector>(&c.sectors[..len], unpack(key).0);
-        while pos < len && self.less_at((ci, pos), key, id_of) {
-            pos += 1;
+        let (sector, id) = unpack(key);
+        let pos = lower_bound_steps::<{ CHUNK.ilog2() }, Sector>(&c.sectors[..len], sector);
+        if id == 0 || pos == len || c.sectors[pos] != sector {
+            return pos;
         }
-        pos
+        // A run of equal sectors: bisect it by the ids in the slots (a
+        // queue may hold many requests at one sector).
+        let run = c.sectors[pos..len].partition_point(|&s| s == sector);
+        pos + c.slots[pos..pos + run].partition_point(|&slot| id_of(slot) < id)
     }
 
     /// Copies chunk `ci`'s length to `lens`.
