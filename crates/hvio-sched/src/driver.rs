@@ -420,10 +420,10 @@ impl<S: Scheduler + ?Sized> Driver<S> {
             Some(sw) if sw.policy == SwitchPolicy::Drain => {
                 sw.bypassed += 1;
                 if rq.op == Op::Flush {
-                    self.stats.flushes += 1;
+                    self.flush_around(rq);
+                } else {
+                    self.bypass(rq);
                 }
-                self.unowned.insert(rq.id, false);
-                self.dispatch_list.push_back(rq);
             }
             Some(sw) if rq.op != Op::Flush => sw.new.insert(rq, now),
             _ => self.flush_around(rq),
@@ -435,6 +435,11 @@ impl<S: Scheduler + ?Sized> Driver<S> {
     #[inline(never)]
     fn flush_around(&mut self, rq: Request) {
         self.stats.flushes += 1;
+        self.bypass(rq);
+    }
+
+    /// `rq` goes on the dispatch list, owned by no scheduler.
+    fn bypass(&mut self, rq: Request) {
         self.unowned.insert(rq.id, false);
         self.dispatch_list.push_back(rq);
     }
