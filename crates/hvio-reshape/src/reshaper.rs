@@ -1139,8 +1139,8 @@ impl Reshaper {
                             self.account(region, at, sectors, Count::Applied);
                         }
                         if fua {
-                            self.waiters.push((self.covering_seq(), request));
-                            self.commit_wanted = true;
+                            // An empty FUA write adds no entry: it may be durable already.
+                            self.done_when_durable(self.covering_seq(), request);
                         } else {
                             self.out.push_back(Event::Done(request));
                         }
@@ -1169,19 +1169,22 @@ impl Reshaper {
                         self.apply(&e);
                         self.out.push_back(Event::Done(request));
                     }
-                    Action::Flush { request } => {
-                        let seq = self.covering_seq();
-                        if seq <= self.durable_seq {
-                            self.out.push_back(Event::Done(request));
-                        } else {
-                            self.waiters.push((seq, request));
-                            self.commit_wanted = true;
-                        }
-                    }
+                    Action::Flush { request } => self.done_when_durable(self.covering_seq(), request),
                 }
             }
         }
         progress
+    }
+
+    /// `request` is done once transaction `seq` is durable: now if it is,
+    /// else when a commit makes it so.
+    fn done_when_durable(&mut self, seq: u64, request: RequestId) {
+        if seq <= self.durable_seq {
+            self.out.push_back(Event::Done(request));
+        } else {
+            self.waiters.push((seq, request));
+            self.commit_wanted = true;
+        }
     }
 
     /// Emptied segments whose emptying is durable become free.
