@@ -201,13 +201,10 @@ impl MqDeadline {
             pick = Some((dir, k));
         }
         let (dir, k) = pick.expect("picked above");
-        let pp = &mut self.prios[prio];
-        let rq = pp.queues[dir].get(k).expect("picked request is queued");
-        if rq.arrival > latest_start || (limited(rq) && self.async_in_flight >= self.async_depth) {
-            return None;
-        }
+        let depth_full = self.async_in_flight >= self.async_depth;
+        let may_go = |rq: &Request| rq.arrival <= latest_start && !(limited(rq) && depth_full);
+        let rq = self.prios[prio].queues[dir].remove_if(k, may_go)?;
         self.batching += 1;
-        let rq = pp.queues[dir].remove(k).expect("queued");
         Some(self.done(prio, rq))
     }
 

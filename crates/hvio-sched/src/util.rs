@@ -362,8 +362,15 @@ impl SortedIndex {
     /// Removes `key`; returns its slot and the next entry's sector and
     /// slot (its id is left to a caller that wants it: reading it would be
     /// a miss in a big queue).
+    #[cfg(test)]
     fn remove(&mut self, key: Packed, id_of: impl IdOf) -> Option<(u32, Option<(Sector, u32)>)> {
-        let (ci, pos) = self.find(key, id_of)?;
+        let at = self.find(key, id_of)?;
+        Some(self.remove_at(at, id_of))
+    }
+
+    /// Removes the entry at `(ci, pos)` (a place [`SortedIndex::find`]
+    /// returned); returns its slot and the next entry's sector and slot.
+    fn remove_at(&mut self, (ci, pos): Place, id_of: impl IdOf) -> (u32, Option<(Sector, u32)>) {
         let c = &mut self.chunks[ci];
         let slot = c.remove_at(pos);
         self.lens[ci] = c.len as u8;
@@ -400,7 +407,7 @@ impl SortedIndex {
                 self.hint = (ci, pos);
             }
         }
-        Some((slot, next))
+        (slot, next)
     }
 
     /// The slot of the key after the hinted one, if it is in the same chunk.
@@ -678,10 +685,29 @@ impl SortedFifo {
         Some((rq, next.map(|(sector, s)| (sector, self.slots[s as usize].rq.id))))
     }
 
+    /// Removes the request with sort key `key` if `take` agrees, having
+    /// seen it: one search where a look followed by a removal makes two.
+    /// None (and nothing changed) if it is not queued or `take` refuses.
+    pub fn remove_if(&mut self, key: SortKey, take: impl FnOnce(&Request) -> bool) -> Option<Request> {
+        let at = self.by_sector.find(pack(key), id_of(&self.slots))?;
+        let slot = self.by_sector.chunks[at.0].slots[at.1];
+        if !take(self.rq(slot)) {
+            return None;
+        }
+        Some(self.take_at(at).0)
+    }
+
     /// Removes the request with sort key `key`; returns it and the sector
     /// and slot of the request after it in sector order.
     fn take(&mut self, key: SortKey) -> Option<(Request, Option<(Sector, u32)>)> {
-        let (slot, next) = self.by_sector.remove(pack(key), id_of(&self.slots))?;
+        let at = self.by_sector.find(pack(key), id_of(&self.slots))?;
+        Some(self.take_at(at))
+    }
+
+    /// Removes the request at `at`, a place in the index.
+    #[inline]
+    fn take_at(&mut self, at: Place) -> (Request, Option<(Sector, u32)>) {
+        let (slot, next) = self.by_sector.remove_at(at, id_of(&self.slots));
         self.free.push(slot);
         let Slot { rq, deadline, seq } = self.slots[slot as usize];
         if let Some((_, s)) = next {
@@ -705,7 +731,7 @@ impl SortedFifo {
                 self.prefetch_next_fifo_heads(lane);
             }
         }
-        Some((rq, next))
+        (rq, next)
     }
 
     /// After the front of `lane` left, asks for what the removal of the
@@ -1160,6 +1186,26 @@ mod sorted_fifo_tests {
             assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), model.keys().next().copied());
             assert_eq!(q.deadline((sector, id)), model.get(&(dl, id)).map(|_| dl));
         }
+    }
+
+    /// `remove_if` removes the request only when its test agrees, and
+    /// otherwise leaves the queue as it was.
+    #[test]
+    fn remove_if_removes_only_what_its_test_accepts() {
+        let mut q = SortedFifo::new();
+        for id in 0..300u64 {
+            q.insert(Request::new(id, 0, Op::Read, id * 7 % 101, 8, 0), id);
+        }
+        let before: Vec<SortKey> = q.iter().map(key).collect();
+        assert_eq!(q.remove_if((7, 2), |_| true), None, "not queued");
+        assert_eq!(q.remove_if((14, 2), |r| r.id == 3), None, "refused");
+        assert_eq!(q.iter().map(key).collect::<Vec<_>>(), before);
+        assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((0, 0)));
+        assert_eq!(q.remove_if((0, 0), |r| r.arrival == 0).map(|r| r.id), Some(0));
+        assert_eq!(q.remove_if((14, 2), |r| r.id == 2).map(|r| r.id), Some(2));
+        assert_eq!(q.len(), 298);
+        assert!(!q.contains((14, 2)) && q.contains((21, 3)));
+        assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((1, 1)));
     }
 
     #[test]
