@@ -220,32 +220,48 @@ pub fn read_spec(path: &Path) -> Result<SpecFile, SpecError> {
 
 /// A text file of at most [`MAX_FILE_BYTES`]: not UTF-8 is an error naming the line.
 pub(crate) fn read_text(path: &Path) -> Result<String, SpecError> {
+    let bytes = read_bytes(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        not_utf8(&path.display().to_string(), e.as_bytes(), at)
+    })
+}
+
+/// The bytes of a file of at most [`MAX_FILE_BYTES`], in one read into a
+/// buffer of the file's length (a file that does not know its length, a
+/// pipe or `/dev/zero`, grows the buffer as it is read, up to the bound).
+pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>, SpecError> {
     use std::io::Read;
     let file = path.display().to_string();
     let io = |e: std::io::Error| SpecError::File {
         file: file.clone(),
         msg: e.to_string(),
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(SpecError::File {
-            file,
-            msg: format!("larger than {} MiB: not a DiskSim file", MAX_FILE_BYTES >> 20),
-        });
+    let too_large = || SpecError::File {
+        file: file.clone(),
+        msg: format!("larger than {} MiB: not a DiskSim file", MAX_FILE_BYTES >> 20),
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_or(0, |m| m.len());
+    if len > MAX_FILE_BYTES {
+        return Err(too_large());
     }
-    String::from_utf8(bytes).map_err(|e| {
-        let ok = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        SpecError::Syntax {
-            file: file.clone(),
-            line: ok.iter().filter(|&&c| c == b'\n').count() as u32 + 1,
-            msg: format!("byte {} is not UTF-8", ok.len()),
-        }
-    })
+    let mut bytes = Vec::with_capacity(len as usize);
+    f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// The error for `bytes`, read from `file`, whose byte `at` is the first
+/// that is not UTF-8: it names the line and the byte.
+pub(crate) fn not_utf8(file: &str, bytes: &[u8], at: usize) -> SpecError {
+    SpecError::Syntax {
+        file: file.to_string(),
+        line: bytes[..at].iter().filter(|&&c| c == b'\n').count() as u32 + 1,
+        msg: format!("byte {at} is not UTF-8"),
+    }
 }
 
 fn read_file(path: &Path, depth: u32, includes: &Rc<Cell<u32>>) -> Result<SpecFile, SpecError> {
