@@ -10,6 +10,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+mod trace_text;
+
 /// Why a validation could not run.
 #[derive(Debug, Error)]
 pub enum ValidateError {
@@ -59,133 +61,14 @@ pub struct TraceRecord {
 /// Reads a DiskSim validation trace: `R|W Hit|Miss|Doub|Trip LBN sectors service_us gap_us`.
 /// The second column (what the real disk's cache did) is read only to check the format.
 pub fn read_trace(path: &Path) -> Result<Vec<TraceRecord>, ValidateError> {
-    // Bounded, and a byte that is not UTF-8 is an error naming its line.
-    let text = crate::disksim::parse::read_text(path)?;
-    parse_trace(&text, &path.display().to_string())
+    // Bounded; a byte that is not UTF-8 is an error naming its line.
+    let bytes = crate::disksim::parse::read_bytes(path)?;
+    trace_text::parse(&bytes, &path.display().to_string())
 }
 
 /// [`read_trace`] of a trace already read: `text`, from `file` (named in errors).
 pub fn parse_trace(text: &str, file: &str) -> Result<Vec<TraceRecord>, ValidateError> {
-    let mut out = Vec::with_capacity(text.len() / 24);
-    let (mut at, mut line) = (0, 0);
-    while let Some((f, n)) = line_fields(text, &mut at) {
-        line += 1;
-        if n == 0 {
-            continue;
-        }
-        let err = |msg: String| ValidateError::Trace {
-            file: file.to_string(),
-            line,
-            msg,
-        };
-        if n != 6 {
-            return Err(err(format!(
-                "expected 6 fields (R|W, Hit|Miss|Doub|Trip, LBN, sectors, service µs, gap µs), found {n}"
-            )));
-        }
-        let write = match f[0] {
-            "R" | "r" => false,
-            "W" | "w" => true,
-            other => return Err(err(format!("operation `{other}` is not R or W"))),
-        };
-        let lbn = f[2]
-            .parse::<u64>()
-            .map_err(|_| err(format!("LBN `{}` is not a block number", f[2])))?;
-        let sectors = f[3]
-            .parse::<u32>()
-            .ok()
-            .filter(|&s| s > 0)
-            .ok_or_else(|| err(format!("size `{}` is not a positive number of sectors", f[3])))?;
-        let num = |s: &str, what: &str| {
-            parse_decimal(s)
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| err(format!("{what} `{s}` is not a non-negative number")))
-        };
-        let measured_ms = num(f[4], "service time")? / 1000.0;
-        let gap_ms = num(f[5], "inter-arrival gap")? / 1000.0;
-        // A gap beyond 1000 s would push the replay clock past u64 ns.
-        if gap_ms > MAX_GAP_MS {
-            return Err(err(format!("inter-arrival gap `{}` µs is more than 1e9 µs", f[5])));
-        }
-        out.push(TraceRecord {
-            write,
-            lbn,
-            sectors,
-            measured_ms,
-            gap_ms,
-            line,
-        });
-    }
-    if out.is_empty() {
-        return Err(ValidateError::File {
-            file: file.to_string(),
-            msg: "no requests".into(),
-        });
-    }
-    Ok(out)
-}
-
-/// The fields of the line starting at byte `*at` of `text`, as
-/// `str::lines` and `split_ascii_whitespace` would give them (the first six,
-/// and how many there are, without an allocation), and `*at` moved past
-/// the line; `None` at the end of the text. One pass over the bytes: a
-/// replay's time includes reading its trace, as DiskSim's does.
-fn line_fields<'a>(text: &'a str, at: &mut usize) -> Option<([&'a str; 6], usize)> {
-    let b = text.as_bytes();
-    let mut i = *at;
-    if i >= b.len() {
-        return None;
-    }
-    let (mut f, mut n) = ([""; 6], 0);
-    loop {
-        while i < b.len() && b[i] != b'\n' && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == b.len() || b[i] == b'\n' {
-            break;
-        }
-        let start = i;
-        while i < b.len() && !b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if n < 6 {
-            // Both ends are at an ASCII byte or the end: char boundaries.
-            f[n] = &text[start..i];
-        }
-        n += 1;
-    }
-    *at = i + 1;
-    Some((f, n))
-}
-
-/// `s.parse::<f64>()`, the same value to the bit, quicker for the plain
-/// decimals of a validation trace (`6657.00000`): digits with at most one
-/// point, 15 digits at most, read as an integer and divided by a power of
-/// ten. Both are exact in an `f64`, so the one division rounds correctly,
-/// to the value `parse` gives (Clinger's fast path, which `parse` takes too,
-/// after the checks every other form of number needs: they were half of
-/// reading a trace). Anything else goes to `parse`.
-fn parse_decimal(s: &str) -> Result<f64, std::num::ParseFloatError> {
-    const POW10: [f64; 16] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-    ];
-    let (mut m, mut digits, mut frac, mut point) = (0u64, 0usize, 0usize, false);
-    for &c in s.as_bytes() {
-        match c {
-            b'0'..=b'9' if digits < 15 => {
-                m = m * 10 + (c - b'0') as u64;
-                digits += 1;
-                frac += point as usize;
-            }
-            b'.' if !point => point = true,
-            _ => return s.parse(),
-        }
-    }
-    if digits == 0 {
-        return s.parse();
-    }
-    Ok(m as f64 / POW10[frac])
+    trace_text::parse(text.as_bytes(), file)
 }
 
 /// The longest inter-arrival gap of a validation trace, ms (1000 s).
@@ -593,108 +476,4 @@ pub fn run_all(dir: &Path, out: Option<&Path>, opts: &LoadOptions) -> Result<Str
         ));
     }
     Ok(report)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    /// `str::lines`, then each line's first six `split_ascii_whitespace`
-    /// fields and their count.
-    fn by_std(text: &str) -> Vec<([&str; 6], usize)> {
-        text.lines()
-            .map(|line| {
-                let (mut f, mut n) = ([""; 6], 0);
-                for w in line.split_ascii_whitespace() {
-                    if n < 6 {
-                        f[n] = w;
-                    }
-                    n += 1;
-                }
-                (f, n)
-            })
-            .collect()
-    }
-
-    fn by_line_fields(text: &str) -> Vec<([&str; 6], usize)> {
-        let (mut at, mut out) = (0, Vec::new());
-        while let Some(x) = line_fields(text, &mut at) {
-            out.push(x);
-        }
-        out
-    }
-
-    #[test]
-    fn line_fields_split_as_lines_and_whitespace_do() {
-        for text in [
-            "",
-            "\n",
-            "R Hit 1 8 1.5 2.5\n",
-            "R Hit 1 8 1.5 2.5",
-            "W\tMiss   10 4 3.0 0.0\r\nR Hit 1 8 1.5 2.5\r\n\n\n  \t\n",
-            "a b c d e f g h\n\rx\ry \u{a0}z\u{2003}\n\u{c}R\u{b}1",
-        ] {
-            assert_eq!(by_line_fields(text), by_std(text), "{text:?}");
-        }
-    }
-
-    #[test]
-    fn decimals_parse_as_the_standard_library_parses_them() {
-        for s in [
-            "0",
-            "0.0",
-            "663.00000",
-            "45422.00000",
-            "5.",
-            ".5",
-            ".",
-            "",
-            "1e3",
-            "+1",
-            "-0",
-            "1.2.3",
-            "0.1",
-            "0.3",
-            "999999999999999",
-            "9999999999999999",
-            "123456789.012345",
-            "12345678.9012345",
-            "00000000000000001",
-            "inf",
-            "NaN",
-            " 1",
-        ] {
-            match (parse_decimal(s), s.parse::<f64>()) {
-                (Ok(a), Ok(b)) => assert_eq!(a.to_bits(), b.to_bits(), "{s}"),
-                (a, b) => assert_eq!(a.is_ok(), b.is_ok(), "{s}"),
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn any_decimal_parses_to_the_standard_librarys_bits(
-            int in "[0-9]{0,12}", frac in proptest::option::of("[0-9]{0,12}")
-        ) {
-            let s = match &frac {
-                Some(f) => format!("{int}.{f}"),
-                None => int.clone(),
-            };
-            match (parse_decimal(&s), s.parse::<f64>()) {
-                (Ok(a), Ok(b)) => prop_assert_eq!(a.to_bits(), b.to_bits(), "{}", s),
-                (a, b) => prop_assert_eq!(a.is_ok(), b.is_ok(), "{}", s),
-            }
-        }
-
-        #[test]
-        fn line_fields_split_any_text_as_the_standard_library_does(
-            text in proptest::collection::vec(
-                prop_oneof![Just(' '), Just('\t'), Just('\n'), Just('\r'), Just('\u{c}'), Just('\u{b}'), Just('\u{a0}'), Just('x'), Just('7'), Just('é')],
-                0..60,
-            ).prop_map(|v| v.into_iter().collect::<String>())
-        ) {
-            prop_assert_eq!(by_line_fields(&text), by_std(&text));
-        }
-    }
 }
