@@ -408,18 +408,9 @@ impl Hdd {
             for (i, s) in fours.remainder().iter().enumerate() {
                 mask |= (s.holds(a) as u64) << (done + i);
             }
-            holds_a |= mask != 0;
-            while mask != 0 {
-                let i = 64 * k + mask.trailing_zeros() as usize;
-                mask &= mask - 1;
-                if b > self.segs[i].limit {
-                    continue;
-                }
-                let end = match &self.prefetch {
-                    Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
-                    _ => self.segs[i].end,
-                };
-                if b <= end {
+            if mask != 0 {
+                holds_a = true;
+                if let Some(i) = self.holding(64 * k, mask, b, t) {
                     return (Some(i), true);
                 }
             }
@@ -434,6 +425,29 @@ impl Hdd {
             self.dirty_holds(a, b)
         };
         (dirty.then_some(usize::MAX), holds_a)
+    }
+
+    /// The first of the segments `base + i` for each bit `i` of `mask` (each
+    /// holds block `a`, counting prefetch still to come) that holds `a..b`
+    /// at time `t`. Out of line: a random read's scan rarely gets here, and
+    /// the read-ahead's progress it may ask for would weigh on every scan.
+    #[inline(never)]
+    fn holding(&self, base: usize, mut mask: u64, b: u64, t: f64) -> Option<usize> {
+        while mask != 0 {
+            let i = base + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if b > self.segs[i].limit {
+                continue;
+            }
+            let end = match &self.prefetch {
+                Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
+                _ => self.segs[i].end,
+            };
+            if b <= end {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// `keep_destaged`: every block of `a..b` is in the write-back buffer,
@@ -1381,7 +1395,13 @@ impl Device for Hdd {
     }
 
     fn advance(&mut self, now: Nanos, out: &mut Vec<Completion>) {
-        self.run_mech(now);
+        if self.pending.is_empty() && self.destaging.is_none() && self.dirty.is_empty() {
+            // Nothing to start or finish: the mechanism idles until `now`,
+            // as `run_mech` would find after a pass over its checks.
+            self.mech_free = self.mech_free.max(now);
+        } else {
+            self.run_mech(now);
+        }
         self.in_flight -= self.done.drain_due(now, out);
     }
 

@@ -261,6 +261,11 @@ impl HddModel {
     /// Seek time in ns between two cylinders (seek only, no head switch).
     #[inline]
     pub fn seek_ns(&self, from: u32, to: u32) -> f64 {
+        // Every curve gives 0 for no distance: the next track of a stream,
+        // or another surface of the cylinder, needs no look-up.
+        if from == to {
+            return 0.0;
+        }
         self.seek.ns(from.abs_diff(to))
     }
 
