@@ -1259,22 +1259,7 @@ impl Hdd {
                     continue;
                 }
                 let (_, sub) = self.take_pending(i);
-                let c = self.serve(rq, sub, t);
-                self.mech_free = c.done;
-                if rq.op == Op::Read {
-                    let b = rq.sector + rq.sectors as u64;
-                    let until = match self.m.cache.read_ahead_policy {
-                        ReadAheadPolicy::Drive => self.min_read_ahead_until(b, None),
-                        // Only a read continuing a sequential run reads ahead first.
-                        ReadAheadPolicy::Adaptive => self
-                            .sequential
-                            .take()
-                            .map_or(0, |i| self.min_read_ahead_until(b, Some(i))),
-                    };
-                    self.mech_free = self.mech_free.max(until);
-                }
-                self.last_host = c.done;
-                self.push_done(c);
+                self.start(rq, sub, t);
             } else {
                 let ready = self.destage_ready();
                 if ready <= t {
@@ -1294,6 +1279,29 @@ impl Hdd {
                 self.mech_free = next;
             }
         }
+    }
+
+    /// Serves `rq`, submitted at `sub`, on the mechanism from `t`: the
+    /// mechanism is busy until it is done (and, after a read, has read
+    /// ahead its minimum), and its completion is queued.
+    #[inline]
+    fn start(&mut self, rq: Request, sub: Nanos, t: Nanos) {
+        let c = self.serve(rq, sub, t);
+        self.mech_free = c.done;
+        if rq.op == Op::Read {
+            let b = rq.sector + rq.sectors as u64;
+            let until = match self.m.cache.read_ahead_policy {
+                ReadAheadPolicy::Drive => self.min_read_ahead_until(b, None),
+                // Only a read continuing a sequential run reads ahead first.
+                ReadAheadPolicy::Adaptive => self
+                    .sequential
+                    .take()
+                    .map_or(0, |i| self.min_read_ahead_until(b, Some(i))),
+            };
+            self.mech_free = self.mech_free.max(until);
+        }
+        self.last_host = c.done;
+        self.push_done(c);
     }
 
     /// Removes the `i`-th pending request (the front, at depth 1, without
@@ -1364,6 +1372,21 @@ impl Device for Hdd {
         if self.bufferable(&rq) && self.fits(rq.sectors as u64, now) && !self.pending.iter().any(|r| self.bufferable(r))
         {
             self.buffer_write(rq, now);
+        } else if self.pending.is_empty()
+            && self.destaging.is_none()
+            && self.dirty.is_empty()
+            && self.mech_free <= now
+            && rq.arrival <= now
+            && !self.bufferable(&rq)
+        {
+            // An idle drive with nothing buffered starts the request at once,
+            // when it arrived or the mechanism came free: what `run_mech`
+            // does with it as the only one queued, without the queue.
+            self.start(rq, now, self.mech_free.max(rq.arrival));
+            if self.mech_free <= now {
+                self.run_mech(now);
+            }
+            return;
         } else {
             if self.bufferable(&rq) {
                 self.stats.buffer_waits += 1;
