@@ -82,15 +82,13 @@ fn quick_line(b: &[u8], at: &mut usize) -> Quick {
         Some(b'W' | b'w') => true,
         Some(_) => return Quick::Other,
     };
-    let Some(mut i) = blanks_after(b, i + 1) else {
+    let Some(i) = next_field(b, i + 1) else {
         return Quick::Other;
     };
     // What the real disk's cache did: read only to check the format. (An
     // empty word is no field: no blank can follow it, where a blank run ended.)
-    while matches!(b.get(i), Some(0x21..=0x7e)) {
-        i += 1;
-    }
-    let Some(i) = blanks_after(b, i) else {
+    let n = word(load8(b, i));
+    let Some(i) = next_field(b, i + n) else {
         return Quick::Other;
     };
     let (lbn, n) = digits(b, i);
@@ -98,17 +96,17 @@ fn quick_line(b: &[u8], at: &mut usize) -> Quick {
     if !(1..=19).contains(&n) {
         return Quick::Other;
     }
-    let Some(i) = blanks_after(b, i + n) else {
+    let Some(i) = next_field(b, i + n) else {
         return Quick::Other;
     };
     let (sectors, n) = digits(b, i);
     if !(1..=9).contains(&n) || sectors == 0 {
         return Quick::Other;
     }
-    let Some((service_us, end)) = blanks_after(b, i + n).and_then(|i| decimal(b, i)) else {
+    let Some((service_us, end)) = next_field(b, i + n).and_then(|i| decimal(b, i)) else {
         return Quick::Other;
     };
-    let Some((gap_us, end)) = blanks_after(b, end).and_then(|i| decimal(b, i)) else {
+    let Some((gap_us, end)) = next_field(b, end).and_then(|i| decimal(b, i)) else {
         return Quick::Other;
     };
     let gap_ms = gap_us / 1000.0;
@@ -212,8 +210,8 @@ fn plain_fields(text: &str) -> Result<Option<TraceRecord>, String> {
 /// zero bytes (neither a digit nor a blank).
 #[inline(always)]
 fn load8(b: &[u8], i: usize) -> u64 {
-    match b.get(i..).and_then(|s| s.first_chunk::<8>()) {
-        Some(w) => u64::from_le_bytes(*w),
+    match b.get(i..i + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().unwrap_or_default()),
         None => {
             let mut w = [0u8; 8];
             let tail = b.get(i..).unwrap_or_default();
@@ -247,6 +245,19 @@ fn skip_blanks(b: &[u8], mut i: usize) -> usize {
     }
 }
 
+/// Where the field after one that ends at byte `end` starts, if blanks
+/// end that one (else the line is read the plain way).
+#[inline(always)]
+fn next_field(b: &[u8], end: usize) -> Option<usize> {
+    // Most often a few spaces, then the field: one word tells.
+    let not_space = load8(b, end) ^ splat(b' ');
+    let start = end + not_space.trailing_zeros() as usize / 8;
+    match b.get(start) {
+        Some(&c) if start > end && c > b' ' => Some(start),
+        _ => blanks_after(b, end),
+    }
+}
+
 /// [`skip_blanks`] from the end of a field, `i`, if a blank ends it there
 /// (else the next field cannot start, and the line is read the plain way).
 #[inline(always)]
@@ -257,31 +268,73 @@ fn blanks_after(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// The run of ASCII digits at byte `i` of `b`: its value (modulo 2^64)
-/// and its length. Eight bytes at a time: which lead with digits, and
-/// their value, by integer arithmetic on the word.
+/// How many of the eight bytes of `w` (the first in the lowest byte) lead
+/// with printable ASCII, 0x21..=0x7f: bytes up to 0x20 have no top bit
+/// after adding 0x5f, and bytes from 0x80 have it before (a carry runs
+/// only into later bytes, past the first that is not printable).
 #[inline(always)]
-fn digits(b: &[u8], mut i: usize) -> (u64, usize) {
-    const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
-    let (start, mut value) = (i, 0u64);
+fn word(w: u64) -> usize {
+    let not_printable = (!w.wrapping_add(splat(0x5f)) | w) & splat(0x80);
+    not_printable.trailing_zeros() as usize / 8
+}
+
+/// How many of the eight bytes of `w` (the first in the lowest byte)
+/// lead with ASCII digits, and their value. A digit byte less `'0'` is
+/// 0..=9; any other byte is 10 or more, or has its top bit set, and so
+/// does (byte + 0x76); a borrow or a carry runs only into later bytes,
+/// past the first that is not a digit.
+#[inline(always)]
+fn digits8(w: u64) -> (u64, usize) {
+    let d = w.wrapping_sub(splat(b'0'));
+    let not_digit = (d.wrapping_add(splat(0x76)) | d) & splat(0x80);
+    let n = not_digit.trailing_zeros() as usize / 8;
+    // The n digits moved to the top bytes, zeros (leading) below them.
+    let value = d.checked_shl(64 - 8 * n as u32).map_or(0, eight_digits);
+    (value, n)
+}
+
+/// The run of ASCII digits at byte `i` of `b`: its value (modulo 2^64)
+/// and its length, eight bytes at a time.
+#[inline(always)]
+fn digits(b: &[u8], i: usize) -> (u64, usize) {
+    let (mut value, mut len) = digits8(load8(b, i));
+    if len < 8 {
+        return (value, len);
+    }
     loop {
-        // A digit byte becomes 0..=9. Any other byte is 10 or more, or has
-        // its top bit set, and so does (byte + 0x76); a borrow or a carry
-        // runs only into later bytes, past the first that is not a digit.
-        let d = load8(b, i).wrapping_sub(splat(b'0'));
-        let not_digit = (d.wrapping_add(splat(0x76)) | d) & splat(0x80);
-        let n = not_digit.trailing_zeros() as usize / 8;
-        if n > 0 {
-            value = value
-                .wrapping_mul(POW10[n])
-                .wrapping_add(eight_digits(d << (64 - 8 * n)));
-        }
-        i += n;
+        let (more, n) = digits8(load8(b, i + len));
+        value = value.wrapping_mul(POW10[n]).wrapping_add(more);
+        len += n;
         if n < 8 {
-            return (value, i - start);
+            return (value, len);
         }
     }
 }
+
+/// [`POW10`] as f64, each exact.
+const POW10_F64: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// Powers of ten up to 10^15.
+const POW10: [u64; 16] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+    100_000_000_000,
+    1_000_000_000_000,
+    10_000_000_000_000,
+    100_000_000_000_000,
+    1_000_000_000_000_000,
+];
 
 /// The value of eight digit values 0..=9, one a byte, the most significant
 /// in the lowest byte: neighbours paired, then the pairs, then the fours.
@@ -297,9 +350,6 @@ fn eight_digits(d: u64) -> u64 {
 /// `None` for anything else.
 #[inline(always)]
 fn decimal(b: &[u8], i: usize) -> Option<(f64, usize)> {
-    const POW10: [f64; 16] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-    ];
     let (int, n_int) = digits(b, i);
     let (frac, n_frac, end) = match b.get(i + n_int) {
         Some(b'.') => {
@@ -311,9 +361,9 @@ fn decimal(b: &[u8], i: usize) -> Option<(f64, usize)> {
     if !(1..=15).contains(&(n_int + n_frac)) {
         return None;
     }
-    let mantissa = int * 10u64.pow(n_frac as u32) + frac;
+    let mantissa = int * POW10[n_frac] + frac;
     // Both below 2^53, so exact as f64, and one division rounds correctly.
-    Some((mantissa as f64 / POW10[n_frac], end))
+    Some((mantissa as f64 / POW10_F64[n_frac], end))
 }
 
 #[cfg(test)]
@@ -529,7 +579,7 @@ mod tests {
     fn line_text() -> impl Strategy<Value = String> {
         (
             prop_oneof![4 => "[RWrw]", 1 => "[RWX]{0,2}"],
-            prop_oneof![4 => "(Hit|Miss|Doub|Trip)", 1 => "[a-zé\u{b}]{0,3}"],
+            prop_oneof![4 => "(Hit|Miss|Doub|Trip)", 1 => "[a-zé\u{b}]{0,3}", 1 => "[!-~\u{7f}\u{80}]{6,10}"],
             integer_text(),
             integer_text(),
             decimal_text(),
@@ -572,7 +622,8 @@ mod tests {
             bytes in proptest::collection::vec(
                 prop_oneof![
                     Just(b' '), Just(b'\t'), Just(b'\n'), Just(b'\r'), Just(0x0c), Just(0x0b),
-                    Just(b'R'), Just(b'W'), Just(b'.'), Just(b'7'), Just(b'0'), Just(0xc3), Just(0xa9), Just(0xff),
+                    Just(b'R'), Just(b'W'), Just(b'.'), Just(b'7'), Just(b'0'), Just(b'!'), Just(0x7f),
+                    Just(0x80), Just(0xc3), Just(0xa9), Just(0xff),
                 ],
                 0..80,
             )
