@@ -29,9 +29,15 @@ pub(super) fn parse(bytes: &[u8], file: &str) -> Result<Vec<TraceRecord>, Valida
     while at < bytes.len() {
         line += 1;
         let start = at;
-        let record = match quick_line(bytes, &mut at) {
-            Quick::Record(r) => Some(r),
-            Quick::Blank => None,
+        let record = match quick_line(bytes, start) {
+            Quick::Record(r, len) => {
+                at += len;
+                Some(r)
+            }
+            Quick::Blank(len) => {
+                at += len;
+                None
+            }
             Quick::Other => {
                 let end = bytes[start..]
                     .iter()
@@ -56,77 +62,120 @@ pub(super) fn parse(bytes: &[u8], file: &str) -> Result<Vec<TraceRecord>, Valida
 
 /// What the quick reading made of a line.
 enum Quick {
-    /// A request (its `line` not yet set).
-    Record(TraceRecord),
-    /// Whitespace only.
-    Blank,
+    /// A request (its `line` not yet set), and the length of its line.
+    Record(TraceRecord, usize),
+    /// Whitespace only, and its length.
+    Blank(usize),
     /// Something to read the plain way.
     Other,
 }
 
-/// The line starting at byte `*at` of `b`, read the quick way; `*at` moves
-/// past it unless it is [`Quick::Other`].
+/// The most bytes of a line the quick reading takes (with its `\n`): the
+/// validation traces' lines are 40 to 50.
+const WINDOW: usize = 64;
+
+/// The [`WINDOW`] bytes from a line's start and eight more: the text's
+/// own, or at the end of the text a copy padded with zeros; every word
+/// the quick reading loads is in bounds. A position is taken modulo
+/// [`WINDOW`]; one past the window means a line too long for it, which
+/// the quick reading leaves to the plain one (positions only grow along
+/// a line, so its end is then past the window too).
+struct Window<'a> {
+    /// The bytes.
+    bytes: &'a [u8; WINDOW + 8],
+    /// How many of the first [`WINDOW`] are the text's.
+    len: usize,
+}
+
+impl Window<'_> {
+    /// The byte at `p` (modulo the window).
+    #[inline(always)]
+    fn byte(&self, p: usize) -> u8 {
+        self.bytes[p % WINDOW]
+    }
+
+    /// The eight bytes from `p` (modulo the window), the first in the lowest byte.
+    #[inline(always)]
+    fn word(&self, p: usize) -> u64 {
+        let p = p % WINDOW;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&self.bytes[p..p + 8]);
+        u64::from_le_bytes(w)
+    }
+}
+
+/// The line starting at byte `at` of `text` (not its end), read the quick way.
 #[inline(always)]
-fn quick_line(b: &[u8], at: &mut usize) -> Quick {
-    let i = skip_blanks(b, *at);
-    let write = match b.get(i) {
+fn quick_line(text: &[u8], at: usize) -> Quick {
+    let rest = &text[at..];
+    match rest.first_chunk::<{ WINDOW + 8 }>() {
+        Some(bytes) => quick_window(&Window { bytes, len: WINDOW }),
         None => {
-            *at = i;
-            return Quick::Blank;
+            let mut bytes = [0u8; WINDOW + 8];
+            let len = rest.len().min(WINDOW);
+            bytes[..len].copy_from_slice(&rest[..len]);
+            quick_window(&Window { bytes: &bytes, len })
         }
-        Some(b'\n') => {
-            *at = i + 1;
-            return Quick::Blank;
-        }
-        Some(b'R' | b'r') => false,
-        Some(b'W' | b'w') => true,
-        Some(_) => return Quick::Other,
+    }
+}
+
+/// The line at the start of `w`, read the quick way.
+#[inline(always)]
+fn quick_window(w: &Window) -> Quick {
+    let i = skip_blanks(w, 0);
+    let write = match w.byte(i) {
+        b'\n' if i < w.len => return Quick::Blank(i + 1),
+        _ if i == w.len && w.len < WINDOW => return Quick::Blank(i),
+        b'R' | b'r' => false,
+        b'W' | b'w' => true,
+        _ => return Quick::Other,
     };
-    let Some(i) = next_field(b, i + 1) else {
+    let Some(i) = next_field(w, i + 1) else {
         return Quick::Other;
     };
     // What the real disk's cache did: read only to check the format. (An
     // empty word is no field: no blank can follow it, where a blank run ended.)
-    let n = word(load8(b, i));
-    let Some(i) = next_field(b, i + n) else {
+    let n = printable(w.word(i));
+    let Some(i) = next_field(w, i + n) else {
         return Quick::Other;
     };
-    let (lbn, n) = digits(b, i);
+    let (lbn, n) = digits(w, i);
     // 19 digits always fit a u64.
     if !(1..=19).contains(&n) {
         return Quick::Other;
     }
-    let Some(i) = next_field(b, i + n) else {
+    let Some(i) = next_field(w, i + n) else {
         return Quick::Other;
     };
-    let (sectors, n) = digits(b, i);
+    let (sectors, n) = digits(w, i);
     if !(1..=9).contains(&n) || sectors == 0 {
         return Quick::Other;
     }
-    let Some((service_us, end)) = next_field(b, i + n).and_then(|i| decimal(b, i)) else {
+    let Some((service_us, end)) = next_field(w, i + n).and_then(|i| decimal(w, i)) else {
         return Quick::Other;
     };
-    let Some((gap_us, end)) = next_field(b, end).and_then(|i| decimal(b, i)) else {
+    let Some((gap_us, end)) = next_field(w, end).and_then(|i| decimal(w, i)) else {
         return Quick::Other;
     };
     let gap_ms = gap_us / 1000.0;
     if gap_ms > MAX_GAP_MS {
         return Quick::Other;
     }
-    let i = skip_blanks(b, end);
-    match b.get(i) {
-        None => *at = i,
-        Some(b'\n') => *at = i + 1,
-        Some(_) => return Quick::Other,
-    }
-    Quick::Record(TraceRecord {
+    let i = skip_blanks(w, end);
+    let len = match w.byte(i) {
+        b'\n' if i < w.len => i + 1,
+        _ if i == w.len && w.len < WINDOW => i,
+        _ => return Quick::Other,
+    };
+    let record = TraceRecord {
         write,
         lbn,
         sectors: sectors as u32,
         measured_ms: service_us / 1000.0,
         gap_ms,
         line: 0,
-    })
+    };
+    Quick::Record(record, len)
 }
 
 /// A line that is not in the quick form, `b[start..end]`, read with
@@ -206,64 +255,44 @@ fn plain_fields(text: &str) -> Result<Option<TraceRecord>, String> {
     }))
 }
 
-/// Eight bytes of `b` from `i`, the first in the lowest byte; past the end,
-/// zero bytes (neither a digit nor a blank).
-#[inline(always)]
-fn load8(b: &[u8], i: usize) -> u64 {
-    match b.get(i..i + 8) {
-        Some(w) => u64::from_le_bytes(w.try_into().unwrap_or_default()),
-        None => {
-            let mut w = [0u8; 8];
-            let tail = b.get(i..).unwrap_or_default();
-            w[..tail.len()].copy_from_slice(tail);
-            u64::from_le_bytes(w)
-        }
-    }
-}
-
 /// Each byte of a word set to `c`.
 const fn splat(c: u8) -> u64 {
     u64::from_le_bytes([c; 8])
 }
 
-/// The first byte at or after `i` that is not ASCII whitespace other than
-/// `\n` (the blanks between fields: space, tab, form feed, carriage return).
+/// The first position at or after `i` whose byte is not ASCII whitespace
+/// other than `\n` (the blanks between fields: space, tab, form feed,
+/// carriage return), or one past the window.
 #[inline(always)]
-fn skip_blanks(b: &[u8], mut i: usize) -> usize {
-    loop {
+fn skip_blanks(w: &Window, mut i: usize) -> usize {
+    while i < WINDOW {
         // Spaces eight at a time: the first byte of the word that is not one.
-        let not_space = load8(b, i) ^ splat(b' ');
+        let not_space = w.word(i) ^ splat(b' ');
         if not_space == 0 {
             i += 8;
             continue;
         }
         i += not_space.trailing_zeros() as usize / 8;
-        match b.get(i) {
-            Some(b'\t' | b'\x0c' | b'\r') => i += 1,
+        match w.byte(i) {
+            b'\t' | b'\x0c' | b'\r' => i += 1,
             _ => return i,
         }
     }
+    i
 }
 
-/// Where the field after one that ends at byte `end` starts, if blanks
-/// end that one (else the line is read the plain way).
+/// Where the field after one that ends at `end` starts, if blanks end
+/// that one (else the line is read the plain way).
 #[inline(always)]
-fn next_field(b: &[u8], end: usize) -> Option<usize> {
+fn next_field(w: &Window, end: usize) -> Option<usize> {
     // Most often a few spaces, then the field: one word tells.
-    let not_space = load8(b, end) ^ splat(b' ');
+    let not_space = w.word(end) ^ splat(b' ');
     let start = end + not_space.trailing_zeros() as usize / 8;
-    match b.get(start) {
-        Some(&c) if start > end && c > b' ' => Some(start),
-        _ => blanks_after(b, end),
+    if start > end && w.byte(start) > b' ' {
+        return Some(start);
     }
-}
-
-/// [`skip_blanks`] from the end of a field, `i`, if a blank ends it there
-/// (else the next field cannot start, and the line is read the plain way).
-#[inline(always)]
-fn blanks_after(b: &[u8], i: usize) -> Option<usize> {
-    match b.get(i) {
-        Some(b' ' | b'\t' | b'\x0c' | b'\r') => Some(skip_blanks(b, i + 1)),
+    match w.byte(end) {
+        b' ' | b'\t' | b'\x0c' | b'\r' => Some(skip_blanks(w, end + 1)),
         _ => None,
     }
 }
@@ -273,7 +302,7 @@ fn blanks_after(b: &[u8], i: usize) -> Option<usize> {
 /// after adding 0x5f, and bytes from 0x80 have it before (a carry runs
 /// only into later bytes, past the first that is not printable).
 #[inline(always)]
-fn word(w: u64) -> usize {
+fn printable(w: u64) -> usize {
     let not_printable = (!w.wrapping_add(splat(0x5f)) | w) & splat(0x80);
     not_printable.trailing_zeros() as usize / 8
 }
@@ -293,22 +322,22 @@ fn digits8(w: u64) -> (u64, usize) {
     (value, n)
 }
 
-/// The run of ASCII digits at byte `i` of `b`: its value (modulo 2^64)
-/// and its length, eight bytes at a time.
+/// The run of ASCII digits at `i`: its value (modulo 2^64) and its length.
 #[inline(always)]
-fn digits(b: &[u8], i: usize) -> (u64, usize) {
-    let (mut value, mut len) = digits8(load8(b, i));
-    if len < 8 {
-        return (value, len);
-    }
-    loop {
-        let (more, n) = digits8(load8(b, i + len));
-        value = value.wrapping_mul(POW10[n]).wrapping_add(more);
-        len += n;
-        if n < 8 {
-            return (value, len);
+fn digits(w: &Window, i: usize) -> (u64, usize) {
+    let (mut value, mut len) = digits8(w.word(i));
+    if len == 8 {
+        // A longer run, eight at a time (one past the window stops there).
+        loop {
+            let (more, n) = digits8(w.word(i + len));
+            value = value.wrapping_mul(POW10[n]).wrapping_add(more);
+            len += n;
+            if n < 8 || len >= WINDOW {
+                break;
+            }
         }
     }
+    (value, len)
 }
 
 /// [`POW10`] as f64, each exact.
@@ -345,15 +374,15 @@ fn eight_digits(d: u64) -> u64 {
     (d.wrapping_mul(10_000).wrapping_add(d >> 32)) & 0xffff_ffff
 }
 
-/// The decimal `digits[.digits]` at byte `i` of `b` with 1 to 15 digits,
+/// The decimal `digits[.digits]` at `i` with 1 to 15 digits,
 /// to the bit as `str::parse::<f64>` reads it, and the byte after it;
 /// `None` for anything else.
 #[inline(always)]
-fn decimal(b: &[u8], i: usize) -> Option<(f64, usize)> {
-    let (int, n_int) = digits(b, i);
-    let (frac, n_frac, end) = match b.get(i + n_int) {
-        Some(b'.') => {
-            let (frac, n) = digits(b, i + n_int + 1);
+fn decimal(w: &Window, i: usize) -> Option<(f64, usize)> {
+    let (int, n_int) = digits(w, i);
+    let (frac, n_frac, end) = match w.byte(i + n_int) {
+        b'.' => {
+            let (frac, n) = digits(w, i + n_int + 1);
             (frac, n, i + n_int + 1 + n)
         }
         _ => (0, 0, i + n_int),
@@ -363,7 +392,7 @@ fn decimal(b: &[u8], i: usize) -> Option<(f64, usize)> {
     }
     let mantissa = int * POW10[n_frac] + frac;
     // Both below 2^53, so exact as f64, and one division rounds correctly.
-    Some((mantissa as f64 / POW10_F64[n_frac], end))
+    Some((mantissa as i64 as f64 / POW10_F64[n_frac], end))
 }
 
 #[cfg(test)]
@@ -497,10 +526,39 @@ mod tests {
         ] {
             same_as_reference(text.as_bytes()).unwrap();
         }
+        // Lines about as long as the quick reading's window, and longer.
+        for pad in [0, 40, 48, 49, 50, 51, 52, 60, 64, 70, 100] {
+            let sp = " ".repeat(pad);
+            for text in [
+                format!("R Hit 1 8 1 1{sp}\n"),
+                format!("R Hit 1 8 1 1{sp}"),
+                format!("{sp}R Hit 1 8 1 1\nW Hit 2 8 1 1\n"),
+                format!("R Hit 1 8{sp} 1 1\n"),
+                format!("R Hit {}1 8 1 1\n", "0".repeat(pad)),
+                format!("R Hit 1 8 1.{} 1\n", "0".repeat(pad)),
+                format!("{sp}\n{sp}"),
+                format!("R Hit 1 8 1 1\n{sp}"),
+            ] {
+                same_as_reference(text.as_bytes()).unwrap();
+            }
+        }
         // A byte that is not UTF-8 after a bad field, and in the word a good line does not check.
         same_as_reference(b"R Hit 1 8 x 1\n\nR Hit 1 8 1 1 \xff\n").unwrap();
         same_as_reference(b"R H\xc3 1 8 1 1\n").unwrap();
         same_as_reference(b"R Hit 1 8 1 1\nR H\xe2\x82 1 8 1 1").unwrap();
+    }
+
+    /// [`decimal`] of all of `s`, from the start of a window on it.
+    fn quick_decimal(s: &str) -> Option<(f64, usize)> {
+        let mut bytes = [0u8; WINDOW + 8];
+        bytes[..s.len()].copy_from_slice(s.as_bytes());
+        decimal(
+            &Window {
+                bytes: &bytes,
+                len: s.len(),
+            },
+            0,
+        )
     }
 
     #[test]
@@ -535,7 +593,7 @@ mod tests {
             let plain = s.bytes().all(|c| c.is_ascii_digit() || c == b'.')
                 && s.matches('.').count() <= 1
                 && (1..=15).contains(&digits);
-            match decimal(s.as_bytes(), 0) {
+            match quick_decimal(s) {
                 Some((v, end)) if end == s.len() => {
                     assert!(plain, "{s}: not the plain form, but taken");
                     assert_eq!(v.to_bits(), s.parse::<f64>().unwrap().to_bits(), "{s}");
@@ -570,6 +628,7 @@ mod tests {
     fn gap_text() -> impl Strategy<Value = String> {
         prop_oneof![
             6 => " {1,12}",
+            1 => " {8,40}",
             1 => "[ \t\r\u{c}]{1,4}",
             1 => "[ \u{b}\u{a0}]{0,2}",
         ]
