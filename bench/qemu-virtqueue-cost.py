@@ -32,15 +32,16 @@ per request are printed beside: under TCG the main loop injects the
 interrupt the iothread's notifier eventfd asks for (KVM's irqfd does it in
 the host kernel), and the vCPU thread emulates the guest.
 
-In the same run, before the guest boots and again after, `qemu-img bench -t none -i native
--d 64` of the same QEMU version (Debian's qemu-utils of the kit QEMU's
-version, fetched once with `apt-get download` into the kit's directory) and
-(before only) of the installed qemu-img measure the block layer, linux-aio and host kernel
-alone on the same file, as bench/qemu-path-cost.sh does (writes, the step
-twice the size, a one-request run's CPU taken off; the least of all its
-rounds kept). The difference, the
-iothread's µs per random write minus the same-version qemu-img's per write
-of the same size, is the virtqueue's and the notification's share.
+In the same run, before the guest boots and again after, `qemu-img bench
+-t none -i native -d 64` of the same QEMU version (Debian's qemu-utils of
+the kit QEMU's version, fetched once with `apt-get download` into the kit's
+directory), and before it the installed qemu-img, measure the block layer,
+linux-aio and host kernel alone on the same file, as
+bench/qemu-path-cost.sh does (writes, the step twice the size, a
+one-request run's CPU taken off; the least of all rounds kept). The
+difference, the iothread's µs per random write less the same-version
+qemu-img's per write of the same size, is the share of the virtqueue,
+virtio-blk's request handling and the notification.
 
 Then (unless --no-strace) a last random 4 KiB write job runs with
 `strace -c` attached to the iothread alone for SECONDS, and once more to a
@@ -54,9 +55,9 @@ The guest has VCPUS vCPUs (default 2, as many as this machine has cores:
 every TCG vCPU is a host thread) and virtio-blk one queue per vCPU; fio
 runs NUMJOBS jobs (default 8, paper 001's, time-sharing the two vCPUs) of
 IODEPTH each. A faster guest hands the iothread more requests per kick,
-which makes each cheaper: a 1-vCPU guest at about 6,500 IOPS cost more per
-request than a 2-vCPU one at about 10,000 (docs/reshape.md).
-Prints the load average before and after. Not part of `make test`: about
+which spreads its wake-up, io_submit and notification over more requests:
+the counts above are printed for that reason. Prints the load average
+before and after. Not part of `make test`: about
 (jobs × rounds + 1) × (SECONDS + WARM + 3) s of guest time plus the boot
 and the qemu-img runs.
 """

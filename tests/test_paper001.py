@@ -20,22 +20,34 @@ def quick(name: str) -> hvio.api.Report:
     return r
 
 
+# QEMU's thread at the costs measured on this machine (docs/reshape.md,
+# "QEMU's I/O path"): per guest request, per host request, per byte.
+GUEST_US, REQUEST_US, BYTE_NS = 10.01, 3.97, 0.0589
+
+
 def fio(data, rw: int, system: int, key: str) -> float:
     """``data[rw].systems[system].result[key]`` of a fio grid."""
     return data[rw]["systems"][system]["result"][key]
 
 
-def test_fig5_reshaping_speeds_up_random_writes_and_keeps_sequential_ones():
+def test_fig5_reshaping_saves_the_drive_its_copies_but_qemus_thread_sets_the_pace():
     r = quick("paper001-fig5")
     d = r.data
 
     def bw(rw, s):
         return fio(d, rw, s, "mb_per_s")
 
-    assert bw(RAND, RESHAPED) > 1.02 * bw(RAND, BASELINE), d
-    assert abs(bw(SEQ, RESHAPED) / bw(SEQ, BASELINE) - 1.0) < 0.10, d
     # The drive copies less under reshaping's in-order writes.
     assert fio(d, RAND, RESHAPED, "device_wa") < fio(d, RAND, BASELINE, "device_wa"), d
+    # Reshaped random writes are the same appends as sequential ones...
+    assert abs(bw(RAND, RESHAPED) / bw(SEQ, RESHAPED) - 1.0) < 0.02, d
+    # ...and QEMU's thread, at the measured cost per guest request, holds
+    # them under 4096 bytes per that cost: a pass over the guest requests a
+    # merged write completed and the drive's next merged write alternate.
+    assert bw(RAND, RESHAPED) < 4096 / GUEST_US, d
+    # Baseline QEMU's sequential writes, merged by multireq, overlap the
+    # thread's passes with the drive's writes and run at the thread's rate.
+    assert bw(SEQ, BASELINE) > bw(SEQ, RESHAPED), d
     assert bw(RAND, METAL) > 0.0
     # Numeric cells are numbers, the paper's beside; each goal met or missed.
     (t,) = r.tables.values()
@@ -47,9 +59,14 @@ def test_fig5_reshaping_speeds_up_random_writes_and_keeps_sequential_ones():
     assert len(goals) == 2 and all(n.split(": ")[-1].startswith(("met (", "missed (")) for n in goals), goals
 
 
-def test_fig6_reshaping_lowers_random_write_latency():
+def test_fig6_reshaped_random_writes_wait_as_long_as_sequential_ones():
+    # Reshaping makes random writes the same appends as sequential ones; at
+    # the measured cost per guest request QEMU's thread, not the drive's
+    # copies, sets their latency, so it is no lower than the baseline's.
     d = quick("paper001-fig6").data
-    assert fio(d, RAND, RESHAPED, "mean_latency_ms") < fio(d, RAND, BASELINE, "mean_latency_ms"), d
+    same = fio(d, RAND, RESHAPED, "mean_latency_ms") / fio(d, SEQ, RESHAPED, "mean_latency_ms")
+    assert abs(same - 1.0) < 0.02, d
+    assert fio(d, RAND, RESHAPED, "mean_latency_ms") > fio(d, RAND, BASELINE, "mean_latency_ms"), d
 
 
 def test_fig7_fileserver_reads_lose_less_than_a_tenth_and_the_drive_copies_no_more():
@@ -59,12 +76,12 @@ def test_fig7_fileserver_reads_lose_less_than_a_tenth_and_the_drive_copies_no_mo
     assert d[RESHAPED]["device_wa"] <= d[BASELINE]["device_wa"], d
 
 
-def test_fig8_reshaping_gains_under_every_host_scheduler():
+def test_fig8_the_host_scheduler_changes_little_where_qemus_thread_sets_the_pace():
     d = quick("paper001-fig8").data
     assert [s["scheduler"] for s in d] == ["noop", "cfq", "deadline"]
-    for s in d:
-        g = s["grid"][RAND]
-        assert g["reshaped"]["mb_per_s"] > g["baseline"]["mb_per_s"], s
+    for system in ("baseline", "reshaped"):
+        bws = [s["grid"][RAND][system]["mb_per_s"] for s in d]
+        assert max(bws) < 1.01 * min(bws), (system, bws)
 
 
 def test_fig9_reshaping_costs_nvme_random_writes_nothing_where_the_drive_copies_nothing():
@@ -77,13 +94,16 @@ def test_fig9_reshaping_costs_nvme_random_writes_nothing_where_the_drive_copies_
     assert 0.95 < ratio, d
 
 
-def test_fig9_bare_metal_outruns_baseline_qemu_only_where_qemus_thread_is_the_limit():
-    # With QEMU's thread at this machine's measured cost the drive is still
-    # the limit of baseline QEMU's random writes on the quick run's scale.
+def test_fig9_bare_metal_outruns_baseline_qemu_where_qemus_thread_is_the_limit():
+    # At this machine's measured costs QEMU's thread, busy the whole run,
+    # caps baseline QEMU's random 4 KiB writes at 4096 bytes per
+    # (guest request + host request + 4096 bytes) and bare metal runs ahead.
     r = quick("paper001-fig9")
     (t,) = r.tables.values()
     assert t.columns[8] == "baseline vs bare metal"
-    assert abs(t.iloc[RAND, 8]) < 5.0, t
+    assert t.iloc[RAND, 8] < -50.0, t
+    cap = 4096 / (GUEST_US + REQUEST_US + 4096 * BYTE_NS / 1e3)
+    assert fio(r.data, RAND, BASELINE, "mb_per_s") == pytest.approx(cap, rel=0.01), t
     assert t.iloc[RAND, 9] == pytest.approx(-66.6, abs=0.05)
 
 
@@ -107,7 +127,7 @@ def test_qemu_path_gain_grows_with_the_cost_per_host_request():
     # A cost per guest request, which no merge saves, slows reshaped QEMU
     # too: at 8 µs it cannot pass 4096 bytes per 8 µs.
     guest = {row["guest_request_us"]: row for row in r.data if row["request_us"] == 3.97}
-    assert sorted(guest) == [0.0, 2.0, 4.0, 8.0], guest
+    assert sorted(guest) == [0.0, 2.0, 4.0, 8.0, 10.01], guest
     assert guest[8.0]["reshaped_mb_per_s"] < 4096 / 8.0 < 0.8 * guest[0.0]["reshaped_mb_per_s"], guest
 
 
@@ -119,25 +139,26 @@ def test_fill_cleaning_grows_with_utilisation():
     assert last["mb_per_s"] < first["mb_per_s"], d
 
 
-def test_drive_state_a_trimmed_image_leaves_nothing_for_reshaping_to_gain():
+def test_drive_state_a_trimmed_image_leaves_the_drive_nothing_to_save():
     # fio's files are written once: on the image's trimmed range every write
     # is a first write, which costs the drive the same in any order.
     d = quick("paper001-drive-state").data
     trimmed = [r for r in d if r["state"] == "steady state, image trimmed"]
     assert len(trimmed) == 4, d
     for r in trimmed:
-        assert abs(r["reshaped"]["mb_per_s"] / r["baseline"]["mb_per_s"] - 1.0) < 0.05, r
+        assert abs(r["reshaped"]["device_wa"] / r["baseline"]["device_wa"] - 1.0) < 0.05, r
     # At steady state reshaping gains on random writes, as in fig5 and fig9.
     for r in d:
         if r["state"] == "steady state" and r["workload"] == "random write":
             assert r["reshaped"]["mb_per_s"] > r["baseline"]["mb_per_s"], r
-    # At the workload's own steady state with a fresh image, reshaped random
-    # writes run at the reshaped sequential rate on the SATA drive; with the
-    # image kept from round to round its cleaner runs and reshaping loses.
+    # At the workload's own steady state with a fresh image the SATA drive
+    # copies under the baseline's random writes and not under reshaping's;
+    # with the image kept from round to round its cleaner runs and
+    # reshaping loses.
     rows = {(r["drive"], r["state"], r["workload"]): r for r in d}
     sata = "samsung-850-pro-256"
     fresh = rows[(sata, "workload steady state", "random write")]
     kept = rows[(sata, "workload steady state, image kept", "random write")]
-    assert fresh["reshaped"]["mb_per_s"] > 1.1 * fresh["baseline"]["mb_per_s"], fresh
+    assert fresh["reshaped"]["device_wa"] < 0.9 * fresh["baseline"]["device_wa"], fresh
     assert kept["reshaped"]["host_wa"] > 1.2 > fresh["reshaped"]["host_wa"], (kept, fresh)
     assert kept["reshaped"]["mb_per_s"] < fresh["reshaped"]["mb_per_s"], (kept, fresh)
