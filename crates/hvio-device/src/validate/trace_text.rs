@@ -548,6 +548,29 @@ mod tests {
         same_as_reference(b"R Hit 1 8 1 1\nR H\xe2\x82 1 8 1 1").unwrap();
     }
 
+    #[test]
+    fn the_validation_traces_lines_are_read_the_quick_way() {
+        // One line of each of the five traces' forms, then with a CRLF
+        // ending, tabs, and at the end of a text of more than a window.
+        for line in [
+            "W Hit    4583176   4    663.00000  45422.00000",
+            "R Hit    2992396   4  13670.00000  35942.00000",
+            "R Miss  564347     2     14095.370     13876.270",
+            "R Hit 265552 2 14901.000000 4757.708232",
+            "R Hit   17317516   4  13661.00000  26658.00000",
+        ] {
+            for text in [
+                format!("{line}\n"),
+                format!("{line}\r\n"),
+                format!("{}\n", line.replace(' ', "\t")),
+                line.to_string(),
+                format!("{line}\n{line}\n"),
+            ] {
+                assert!(matches!(quick_line(text.as_bytes(), 0), Quick::Record(..)), "{text:?}");
+            }
+        }
+    }
+
     /// [`decimal`] of all of `s`, from the start of a window on it.
     fn quick_decimal(s: &str) -> Option<(f64, usize)> {
         let mut bytes = [0u8; WINDOW + 8];
