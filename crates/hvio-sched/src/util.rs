@@ -582,7 +582,34 @@ impl Lane {
         self.base + self.fifo.len() as u64
     }
 
+    /// The slot of the first entry after the front that has not left the
+    /// queue: the next front once the front leaves. Removed entries stay in
+    /// the deque until they reach the front, and in a queue that also
+    /// loses requests in sector order most of those just behind the front
+    /// are removed ones (their slots reused by other requests).
+    /// Looks at most two bitmap words ahead (a prefetch may give up).
+    #[inline]
+    fn second_live(&self) -> Option<u32> {
+        let end = self.next_seq();
+        let mut seq = self.base + 1;
+        for _ in 0..2 {
+            if seq >= end {
+                return None;
+            }
+            let word = (seq / 64 - self.base / 64) as usize;
+            // The removed entries from `seq` on, up to the word's end.
+            let removed_run = (!(self.removed[word] >> (seq % 64))).trailing_zeros() as u64;
+            if seq % 64 + removed_run < 64 {
+                let live = seq + removed_run;
+                return (live < end).then(|| self.fifo[(live - self.base) as usize]);
+            }
+            seq += 64 - seq % 64;
+        }
+        None
+    }
+
     /// Marks the entry `seq` removed and drops the removed ones at the front.
+    #[inline]
     fn blank(&mut self, seq: u64) {
         let word = (seq / 64 - self.base / 64) as usize;
         self.removed[word] |= 1 << (seq % 64);
@@ -748,8 +775,7 @@ impl SortedFifo {
             let rq = &self.slots[s as usize].rq;
             self.by_sector.prefetch_place(pack(key(rq)));
         }
-        // Possibly removed already (its slot reused): a prefetch is harmless.
-        if let Some(&t) = l.fifo.get(1) {
+        if let Some(t) = l.second_live() {
             prefetch(&self.slots[t as usize]);
         }
     }
@@ -1206,6 +1232,28 @@ mod sorted_fifo_tests {
         assert_eq!(q.len(), 298);
         assert!(!q.contains((14, 2)) && q.contains((21, 3)));
         assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), Some((1, 1)));
+    }
+
+    /// A lane's next front is found past the removed entries behind its
+    /// front, within two bitmap words.
+    #[test]
+    fn second_live_skips_removed_entries() {
+        let mut l = Lane::default();
+        for slot in 0..200u32 {
+            l.push(slot);
+        }
+        assert_eq!(l.second_live(), Some(1));
+        for seq in 1..=100 {
+            l.blank(seq);
+        }
+        assert_eq!(l.second_live(), Some(101));
+        l.blank(0);
+        assert_eq!(l.fifo.front(), Some(&101));
+        assert_eq!(l.second_live(), Some(102));
+        for seq in 102..200 {
+            l.blank(seq);
+        }
+        assert_eq!(l.second_live(), None);
     }
 
     #[test]
