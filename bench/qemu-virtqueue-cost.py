@@ -30,7 +30,9 @@ between the two readings, the least of the rounds kept (other load on a
 shared machine only adds). The main-loop thread's and the vCPU threads' CPU
 per request are printed beside: under TCG the main loop injects the
 interrupt the iothread's notifier eventfd asks for (KVM's irqfd does it in
-the host kernel), and the vCPU thread emulates the guest.
+the host kernel), and the vCPU thread emulates the guest; and requests per
+iothread block (its voluntary context switches, from
+/proc/PID/task/TID/status), the batching that the guest's speed sets.
 
 In the same run, before the guest boots and again after, `qemu-img bench
 -t none -i native -d 64` of the same QEMU version (Debian's qemu-utils of
@@ -272,6 +274,15 @@ def ticks(pid: int, tid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def sleeps(pid: int, tid: int) -> int:
+    """How often one thread gave up the CPU to wait (voluntary context
+    switches): for the iothread, its wake-ups."""
+    for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
 def on_cpu_ns(pid: int, tid: int) -> int:
     """The scheduler's run time of one thread (schedstat), in ns."""
     return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
@@ -367,6 +378,7 @@ class Guest:
             "t": time.monotonic(),
             "io": ticks(pid, self.iothread),
             "io_ns": on_cpu_ns(pid, self.iothread),
+            "io_sleeps": sleeps(pid, self.iothread),
             "main": ticks(pid, pid),
             "vcpu": sum(ticks(pid, t) for t in self.vcpus),
             "wr_ops": d0["wr_operations"],
@@ -495,6 +507,7 @@ def main() -> None:
                 "merged": b["wr_merged"] - a["wr_merged"],
                 "io_us": (b["io"] - a["io"]) / CLK_TCK / reqs * 1e6,
                 "io_sched_us": (b["io_ns"] - a["io_ns"]) / 1e3 / reqs,
+                "per_wake": reqs / max(1, b["io_sleeps"] - a["io_sleeps"]),
                 "main_us": (b["main"] - a["main"]) / CLK_TCK / reqs * 1e6,
                 "vcpu_us": (b["vcpu"] - a["vcpu"]) / CLK_TCK / reqs * 1e6,
                 "fio": done,
@@ -502,7 +515,8 @@ def main() -> None:
             print(
                 f"# {rw} {kib} KiB: {reqs} requests, {row['iops']:.0f} IOPS, iothread {row['io_us']:.2f} µs"
                 f" ({row['io_sched_us']:.2f} on-CPU by schedstat), "
-                f"main loop {row['main_us']:.2f} µs per request",
+                f"main loop {row['main_us']:.2f} µs per request, "
+                f"{row['per_wake']:.1f} requests per iothread wake-up",
                 flush=True,
             )
             key = (rw, int(kib))
@@ -540,8 +554,8 @@ def main() -> None:
             "| fio job | requests measured | IOPS | KiB per request | iothread µs | qemu-img µs (same QEMU)",
             end="",
         )
-        print(" | difference: virtqueue + notification µs | main loop µs | vCPU µs |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print(" | difference: virtqueue + notification µs | main loop µs | vCPU µs | requests per wake-up |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for (rw, kib), r in sorted(best.items()):
             same = img_cost["same"].get(kib) if rw == "randwrite" else None
             cols = [
@@ -555,7 +569,7 @@ def main() -> None:
                 f"{same:.2f}" if same is not None else "",
                 f"{r['io_us'] - same:.2f}" if same is not None else "",
             ]
-            cols += [f"{r['main_us']:.2f}", f"{r['vcpu_us']:.1f}"]
+            cols += [f"{r['main_us']:.2f}", f"{r['vcpu_us']:.1f}", f"{r['per_wake']:.1f}"]
             print("| " + " | ".join(cols) + " |")
         if calls:
             reqs, counts = calls
