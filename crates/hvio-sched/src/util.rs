@@ -169,17 +169,21 @@ impl<F: Fn(u32) -> RequestId + Copy> IdOf for F {}
 /// A chunk holds sectors only; the whole key's second half, the request
 /// id, is read from the slot (`id_of`, the owner's table) when two sectors
 /// are equal, and by the queries that answer with a whole key. The chunk
-/// list's largest keys are whole (16 bytes), so a key's chunk is found
-/// without reading an id, and equal sectors across a chunk boundary stay in
-/// order.
+/// list keeps each chunk's last sector, and its last id is read the same
+/// way when that sector is a searched key's, so equal sectors across a
+/// chunk boundary stay in order.
 // Chunks are boxed on purpose: splitting or dropping one shifts 8-byte
 // pointers in `chunks`, not 832-byte chunks.
 #[allow(clippy::vec_box)]
 #[derive(Debug, Default, Clone)]
 struct SortedIndex {
     chunks: Vec<Box<Chunk>>,
-    /// `maxes[i]`: the last key of `chunks[i]` (chunks are never empty).
-    maxes: Vec<Packed>,
+    /// `max_sectors[i]`: the sector of the last key of `chunks[i]` (chunks
+    /// are never empty). Sectors only, half the size of whole keys: a
+    /// chunk search runs over this list, and in a big queue its later
+    /// steps are first-level cache misses, one after another. A tie with a
+    /// searched sector reads the chunk's last id from its slot.
+    max_sectors: Vec<Sector>,
     /// `lens[i]`: the length of `chunks[i]`, read by a search before the
     /// chunk's own: in a big queue the chunk's length is a cache miss of
     /// its own, and the search and its prefetches would wait for it.
@@ -205,19 +209,41 @@ type Place = (usize, usize);
 
 impl SortedIndex {
     /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
-    #[inline]
-    fn chunk_at_or_after(&self, key: Packed) -> usize {
+    #[inline(always)]
+    fn chunk_at_or_after(&self, key: Packed, id_of: impl IdOf) -> usize {
+        let n = self.max_sectors.len();
         let ci = self.last_chunk.get();
-        if self.maxes.get(ci).is_some_and(|&max| key <= max) && (ci == 0 || self.maxes[ci - 1] < key) {
+        if ci < n && !self.max_before(ci, key, id_of) && (ci == 0 || self.max_before(ci - 1, key, id_of)) {
             return ci;
         }
-        let ci = if self.maxes.len() <= 1 << 16 {
-            lower_bound_steps::<16, Packed>(&self.maxes, key)
+        let sector = unpack(key).0;
+        let mut ci = if n <= 1 << 16 {
+            lower_bound_steps::<16, Sector>(&self.max_sectors, sector)
         } else {
-            lower_bound(&self.maxes, key)
+            lower_bound(&self.max_sectors, sector)
         };
+        // Chunks ending at `key`'s sector with a smaller id come before it.
+        while ci < n && self.max_sectors[ci] == sector && self.max_before(ci, key, id_of) {
+            ci += 1;
+        }
         self.last_chunk.set(ci);
         ci
+    }
+
+    /// Whether the last key of chunk `ci` comes before `key` (its id is
+    /// read only when its sector is `key`'s and `key`'s id is not 0).
+    #[inline(always)]
+    fn max_before(&self, ci: usize, key: Packed, id_of: impl IdOf) -> bool {
+        let (sector, id) = unpack(key);
+        let max = self.max_sectors[ci];
+        max < sector || (max == sector && id > 0 && self.last_id(ci, id_of) < id)
+    }
+
+    /// The id of chunk `ci`'s last key (a tie of sectors: rare).
+    #[cold]
+    #[inline(never)]
+    fn last_id(&self, ci: usize, id_of: impl IdOf) -> RequestId {
+        id_of(self.chunks[ci].slots[self.lens[ci] as usize - 1])
     }
 
     /// The whole key at `(ci, pos)`.
@@ -296,11 +322,11 @@ impl SortedIndex {
             let mut c = self.new_chunk();
             c.insert_at(0, sector, slot);
             self.chunks.push(c);
-            self.maxes.push(key);
+            self.max_sectors.push(sector);
             self.lens.push(1);
             return true;
         }
-        let mut ci = self.chunk_at_or_after(key).min(self.chunks.len() - 1);
+        let mut ci = self.chunk_at_or_after(key, id_of).min(self.chunks.len() - 1);
         if self.chunks.len() > COLD_CHUNKS {
             self.chunks[ci].prefetch_slots(self.lens[ci] as usize);
         }
@@ -316,10 +342,10 @@ impl SortedIndex {
             tail.slots[..CHUNK / 2].copy_from_slice(&c.slots[CHUNK / 2..]);
             c.len = CHUNK / 2;
             // The tail keeps the full chunk's largest key.
-            let max = self.maxes[ci];
-            self.maxes[ci] = self.key_at((ci, CHUNK / 2 - 1), id_of);
+            let max = self.max_sectors[ci];
+            self.max_sectors[ci] = c.sectors[CHUNK / 2 - 1];
             self.chunks.insert(ci + 1, tail);
-            self.maxes.insert(ci + 1, max);
+            self.max_sectors.insert(ci + 1, max);
             self.lens.insert(ci + 1, (CHUNK / 2) as u8);
             self.note_len(ci);
             if pos >= CHUNK / 2 {
@@ -330,7 +356,7 @@ impl SortedIndex {
         let c = &mut self.chunks[ci];
         c.insert_at(pos, sector, slot);
         if pos + 1 == c.len {
-            self.maxes[ci] = key;
+            self.max_sectors[ci] = sector;
         }
         self.note_len(ci);
         true
@@ -338,8 +364,8 @@ impl SortedIndex {
 
     /// Asks for the lines of the chunk that holds or would hold `key` (its
     /// sectors, slots and length), for a removal or insertion soon after.
-    fn prefetch_place(&self, key: Packed) {
-        let ci = self.chunk_at_or_after(key);
+    fn prefetch_place(&self, key: Packed, id_of: impl IdOf) {
+        let ci = self.chunk_at_or_after(key, id_of);
         if let Some(c) = self.chunks.get(ci) {
             c.prefetch_sectors(self.lens[ci] as usize);
             c.prefetch_slots(self.lens[ci] as usize);
@@ -353,7 +379,7 @@ impl SortedIndex {
         if self.chunks.get(hc).is_some_and(|c| hp < c.len) && self.is_at((hc, hp), key, id_of) {
             return Some((hc, hp));
         }
-        let ci = self.chunk_at_or_after(key);
+        let ci = self.chunk_at_or_after(key, id_of);
         self.chunks.get(ci)?;
         let pos = self.pos(ci, key, id_of);
         self.is_at((ci, pos), key, id_of).then_some((ci, pos))
@@ -365,12 +391,13 @@ impl SortedIndex {
     #[cfg(test)]
     fn remove(&mut self, key: Packed, id_of: impl IdOf) -> Option<(u32, Option<(Sector, u32)>)> {
         let at = self.find(key, id_of)?;
-        Some(self.remove_at(at, id_of))
+        Some(self.remove_at(at))
     }
 
     /// Removes the entry at `(ci, pos)` (a place [`SortedIndex::find`]
     /// returned); returns its slot and the next entry's sector and slot.
-    fn remove_at(&mut self, (ci, pos): Place, id_of: impl IdOf) -> (u32, Option<(Sector, u32)>) {
+    #[inline]
+    fn remove_at(&mut self, (ci, pos): Place) -> (u32, Option<(Sector, u32)>) {
         let c = &mut self.chunks[ci];
         let slot = c.remove_at(pos);
         self.lens[ci] = c.len as u8;
@@ -383,7 +410,7 @@ impl SortedIndex {
         self.hint = (ci + (pos == c.len) as usize, 0);
         if c.len == 0 {
             let c = self.chunks.remove(ci);
-            self.maxes.remove(ci);
+            self.max_sectors.remove(ci);
             self.lens.remove(ci);
             self.keep_spare(c);
             self.hint = (ci, 0);
@@ -393,16 +420,16 @@ impl SortedIndex {
                 self.hint = (ci, pos);
             }
             if pos == n {
-                self.maxes[ci] = self.key_at((ci, n - 1), id_of);
+                self.max_sectors[ci] = c.sectors[n - 1];
             }
             // Keep chunks from thinning out: merge a small one into its successor when both fit.
             if n < CHUNK / 8 && self.chunks.get(ci + 1).is_some_and(|d| n + d.len <= CHUNK / 2) {
                 let next = self.chunks.remove(ci + 1);
-                let max = self.maxes.remove(ci + 1);
+                let max = self.max_sectors.remove(ci + 1);
                 self.lens.remove(ci + 1);
                 self.chunks[ci].append(&next);
                 self.note_len(ci);
-                self.maxes[ci] = max;
+                self.max_sectors[ci] = max;
                 self.keep_spare(next);
                 self.hint = (ci, pos);
             }
@@ -435,7 +462,7 @@ impl SortedIndex {
         let before_is_less = if hp > 0 {
             self.less_at((hc, hp - 1), key, id_of)
         } else {
-            hc == 0 || self.maxes[hc - 1] < key
+            hc == 0 || self.max_before(hc - 1, key, id_of)
         };
         before_is_less.then_some((hc, hp))
     }
@@ -446,7 +473,7 @@ impl SortedIndex {
         if let Some(at) = self.hinted_lower_bound(key, id_of) {
             return Some(at);
         }
-        let ci = self.chunk_at_or_after(key);
+        let ci = self.chunk_at_or_after(key, id_of);
         self.chunks.get(ci)?;
         Some((ci, self.pos(ci, key, id_of)))
     }
@@ -478,9 +505,9 @@ impl SortedIndex {
         if let Some(at) = self.hinted_lower_bound(key, id_of) {
             return (before_place(at), Some(at));
         }
-        let ci = self.chunk_at_or_after(key);
+        let ci = self.chunk_at_or_after(key, id_of);
         match self.chunks.get(ci) {
-            // `maxes[ci] >= key`, so the position is inside the chunk.
+            // Chunk `ci`'s last key is at or after `key`, so the position is inside the chunk.
             Some(_) => {
                 let at = (ci, self.pos(ci, key, id_of));
                 (before_place(at), Some(at))
@@ -734,7 +761,7 @@ impl SortedFifo {
     /// Removes the request at `at`, a place in the index.
     #[inline]
     fn take_at(&mut self, at: Place) -> (Request, Option<(Sector, u32)>) {
-        let (slot, next) = self.by_sector.remove_at(at, id_of(&self.slots));
+        let (slot, next) = self.by_sector.remove_at(at);
         self.free.push(slot);
         let Slot { rq, deadline, seq } = self.slots[slot as usize];
         if let Some((_, s)) = next {
@@ -773,7 +800,7 @@ impl SortedFifo {
         let l = &self.lanes[lane];
         if let Some(&s) = l.fifo.front() {
             let rq = &self.slots[s as usize].rq;
-            self.by_sector.prefetch_place(pack(key(rq)));
+            self.by_sector.prefetch_place(pack(key(rq)), id_of(&self.slots));
         }
         if let Some(t) = l.second_live() {
             prefetch(&self.slots[t as usize]);
@@ -1340,8 +1367,8 @@ mod sorted_index_tests {
                 prop_assert_eq!(ix.sector_at_or_after(pack(lowest), id), model.range(lowest..).next().map(|e| e.0 .0));
                 prop_assert_eq!(ix.first(), model.values().next().copied());
                 prop_assert!(ix.chunks.iter().all(|c| c.len > 0 && c.len <= CHUNK));
-                let lasts: Vec<Packed> = (0..ix.chunks.len()).map(|i| ix.key_at((i, ix.chunks[i].len - 1), id)).collect();
-                prop_assert_eq!(ix.maxes.clone(), lasts);
+                let lasts: Vec<Sector> = ix.chunks.iter().map(|c| c.sectors[c.len - 1]).collect();
+                prop_assert_eq!(ix.max_sectors.clone(), lasts);
                 prop_assert_eq!(ix.lens.clone(), ix.chunks.iter().map(|c| c.len as u8).collect::<Vec<_>>());
             }
             prop_assert_eq!(ix.iter().map(|e| e.1).collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>());
