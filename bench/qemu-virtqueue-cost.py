@@ -1,11 +1,17 @@
 """The CPU time QEMU's I/O thread spends per guest request, virtqueue
-included, on this machine: what `[[vm]] qemu_path`'s `guest_request_us`
-stands for (docs/reshape.md, "QEMU's I/O path").
+included, on this machine; with --fit, the share of it that a busy thread
+pays, which is what `[[vm]] qemu_path`'s `guest_request_us` stands for
+(docs/reshape.md, "QEMU's I/O path").
 
 Usage: python3 bench/qemu-virtqueue-cost.py [--rounds 5] [--seconds 10]
            [--warm 3] [--jobs randwrite:4,randwrite:16,randwrite:64,write:4]
            [--iodepth 64] [--numjobs 8] [--vcpus 2] [--image-mib 1024]
            [--dir DIR] [--no-strace]
+       python3 bench/qemu-virtqueue-cost.py --fit [--guests 2x8,1x1]
+           [--rounds 5] [--seconds 10] [--warm 3] [--iodepth 64]
+
+With --fit it measures what `guest_request_us` is: the per-request work of
+a busy thread (see "The fit" at the end).
 
 Boots the real-guest test kit (scripts/guest-image.sh: a Debian cloud
 kernel, an initramfs with fio, Debian 12's QEMU) under TCG, with its disk a
@@ -62,6 +68,28 @@ the counts above are printed for that reason. Prints the load average
 before and after. Not part of `make test`: about
 (jobs × rounds + 1) × (SECONDS + WARM + 3) s of guest time plus the boot
 and the qemu-img runs.
+
+The fit (--fit). The iothread pays for its work on each request and, each
+time it runs out of work, for blocking and being woken again (on this VM
+the idle and the wake-up are exits to its hypervisor). How often it blocks
+per request is set by the guest's speed, not by QEMU: a guest slower than
+the thread leaves it idle between kicks. hvio's model (`[[vm]] qemu_path`)
+charges `guest_request_us` per guest request while the thread works
+through a pass and has no cost per wake-up, so the parameter is the work
+of a thread that never blocks. --fit boots the guest once for each
+configuration of --guests (VCPUSxNUMJOBS: 2 vCPUs × 8 fio jobs and
+1 vCPU × 1 job by default, guests of different speeds), runs ROUNDS
+rounds of random 4 KiB writes in each (no strace), and for every round
+reads the iothread's CPU µs per request (y) and its blocks per request (x:
+voluntary context switches over requests). A least-squares line over every
+round, y = a + b × x, gives a (the CPU per request of a thread that never
+blocks) and b (the CPU of one block and wake-up), with their standard
+errors, the correlation and the range of x observed. The busy-thread
+share is g = a − the same-version qemu-img's CPU µs per 4 KiB write (the
+least of its rounds before and after the guests), printed as
+`guest_request_us`. It assumes the cost is linear in blocks per request
+and extrapolates it from the observed range to none: a is as good as that
+line, and its standard error says how well the rounds pin it.
 """
 
 import argparse
@@ -393,19 +421,151 @@ class Guest:
         self.proc.wait()
 
 
+def boot(k, initrd: Path, image: Path, scratch: Path, args, jobs: list[str]) -> "Guest":
+    """Boots the guest for `jobs` and checks the iothread serves its disk."""
+    guest = Guest(k, initrd, image, scratch, args, jobs)
+    disk = guest.expect("disk") + " queues=" + guest.expect("queues=")
+    # virtio-blk falls back to the vCPU thread when it cannot set up the
+    # iothread's notifiers: then "IO io0" would measure nothing.
+    fallback = [line for line in guest.console if "Fallback to userspace" in line or "failed to set" in line]
+    if fallback:
+        guest.fail(f"QEMU did not start the iothread's dataplane: {fallback[0]}")
+    print(
+        f"# guest: {args.vcpus} vCPU, fio numjobs {args.numjobs} × iodepth {args.iodepth}, "
+        f"O_DIRECT, libaio; {disk}"
+    )
+    return guest
+
+
+def measure(guest: "Guest", timed: list[str], args) -> list[tuple[str, dict]]:
+    """One row per job of `timed`: the iothread's and the other threads'
+    CPU per request between two readings inside the job's run."""
+    rows = []
+    for job in timed:
+        rw, kib = job.split(":")
+        guest.expect(f"job {rw} {kib} start")
+        time.sleep(args.warm)
+        a = guest.sample()
+        time.sleep(args.seconds)
+        b = guest.sample()
+        done = guest.expect(f"job {rw} {kib} done")
+        if b["jobs_done"] != a["jobs_done"]:
+            guest.fail(f"the guest's output ran ahead of the measurement of {job}")
+        reqs = b["wr_ops"] - a["wr_ops"]
+        if reqs <= 0:
+            guest.fail(f"no write requests reached QEMU during {job}")
+        row = {
+            "reqs": reqs,
+            "iops": reqs / (b["t"] - a["t"]),
+            "kib": (b["wr_bytes"] - a["wr_bytes"]) / reqs / 1024,
+            "merged": b["wr_merged"] - a["wr_merged"],
+            "io_us": (b["io"] - a["io"]) / CLK_TCK / reqs * 1e6,
+            "io_sched_us": (b["io_ns"] - a["io_ns"]) / 1e3 / reqs,
+            "per_wake": reqs / max(1, b["io_sleeps"] - a["io_sleeps"]),
+            "main_us": (b["main"] - a["main"]) / CLK_TCK / reqs * 1e6,
+            "vcpu_us": (b["vcpu"] - a["vcpu"]) / CLK_TCK / reqs * 1e6,
+            "fio": done,
+        }
+        print(
+            f"# {rw} {kib} KiB: {reqs} requests, {row['iops']:.0f} IOPS, iothread {row['io_us']:.2f} µs"
+            f" ({row['io_sched_us']:.2f} on-CPU by schedstat), "
+            f"main loop {row['main_us']:.2f} µs per request, "
+            f"{row['per_wake']:.1f} requests per iothread wake-up",
+            flush=True,
+        )
+        rows.append((job, row))
+    return rows
+
+
+def least_squares(xs: list[float], ys: list[float]) -> dict[str, float]:
+    """y = a + b × x by least squares, with the standard errors of a and b
+    (residuals over n − 2 degrees of freedom) and the correlation."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    if sxx == 0:
+        die("every round blocked equally often per request: no line can be fitted")
+    b = sxy / sxx
+    a = my - b * mx
+    s2 = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys)) / (n - 2) if n > 2 else float("nan")
+    return {
+        "a": a,
+        "b": b,
+        "se_a": (s2 * (1 / n + mx * mx / sxx)) ** 0.5,
+        "se_b": (s2 / sxx) ** 0.5,
+        "r": sxy / (sxx * syy) ** 0.5 if syy > 0 else float("nan"),
+    }
+
+
+def report_fit(points: list[tuple[int, int, dict]], img_us: float) -> None:
+    """Every round's point, the line through them and the busy thread's share."""
+    print()
+    print("Every round of random 4 KiB writes (the iothread's CPU per request and its blocks per request):")
+    print()
+    print("| guest | IOPS | requests | iothread µs per request | blocks per request | requests per block |")
+    print("|---|---:|---:|---:|---:|---:|")
+    xs, ys = [], []
+    for vcpus, numjobs, r in points:
+        x = 1 / r["per_wake"]
+        xs.append(x)
+        ys.append(r["io_us"])
+        print(
+            f"| {vcpus} vCPU, {numjobs} fio job{'s' if numjobs > 1 else ''} "
+            f"| {r['iops']:.0f} | {r['reqs']} | {r['io_us']:.2f} "
+            f"| {x:.3f} | {r['per_wake']:.2f} |"
+        )
+    fit = least_squares(xs, ys)
+    g = fit["a"] - img_us
+    print()
+    print(f"fit over {len(xs)} rounds: iothread µs per request = a + b × blocks per request")
+    print(f"  a = {fit['a']:.2f} ± {fit['se_a']:.2f} µs (a thread that never blocks)")
+    print(f"  b = {fit['b']:.2f} ± {fit['se_b']:.2f} µs per block (blocking and being woken)")
+    print(f"  correlation {fit['r']:.3f}; blocks per request observed {min(xs):.3f} to {max(xs):.3f}")
+    print(f"  same-version qemu-img µs per 4 KiB write (least before and after): {img_us:.2f}")
+    print(f"guest_request_us = g = a - qemu-img = {fit['a']:.2f} - {img_us:.2f} = {g:.2f}", end="")
+    print(" (≤ 0: use 0)" if g <= 0 else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of every job (least CPU kept)")
     ap.add_argument("--seconds", type=int, default=10, help="measured seconds of each job")
     ap.add_argument("--warm", type=int, default=3, help="seconds of each job before the measurement")
-    ap.add_argument("--jobs", default="randwrite:4,randwrite:16,randwrite:64,write:4", help="fio RW:KIB,...")
+    ap.add_argument(
+        "--jobs",
+        help="fio RW:KIB,... (default randwrite:4,randwrite:16,randwrite:64,write:4; --fit: randwrite:4)",
+    )
     ap.add_argument("--iodepth", type=int, default=64)
     ap.add_argument("--numjobs", type=int, default=8)
     ap.add_argument("--vcpus", type=int, default=2)
     ap.add_argument("--image-mib", type=int, default=1024)
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/var/tmp"))
     ap.add_argument("--no-strace", action="store_true", help="skip the system-call counts")
+    ap.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit the iothread's µs per request against its blocks per request over the --guests",
+    )
+    ap.add_argument(
+        "--guests",
+        default="2x8,1x1",
+        help="with --fit: the guests, VCPUSxNUMJOBS,... (each booted once, ROUNDS rounds)",
+    )
     args = ap.parse_args()
+    if args.fit and args.jobs is not None:
+        die("--fit runs random 4 KiB writes only; drop --jobs")
+    if args.jobs is None:
+        args.jobs = "randwrite:4" if args.fit else "randwrite:4,randwrite:16,randwrite:64,write:4"
+    guests = []
+    for g in args.guests.split(","):
+        vcpus, _, numjobs = g.partition("x")
+        if not (vcpus.isdigit() and numjobs.isdigit() and int(vcpus) >= 1 and int(numjobs) >= 1):
+            die(f"--guests: `{g}` is not VCPUSxNUMJOBS with both positive integers")
+        guests.append((int(vcpus), int(numjobs)))
+    if args.fit and len(guests) < 2:
+        die(f"--fit needs at least two guests of different speeds, not `{args.guests}`")
     for name in ("rounds", "seconds", "warm", "iodepth", "numjobs", "vcpus", "image_mib"):
         if getattr(args, name) < 1 and not (name == "warm" and getattr(args, name) == 0):
             die(f"--{name.replace('_', '-')} must be a positive integer, not `{getattr(args, name)}`")
@@ -417,6 +577,8 @@ def main() -> None:
         jobs.append((rw, int(kib)))
     if not Path(args.dir).is_dir():
         die(f"--dir `{args.dir}` is not a directory")
+    if args.fit:
+        args.no_strace = True
     if not args.no_strace and not shutil.which("strace"):
         die("strace not found (Debian: apt-get install strace), or pass --no-strace")
 
@@ -471,54 +633,25 @@ def main() -> None:
             print(f"# {version}: writes, CPU µs per request (least of {args.rounds}): {per}")
 
         timed = [f"{rw}:{kib}" for _ in range(args.rounds) for rw, kib in jobs]
+        if args.fit:
+            points = []
+            for vcpus, numjobs in guests:
+                gargs = argparse.Namespace(**{**vars(args), "vcpus": vcpus, "numjobs": numjobs})
+                guest = boot(k, initrd, image, scratch, gargs, timed)
+                points += [(vcpus, numjobs, row) for _, row in measure(guest, timed, gargs)]
+                guest.expect("result ok")
+                guest.proc.wait(timeout=60)
+                guest = None
+            after = qemu_img_costs(img_same, image, [4], args.rounds)
+            print(f"# the same-version qemu-img again after the guests: 4 KiB {after[4]:.2f}")
+            print(f"# load average after: {loadavg()}")
+            report_fit(points, min(img_cost["same"][4], after[4]))
+            return
         traced = [] if args.no_strace else ["randwrite:4"]
-        guest = Guest(k, initrd, image, scratch, args, timed + traced)
-        disk = guest.expect("disk") + " queues=" + guest.expect("queues=")
-        # virtio-blk falls back to the vCPU thread when it cannot set up the
-        # iothread's notifiers: then "IO io0" would measure nothing.
-        fallback = [
-            line for line in guest.console if "Fallback to userspace" in line or "failed to set" in line
-        ]
-        if fallback:
-            guest.fail(f"QEMU did not start the iothread's dataplane: {fallback[0]}")
-        print(
-            f"# guest: {args.vcpus} vCPU, fio numjobs {args.numjobs} × iodepth {args.iodepth}, "
-            f"O_DIRECT, libaio; {disk}"
-        )
-
+        guest = boot(k, initrd, image, scratch, args, timed + traced)
         best: dict[tuple[str, int], dict] = {}
-        for job in timed:
+        for job, row in measure(guest, timed, args):
             rw, kib = job.split(":")
-            guest.expect(f"job {rw} {kib} start")
-            time.sleep(args.warm)
-            a = guest.sample()
-            time.sleep(args.seconds)
-            b = guest.sample()
-            done = guest.expect(f"job {rw} {kib} done")
-            if b["jobs_done"] != a["jobs_done"]:
-                guest.fail(f"the guest's output ran ahead of the measurement of {job}")
-            reqs = b["wr_ops"] - a["wr_ops"]
-            if reqs <= 0:
-                guest.fail(f"no write requests reached QEMU during {job}")
-            row = {
-                "reqs": reqs,
-                "iops": reqs / (b["t"] - a["t"]),
-                "kib": (b["wr_bytes"] - a["wr_bytes"]) / reqs / 1024,
-                "merged": b["wr_merged"] - a["wr_merged"],
-                "io_us": (b["io"] - a["io"]) / CLK_TCK / reqs * 1e6,
-                "io_sched_us": (b["io_ns"] - a["io_ns"]) / 1e3 / reqs,
-                "per_wake": reqs / max(1, b["io_sleeps"] - a["io_sleeps"]),
-                "main_us": (b["main"] - a["main"]) / CLK_TCK / reqs * 1e6,
-                "vcpu_us": (b["vcpu"] - a["vcpu"]) / CLK_TCK / reqs * 1e6,
-                "fio": done,
-            }
-            print(
-                f"# {rw} {kib} KiB: {reqs} requests, {row['iops']:.0f} IOPS, iothread {row['io_us']:.2f} µs"
-                f" ({row['io_sched_us']:.2f} on-CPU by schedstat), "
-                f"main loop {row['main_us']:.2f} µs per request, "
-                f"{row['per_wake']:.1f} requests per iothread wake-up",
-                flush=True,
-            )
             key = (rw, int(kib))
             if key not in best or row["io_us"] < best[key]["io_us"]:
                 best[key] = row
@@ -589,7 +722,11 @@ def main() -> None:
         if rw4:
             g = rw4["io_us"] - img_cost["same"][4]
             print()
-            print(f"guest_request_us = {rw4['io_us']:.2f} - {img_cost['same'][4]:.2f} = {g:.2f}")
+            print(
+                f"iothread less qemu-img, random 4 KiB writes at this guest's rate: "
+                f"{rw4['io_us']:.2f} - {img_cost['same'][4]:.2f} = {g:.2f} µs "
+                "(blocking and waking included; --fit gives a busy thread's share)"
+            )
     finally:
         if guest is not None:
             guest.stop()
