@@ -36,8 +36,9 @@ impl DoneQueue {
     /// Moves every completion due by `now` to `out`; returns how many.
     pub(crate) fn drain_due(&mut self, now: Nanos, out: &mut Vec<Completion>) -> usize {
         let mut n = 0;
-        while self.0.front().is_some_and(|c| c.done <= now) {
-            out.extend(self.0.pop_front());
+        while let Some(&c) = self.0.front().filter(|c| c.done <= now) {
+            out.push(c);
+            self.0.pop_front();
             n += 1;
         }
         n
