@@ -21,8 +21,9 @@ def quick(name: str) -> hvio.api.Report:
 
 
 # QEMU's thread at the costs measured on this machine (docs/reshape.md,
-# "QEMU's I/O path"): per guest request, per host request, per byte.
-GUEST_US, REQUEST_US, BYTE_NS = 10.01, 3.97, 0.0589
+# "QEMU's I/O path"): per guest request (a busy thread's), per host
+# request, per byte.
+GUEST_US, REQUEST_US, BYTE_NS = 2.69, 3.97, 0.0589
 
 
 def fio(data, rw: int, system: int, key: str) -> float:
@@ -30,7 +31,7 @@ def fio(data, rw: int, system: int, key: str) -> float:
     return data[rw]["systems"][system]["result"][key]
 
 
-def test_fig5_reshaping_saves_the_drive_its_copies_but_qemus_thread_sets_the_pace():
+def test_fig5_reshaping_saves_the_drive_its_copies_and_random_writes_gain():
     r = quick("paper001-fig5")
     d = r.data
 
@@ -41,13 +42,14 @@ def test_fig5_reshaping_saves_the_drive_its_copies_but_qemus_thread_sets_the_pac
     assert fio(d, RAND, RESHAPED, "device_wa") < fio(d, RAND, BASELINE, "device_wa"), d
     # Reshaped random writes are the same appends as sequential ones...
     assert abs(bw(RAND, RESHAPED) / bw(SEQ, RESHAPED) - 1.0) < 0.02, d
-    # ...and QEMU's thread, at the measured cost per guest request, holds
-    # them under 4096 bytes per that cost: a pass over the guest requests a
-    # merged write completed and the drive's next merged write alternate.
-    assert bw(RAND, RESHAPED) < 4096 / GUEST_US, d
-    # Baseline QEMU's sequential writes, merged by multireq, overlap the
-    # thread's passes with the drive's writes and run at the thread's rate.
-    assert bw(SEQ, BASELINE) > bw(SEQ, RESHAPED), d
+    # ...so they run faster than the baseline's, whose random overwrites
+    # make the drive copy: at a busy thread's cost per guest request the
+    # drive, not QEMU's thread, sets the pace of both.
+    assert bw(RAND, RESHAPED) > 1.1 * bw(RAND, BASELINE), d
+    # Sequential writes gain nothing: the baseline's are in order already,
+    # and reshaping's merged writes of ~100 guest requests run no faster
+    # on the drive than multireq's joins of 32.
+    assert bw(SEQ, RESHAPED) < bw(SEQ, BASELINE), d
     assert bw(RAND, METAL) > 0.0
     # Numeric cells are numbers, the paper's beside; each goal met or missed.
     (t,) = r.tables.values()
@@ -60,13 +62,12 @@ def test_fig5_reshaping_saves_the_drive_its_copies_but_qemus_thread_sets_the_pac
 
 
 def test_fig6_reshaped_random_writes_wait_as_long_as_sequential_ones():
-    # Reshaping makes random writes the same appends as sequential ones; at
-    # the measured cost per guest request QEMU's thread, not the drive's
-    # copies, sets their latency, so it is no lower than the baseline's.
+    # Reshaping makes random writes the same appends as sequential ones, and
+    # spares them the drive's copies, so they wait less than the baseline's.
     d = quick("paper001-fig6").data
     same = fio(d, RAND, RESHAPED, "mean_latency_ms") / fio(d, SEQ, RESHAPED, "mean_latency_ms")
     assert abs(same - 1.0) < 0.02, d
-    assert fio(d, RAND, RESHAPED, "mean_latency_ms") > fio(d, RAND, BASELINE, "mean_latency_ms"), d
+    assert fio(d, RAND, RESHAPED, "mean_latency_ms") < fio(d, RAND, BASELINE, "mean_latency_ms"), d
 
 
 def test_fig7_fileserver_reads_lose_less_than_a_tenth_and_the_drive_copies_no_more():
@@ -76,7 +77,7 @@ def test_fig7_fileserver_reads_lose_less_than_a_tenth_and_the_drive_copies_no_mo
     assert d[RESHAPED]["device_wa"] <= d[BASELINE]["device_wa"], d
 
 
-def test_fig8_the_host_scheduler_changes_little_where_qemus_thread_sets_the_pace():
+def test_fig8_the_host_scheduler_changes_little_where_the_drive_and_qemus_thread_set_the_pace():
     d = quick("paper001-fig8").data
     assert [s["scheduler"] for s in d] == ["noop", "cfq", "deadline"]
     for system in ("baseline", "reshaped"):
@@ -84,14 +85,16 @@ def test_fig8_the_host_scheduler_changes_little_where_qemus_thread_sets_the_pace
         assert max(bws) < 1.01 * min(bws), (system, bws)
 
 
-def test_fig9_reshaping_costs_nvme_random_writes_nothing_where_the_drive_copies_nothing():
+def test_fig9_reshaping_gains_on_nvme_through_qemus_thread_not_the_drive():
     # The P3700's spare flash takes the quick run's random overwrites of
-    # fio's files without garbage collection: random writes cost the drive
-    # what sequential ones do, so reshaping neither gains nor loses much.
+    # fio's files without garbage collection, so the drive saves nothing;
+    # reshaping still gains because its merged writes pass QEMU's thread as
+    # one host request per ~100 guest requests, where baseline QEMU pays a
+    # host request for each and its thread is the limit.
     d = quick("paper001-fig9").data
     assert fio(d, RAND, BASELINE, "device_wa") < 1.05, d
     ratio = fio(d, RAND, RESHAPED, "mb_per_s") / fio(d, RAND, BASELINE, "mb_per_s")
-    assert 0.95 < ratio, d
+    assert 1.1 < ratio, d
 
 
 def test_fig9_bare_metal_outruns_baseline_qemu_where_qemus_thread_is_the_limit():
@@ -101,7 +104,7 @@ def test_fig9_bare_metal_outruns_baseline_qemu_where_qemus_thread_is_the_limit()
     r = quick("paper001-fig9")
     (t,) = r.tables.values()
     assert t.columns[8] == "baseline vs bare metal"
-    assert t.iloc[RAND, 8] < -50.0, t
+    assert t.iloc[RAND, 8] < -20.0, t
     cap = 4096 / (GUEST_US + REQUEST_US + 4096 * BYTE_NS / 1e3)
     assert fio(r.data, RAND, BASELINE, "mb_per_s") == pytest.approx(cap, rel=0.01), t
     assert t.iloc[RAND, 9] == pytest.approx(-66.6, abs=0.05)
@@ -127,7 +130,7 @@ def test_qemu_path_gain_grows_with_the_cost_per_host_request():
     # A cost per guest request, which no merge saves, slows reshaped QEMU
     # too: at 8 µs it cannot pass 4096 bytes per 8 µs.
     guest = {row["guest_request_us"]: row for row in r.data if row["request_us"] == 3.97}
-    assert sorted(guest) == [0.0, 2.0, 4.0, 8.0, 10.01], guest
+    assert sorted(guest) == [0.0, 2.0, GUEST_US, 4.0, 8.0, 10.01], guest
     assert guest[8.0]["reshaped_mb_per_s"] < 4096 / 8.0 < 0.8 * guest[0.0]["reshaped_mb_per_s"], guest
 
 
