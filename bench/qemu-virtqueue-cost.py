@@ -49,7 +49,8 @@ bench/qemu-path-cost.sh does (writes, the step twice the size, a
 one-request run's CPU taken off; the least of all rounds kept). The
 difference, the iothread's µs per random write less the same-version
 qemu-img's per write of the same size, is the share of the virtqueue,
-virtio-blk's request handling and the notification.
+virtio-blk's request handling and the notification, together with the
+thread's blocks and wake-ups at this guest's rate (--fit separates them).
 
 Then (unless --no-strace) a last random 4 KiB write job runs with
 `strace -c` attached to the iothread alone for SECONDS, and once more to a
