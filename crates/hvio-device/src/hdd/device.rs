@@ -29,8 +29,9 @@ struct Segment {
 /// `segments`), least recently touched first.
 #[derive(Debug, Clone)]
 struct SegmentLru {
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// Each node's previous and next (one pair, so a relink looks each
+    /// node up once).
+    links: Vec<[u32; 2]>,
 }
 
 impl SegmentLru {
@@ -38,31 +39,29 @@ impl SegmentLru {
     fn new(n: usize) -> SegmentLru {
         let len = n as u32 + 1;
         SegmentLru {
-            prev: (0..len).map(|i| (i + len - 1) % len).collect(),
-            next: (0..len).map(|i| (i + 1) % len).collect(),
+            links: (0..len).map(|i| [(i + len - 1) % len, (i + 1) % len]).collect(),
         }
     }
 
     /// The least recently touched segment (the head when there are none).
     fn first(&self) -> usize {
-        self.next[self.next.len() - 1] as usize
+        self.links[self.links.len() - 1][1] as usize
     }
 
     /// Segment `i` becomes the most recently touched.
     fn make_last(&mut self, i: usize) {
-        let head = self.next.len() - 1;
-        let (p, n) = (self.prev[i] as usize, self.next[i] as usize);
-        if n == head {
+        let head = self.links.len() - 1;
+        let [p, n] = self.links[i];
+        if n as usize == head {
             // Already the most recent (a stream's segment, touched again).
             return;
         }
-        self.next[p] = n as u32;
-        self.prev[n] = p as u32;
-        let last = self.prev[head] as usize;
-        self.next[last] = i as u32;
-        self.prev[i] = last as u32;
-        self.next[i] = head as u32;
-        self.prev[head] = i as u32;
+        self.links[p as usize][1] = n;
+        self.links[n as usize][0] = p;
+        let last = self.links[head][0];
+        self.links[last as usize][1] = i as u32;
+        self.links[i] = [last, head as u32];
+        self.links[head][0] = i as u32;
     }
 }
 
@@ -885,6 +884,7 @@ impl Hdd {
 
     /// Where the read-ahead after a read of `a..b` may go, held in a segment
     /// that starts at `seg_start` (before the segment's own bound).
+    #[inline]
     fn read_ahead_end(&self, seg_start: u64, a: u64, b: u64) -> u64 {
         let c = &self.m.cache;
         let g = &self.m.geom;
