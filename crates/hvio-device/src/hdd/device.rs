@@ -1304,6 +1304,13 @@ impl Hdd {
         self.push_done(c);
     }
 
+    /// Nothing queued, buffered or destaging: the mechanism has nothing to
+    /// start or finish.
+    #[inline]
+    fn nothing_waiting(&self) -> bool {
+        self.pending.is_empty() && self.destaging.is_none() && self.dirty.is_empty()
+    }
+
     /// Removes the `i`-th pending request (the front, at depth 1, without
     /// shifting the queue) and returns its position and submission time.
     fn take_pending(&mut self, i: usize) -> (Loc, Nanos) {
@@ -1372,13 +1379,7 @@ impl Device for Hdd {
         if self.bufferable(&rq) && self.fits(rq.sectors as u64, now) && !self.pending.iter().any(|r| self.bufferable(r))
         {
             self.buffer_write(rq, now);
-        } else if self.pending.is_empty()
-            && self.destaging.is_none()
-            && self.dirty.is_empty()
-            && self.mech_free <= now
-            && rq.arrival <= now
-            && !self.bufferable(&rq)
-        {
+        } else if self.nothing_waiting() && self.mech_free <= now && rq.arrival <= now && !self.bufferable(&rq) {
             // An idle drive with nothing buffered starts the request at once,
             // when it arrived or the mechanism came free: what `run_mech`
             // does with it as the only one queued, without the queue.
@@ -1418,7 +1419,7 @@ impl Device for Hdd {
     }
 
     fn advance(&mut self, now: Nanos, out: &mut Vec<Completion>) {
-        if self.pending.is_empty() && self.destaging.is_none() && self.dirty.is_empty() {
+        if self.nothing_waiting() {
             // Nothing to start or finish: the mechanism idles until `now`,
             // as `run_mech` would find after a pass over its checks.
             self.mech_free = self.mech_free.max(now);
