@@ -28,6 +28,15 @@ impl DoneQueue {
         }
     }
 
+    /// The completion, when it is the only one.
+    pub(crate) fn take_only(&mut self) -> Option<Completion> {
+        if self.0.len() == 1 {
+            self.0.pop_front()
+        } else {
+            None
+        }
+    }
+
     /// When the earliest completion is due.
     pub(crate) fn next(&self) -> Option<Nanos> {
         self.0.front().map(|c| c.done)

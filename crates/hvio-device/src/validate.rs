@@ -95,12 +95,18 @@ pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, Valida
         }
         let op = if r.write { Op::Write } else { Op::Read };
         disk.submit(Request::new(i as u64, 0, op, r.lbn, r.sectors, now), now);
-        done.clear();
-        while done.is_empty() {
-            let t = disk.next_event().expect("a submitted request completes");
-            disk.advance(t, &mut done);
-        }
-        let end = done[0].done;
+        let end = match disk.take_lone_completion() {
+            Some(c) => c.done,
+            None => {
+                // Something else is under way (a destage): the drive's own events lead to the completion.
+                done.clear();
+                while done.is_empty() {
+                    let t = disk.next_event().expect("a submitted request completes");
+                    disk.advance(t, &mut done);
+                }
+                done[0].done
+            }
+        };
         out.push((end - now) as f64 / 1e6);
         // Records built by a caller (not read_trace) may carry any gap.
         now = Some((r.gap_ms * 1e6).round())

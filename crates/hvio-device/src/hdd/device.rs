@@ -289,6 +289,23 @@ impl Hdd {
                 .is_some_and(|(s, n)| now < self.mech_free && (s..s + n).contains(&lbn))
     }
 
+    /// The completion of the one request in flight, when the drive has
+    /// nothing else to do (nothing queued, buffered or being destaged): what
+    /// `advance` to its time hands over, and the drive's state after it,
+    /// without asking `next_event` first. A closed-loop replay at depth 1
+    /// (`validate::replay`) takes its completions so; `None`: use
+    /// `next_event` and `advance`.
+    pub fn take_lone_completion(&mut self) -> Option<Completion> {
+        if self.in_flight != 1 || !self.nothing_waiting() {
+            return None;
+        }
+        let c = self.done.take_only()?;
+        // `advance(c.done)` with nothing waiting: the mechanism idles until then.
+        self.mech_free = self.mech_free.max(c.done);
+        self.in_flight = 0;
+        Some(c)
+    }
+
     /// Where prefetching has got to by time `t`, and the head position then.
     fn prefetch_progress(&self, p: &Prefetch, t: f64) -> (u64, Loc) {
         let limit = self.segs[p.seg].limit;
@@ -500,6 +517,9 @@ impl Hdd {
 
     /// Forgets the clean copies of blocks `a..b` (rewritten, written through or discarded).
     fn drop_clean(&mut self, a: u64, b: u64) {
+        if self.clean.is_empty() {
+            return;
+        }
         while let Some((&s, &c)) = self.clean.range(..b).next_back() {
             if s + c.n <= a {
                 break;
@@ -588,6 +608,9 @@ impl Hdd {
 
     /// Blocks `a..b` are no longer dirty (written through, destaged or discarded).
     fn clean(&mut self, a: u64, b: u64) {
+        if self.dirty.is_empty() {
+            return;
+        }
         while let Some((&s, _)) = self.dirty.range(..b).next_back() {
             let d = self.dirty[&s];
             if s + d.n <= a {
