@@ -125,6 +125,26 @@ struct Clean {
 /// block number), plus the oldest.
 const DESTAGE_CANDIDATES: usize = 8;
 
+/// The most cylinders a read-ahead may span for [`Hdd::prefetch_finished`]
+/// to bound its walk (a longer one is walked).
+const BOUNDED_SPAN: usize = 8;
+
+/// `[d]`: the longest a read's move from one track to the next can take
+/// when the two are at most `d` cylinders apart (a head switch, or a seek of
+/// 1 to `d` cylinders: `HddModel::reposition` takes the larger of the two).
+fn move_bounds(m: &HddModel) -> [f64; BOUNDED_SPAN + 1] {
+    let mut b = [m.head_switch.max(0.0); BOUNDED_SPAN + 1];
+    for d in 1..=BOUNDED_SPAN {
+        let seek = if (d as u32) < m.geom.cylinders {
+            m.seek_ns(0, d as u32)
+        } else {
+            0.0
+        };
+        b[d] = b[d - 1].max(seek);
+    }
+    b
+}
+
 /// Counters for reports and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HddStats {
@@ -159,6 +179,8 @@ pub struct HddStats {
 pub struct Hdd {
     m: Arc<HddModel>,
     seek: Arc<HddSeek>,
+    /// [`move_bounds`] of the model.
+    move_bound: [f64; BOUNDED_SPAN + 1],
     head: Loc,
     head_lbn: u64,
     last_write: bool,
@@ -217,6 +239,7 @@ impl Hdd {
         let depth = m.queue_depth.max(1);
         Hdd {
             seek: Arc::new(HddSeek::new(m.clone())),
+            move_bound: move_bounds(&m),
             head: m.geom.locate(0),
             head_lbn: 0,
             last_write: false,
@@ -307,13 +330,74 @@ impl Hdd {
     }
 
     /// Where prefetching has got to by time `t`, and the head position then.
+    #[inline(always)]
     fn prefetch_progress(&self, p: &Prefetch, t: f64) -> (u64, Loc) {
         let limit = self.segs[p.seg].limit;
         if t <= p.t0 || p.lbn0 >= limit {
             return (p.lbn0, p.loc0);
         }
+        // The bound on the walk's time `prefetch_finished` checks is at
+        // least a revolution a track and twice that and a head switch a
+        // move, and its first track holds at most the sectors from `loc0`
+        // on, each further one a track's: no sooner can it be certain that
+        // the read-ahead has finished.
+        let elapsed = t - p.t0;
+        if elapsed <= self.m.rev {
+            return self.prefetch_walk(p, limit, t);
+        }
+        let min_moves = (limit - p.lbn0 + p.loc0.sector as u64 - 1) / self.m.geom.spt(p.loc0) as u64;
+        if elapsed <= min_moves as f64 * (2.0 * self.m.rev + self.move_bound[0]) + self.m.rev {
+            return self.prefetch_walk(p, limit, t);
+        }
+        if let Some(last) = self.prefetch_finished(p, limit, t) {
+            #[cfg(debug_assertions)]
+            {
+                let ((_, walked), at) = self.m.stream(p.t0, p.loc0, p.lbn0, limit, false, t);
+                assert_eq!(
+                    (walked, at),
+                    (limit, last),
+                    "the walk has read the whole read-ahead by {t}"
+                );
+            }
+            return (limit, last);
+        }
+        self.prefetch_walk(p, limit, t)
+    }
+
+    /// Where the read-ahead `p` into a segment up to `limit` has got to by
+    /// `t`, walking its tracks.
+    #[inline]
+    fn prefetch_walk(&self, p: &Prefetch, limit: u64, t: f64) -> (u64, Loc) {
         let ((_, lbn), loc) = self.m.stream(p.t0, p.loc0, p.lbn0, limit, false, t);
         (lbn, loc)
+    }
+
+    /// The head's position on block `limit - 1` if the read-ahead `p` has
+    /// certainly read up to `limit` by `t`, which is then what walking its
+    /// tracks (`HddModel::stream`) returns: the head on the last block. A
+    /// request that stops a read-ahead long finished, the common case when
+    /// requests are ms apart, needs no walk. Certain means within a bound on
+    /// the walk's time: each of its tracks takes at most a revolution to
+    /// read and each move to the next at most the longest move of the span
+    /// (`move_bounds`) and a revolution's wait, with a margin far above the
+    /// rounding of the walk's sums. `None`: not certain (or the read-ahead
+    /// leaves its zone or spans more than `BOUNDED_SPAN` cylinders), walk.
+    #[inline(never)]
+    fn prefetch_finished(&self, p: &Prefetch, limit: u64, t: f64) -> Option<Loc> {
+        let g = &self.m.geom;
+        let (rev, elapsed) = (self.m.rev, t - p.t0);
+        if limit > g.capacity() {
+            return None;
+        }
+        let last = g.locate(limit - 1);
+        let span = last.cyl.checked_sub(p.loc0.cyl)? as usize;
+        if last.zone != p.loc0.zone || span > BOUNDED_SPAN {
+            return None;
+        }
+        let moves = g.track_in_zone(last).checked_sub(g.track_in_zone(p.loc0))? as f64;
+        let bound = (moves + 1.0) * rev + moves * (self.move_bound[span] + rev);
+        let margin = 1.0 + 1e-9 * bound + 1e-12 * t.abs();
+        (elapsed > bound + margin).then_some(last)
     }
 
     /// Stops any read-ahead at time `t`, keeping what it read; the head stays where it got to.

@@ -564,6 +564,14 @@ impl Geometry {
         (n.cyl <= z.last_cyl).then_some(n)
     }
 
+    /// The index of `loc`'s track among its zone's tracks, in the order a
+    /// forward walk over the zone's blocks reads them.
+    #[inline]
+    pub fn track_in_zone(&self, loc: Loc) -> u64 {
+        let z = &self.zones[loc.zone as usize];
+        (loc.cyl - z.first_cyl) as u64 * self.heads as u64 + self.surface(z, loc.cyl, loc.head) as u64
+    }
+
     /// Angular position (in revolutions, 0..1) where physical sector `loc.sector` begins.
     #[inline]
     pub fn angle(&self, loc: Loc) -> f64 {
