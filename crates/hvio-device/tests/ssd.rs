@@ -522,6 +522,51 @@ fn intel_p3700_preset_meets_its_datasheet() {
     assert!(near(deep, 450_000.0), "random read at the preset's depth {deep}");
 }
 
+/// MB/s of sequential 128 KiB writes over a drive filled in order, so every
+/// block written must first be erased: 4 GiB to use up the blocks left
+/// erased by the fill (the spare flash) and to fill the write buffer, then
+/// 1 GiB timed.
+fn sustained_write(preset: SsdPreset, pages_per_block: Option<u32>, erase_ms: Option<f64>) -> f64 {
+    let mut d = SsdParams {
+        preset: Some(preset),
+        capacity_gib: Some(8.0),
+        pages_per_block,
+        erase_ms,
+        precondition: Some(Precondition {
+            max_drive_writes: Some(0.0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .build()
+    .unwrap();
+    let mut now = 0;
+    rate(&mut d, &mut now, 32_768, |i| (Op::Write, i * 256, 256));
+    now -= 1_000_000_000; // no idle time for the buffer to drain
+    rate(&mut d, &mut now, 8192, |i| (Op::Write, (32_768 + i) * 256, 256)).0
+}
+
+#[test]
+fn a_preset_scaled_to_smaller_blocks_keeps_its_sustained_write_rate() {
+    for (preset, ppb) in [(SsdPreset::Samsung850Pro256, 512), (SsdPreset::IntelP3700_400, 512)] {
+        assert_eq!(preset.params().pages_per_block, Some(ppb));
+        let full = sustained_write(preset, None, None);
+        let scaled = sustained_write(preset, Some(64), None);
+        // The preset's erase time for a block eight times smaller: eight times the erases per page.
+        let unscaled = sustained_write(preset, Some(64), preset.params().erase_ms);
+        eprintln!("{preset:?}: {full:.1} MB/s with its own blocks, {scaled:.1} with 64-page blocks, {unscaled:.1} with their erase time unscaled");
+        assert!((scaled / full - 1.0).abs() < 0.02, "{scaled} against {full}");
+        assert!(unscaled < 0.9 * full, "{unscaled} against {full}");
+        let resolved = SsdParams {
+            preset: Some(preset),
+            pages_per_block: Some(64),
+            ..Default::default()
+        }
+        .resolved();
+        assert_eq!(resolved.erase_ms, Some(3.8 * 64.0 / 512.0));
+    }
+}
+
 #[test]
 fn new_keys_are_range_checked_by_name() {
     let err = |p: SsdParams| p.build().err().unwrap().to_string();

@@ -57,7 +57,11 @@ pub struct SsdParams {
     pub read_us: Option<f64>,
     /// Page program time, µs (default 750).
     pub program_us: Option<f64>,
-    /// Block erase time, ms (default 3.8).
+    /// Block erase time, ms (default 3.8). A preset's is for its own block:
+    /// with `pages_per_block` given and `erase_ms` not, the preset's erase
+    /// time per page is kept (its `erase_ms` × `pages_per_block` / its
+    /// pages per block), so a drive scaled down with smaller blocks keeps
+    /// the preset's sustained write rate.
     pub erase_ms: Option<f64>,
     /// Channel transfer rate, MB/s (default 333).
     pub channel_mb_s: Option<f64>,
@@ -311,7 +315,19 @@ impl SsdParams {
             page_kib: self.page_kib.or(base.page_kib),
             read_us: self.read_us.or(base.read_us),
             program_us: self.program_us.or(base.program_us),
-            erase_ms: self.erase_ms.or(base.erase_ms),
+            erase_ms: self.erase_ms.or(base
+                .erase_ms
+                .map(|ms| match (self.pages_per_block, base.pages_per_block) {
+                    // A preset's erase time is for its own block. A config that
+                    // shrinks the block scales the drive down (fewer pages per
+                    // block leave a small drive enough blocks per plane for
+                    // garbage collection to behave as on the full one), so it
+                    // keeps the preset's erase time per page: the scaled drive
+                    // sustains the preset's write rate once its blocks must be
+                    // erased for reuse.
+                    (Some(ppb), Some(preset_ppb)) => ms * ppb as f64 / preset_ppb as f64,
+                    _ => ms,
+                })),
             channel_mb_s: self.channel_mb_s.or(base.channel_mb_s),
             gc_threshold: self.gc_threshold.or(base.gc_threshold),
             gc_hard_threshold: self.gc_hard_threshold.or(base.gc_hard_threshold),
