@@ -316,6 +316,60 @@ pub struct VmConfig {
     /// costs. Absent: no such cost (the path is `virt_latency_us` alone).
     #[serde(default)]
     pub qemu_path: Option<QemuPathConfig>,
+    /// The guest's CPU time per request (`guest_cpu = { vcpus, request_us
+    /// }`): a request enters the virtio ring once one of the VM's vCPUs has
+    /// spent `request_us` on it. Absent: none (requests enter the ring at
+    /// once).
+    #[serde(default)]
+    pub guest_cpu: Option<GuestCpuConfig>,
+}
+
+/// The CPU time a guest spends per request (`[vm] guest_cpu`): the
+/// application's submission and reaping, the system call, the file system,
+/// the block layer and the virtio driver, completion interrupt included,
+/// on the VM's vCPUs. Each request leaving the guest scheduler for the
+/// ring takes the vCPU that is free first for `request_us` (the completion
+/// side's share is charged there too: the same CPU time per request, so the
+/// same ceiling of `vcpus` / `request_us` requests per µs); it reaches the
+/// host `virt_latency_us` after that. What this changes beside the ceiling
+/// is when requests reach the host: requests the guest sends together
+/// (the completions of one merged write, say) arrive spread over the
+/// vCPUs' time instead of at one instant. `bench/guest-request-cost.sh`
+/// measures `request_us` on the machine it runs on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestCpuConfig {
+    /// The VM's vCPUs that submit requests.
+    pub vcpus: u32,
+    /// CPU time per request, µs.
+    pub request_us: f64,
+}
+
+impl GuestCpuConfig {
+    /// The most vCPUs a VM may have (KVM's limit on x86 is 1024 and up).
+    pub const MAX_VCPUS: u32 = 1024;
+
+    /// Check the values; `ctx` names the VM in errors.
+    fn check(&self, ctx: &str) -> Result<()> {
+        if !(1..=Self::MAX_VCPUS).contains(&self.vcpus) {
+            return Err(SimError::invalid(
+                ctx,
+                "guest_cpu.vcpus",
+                self.vcpus,
+                format!("must be 1..={}", Self::MAX_VCPUS),
+            ));
+        }
+        let max = QemuPathConfig::MAX_COST_US;
+        if !(self.request_us.is_finite() && (0.0..=max).contains(&self.request_us)) {
+            return Err(SimError::invalid(
+                ctx,
+                "guest_cpu.request_us",
+                format!("{:?}", self.request_us),
+                format!("must be a number from 0 to {max}"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The CPU cost of QEMU's I/O path for one VM (`[vm] qemu_path`).
@@ -1046,6 +1100,9 @@ impl VmConfig {
         }
         if let Some(q) = &self.qemu_path {
             q.check(ctx)?;
+        }
+        if let Some(g) = &self.guest_cpu {
+            g.check(ctx)?;
         }
         // Checked against every scheduler, not just [host]'s: `hvio compare`
         // runs this VM under each of them.

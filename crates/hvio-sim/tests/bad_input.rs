@@ -335,6 +335,31 @@ fn stream_attributes_are_checked_against_every_scheduler_at_load() {
 }
 
 #[test]
+fn a_bad_guest_cpu_names_the_vm_the_key_and_the_value() {
+    for (keys, key, value) in [
+        ("vcpus = 0, request_us = 5", "guest_cpu.vcpus", "0"),
+        ("vcpus = 4096, request_us = 5", "guest_cpu.vcpus", "4096"),
+        ("vcpus = 8, request_us = -1.0", "guest_cpu.request_us", "-1.0"),
+        ("vcpus = 8, request_us = nan", "guest_cpu.request_us", "NaN"),
+        ("vcpus = 8, request_us = 1e300", "guest_cpu.request_us", "1e300"),
+    ] {
+        let text = one_vm(&format!("guest_cpu = {{ {keys} }}"), "");
+        assert_has(
+            &error_of(&text, "g.toml"),
+            &["g.toml", "vm \"a\"", &format!("`{key}`"), value],
+        );
+    }
+    // Both keys are needed, and an unknown one is named by the parser.
+    for (keys, named) in [
+        ("vcpus = 8", "request_us"),
+        ("vcpus = 8, request_us = 5, cpus = 2", "cpus"),
+    ] {
+        let e = Config::from_toml_str(&one_vm(&format!("guest_cpu = {{ {keys} }}"), ""), "g.toml").unwrap_err();
+        assert_has(&e.to_string(), &["g.toml", named]);
+    }
+}
+
+#[test]
 fn a_bad_qemu_path_names_the_vm_the_key_and_the_value() {
     for (keys, key, value) in [
         ("io_threads = 0", "qemu_path.io_threads", "0"),

@@ -230,6 +230,11 @@ impl Engine {
                 ring_depth: vc.virtio_depth,
                 ring_used: 0,
                 latency: vc.virt_latency_us * NS_PER_US,
+                vcpu_free: vec![0; vc.guest_cpu.as_ref().map_or(0, |g| g.vcpus as usize)],
+                guest_request_ns: vc
+                    .guest_cpu
+                    .as_ref()
+                    .map_or(0, |g| (g.request_us * 1e3).round() as Nanos),
                 threads,
                 jobs,
                 journal_stream,

@@ -405,3 +405,37 @@ fn the_throughput_series_counts_each_operation_in_its_interval() {
     assert_eq!(vm.series_bytes, bytes);
     assert_eq!(vm.jobs[0].counts.reads, times.len() as u64);
 }
+
+/// Simulated seconds of 1000 sequential 4 KiB writes, 32 in flight, with
+/// the VM's `guest_cpu` keys (none when empty), on a disk that writes one
+/// in 4 µs wherever it is.
+fn guest_cpu_run(keys: &str) -> f64 {
+    let guest_cpu = if keys.is_empty() {
+        String::new()
+    } else {
+        format!("guest_cpu = {{ {keys} }}")
+    };
+    let text = format!(
+        "seed = 1\n[host]\nscheduler = \"noop\"\n[[vm]]\nname = \"a\"\nimage_size = \"1GiB\"\njournal_commit_s = 0\nvirtio_depth = 32\n{guest_cpu}\n\
+         [[vm.job]]\nrw = \"write\"\nbs = \"4k\"\nsize = \"64MiB\"\niodepth = 32\nrequests = 1000\n"
+    );
+    let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
+    let mut disk = SimpleDisk::new(2_000_000_000);
+    (disk.ns_per_sector_seek, disk.max_seek, disk.rotation) = (0.0, 0, 0);
+    disk.transfer_per_sector = 500;
+    Engine::new(&cfg, Box::new(disk)).unwrap().run().unwrap().sim_time_s
+}
+
+#[test]
+fn the_guests_vcpus_cap_its_requests_per_second() {
+    let free = guest_cpu_run("");
+    assert!(free < 0.006, "the disk's 4 µs a write: {free} s");
+    // 100 µs of CPU a request on one vCPU: 1000 requests take 0.1 s at least.
+    let one = guest_cpu_run("vcpus = 1, request_us = 100");
+    assert!((0.1..0.101).contains(&one), "{one} s");
+    // Four vCPUs take a quarter of it; 32 leave the disk and the latency the limit.
+    let four = guest_cpu_run("vcpus = 4, request_us = 100");
+    assert!((0.025..0.0253).contains(&four), "{four} s");
+    let many = guest_cpu_run("vcpus = 32, request_us = 1");
+    assert!(many < free * 1.1, "{many} s against {free} s");
+}

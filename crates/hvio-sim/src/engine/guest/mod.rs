@@ -13,6 +13,11 @@ pub(crate) struct Vm {
     pub(crate) ring_depth: u32,
     pub(crate) ring_used: u32,
     pub(crate) latency: Nanos,
+    /// When each vCPU is done with the requests it took (`guest_cpu`; empty
+    /// without it).
+    pub(crate) vcpu_free: Vec<Nanos>,
+    /// The guest's CPU time per request (`guest_cpu.request_us`).
+    pub(crate) guest_request_ns: Nanos,
     pub(crate) threads: Vec<Thread>,
     pub(crate) jobs: Vec<JobState>,
     pub(crate) journal_stream: StreamId,
@@ -99,6 +104,21 @@ pub(crate) fn guest_scheduler_error(vm: &str, scheduler: &str, e: ConfigError) -
     })
 }
 
+impl Vm {
+    /// When a request leaving the guest scheduler at `now` is in the ring:
+    /// at once without `guest_cpu`, else once the vCPU free first (the
+    /// lowest-numbered of equals) has spent the request's CPU time on it.
+    #[inline]
+    fn submitted(&mut self, now: Nanos) -> Nanos {
+        let Some((vcpu, &free)) = self.vcpu_free.iter().enumerate().min_by_key(|&(_, &t)| t) else {
+            return now;
+        };
+        let done = free.max(now) + self.guest_request_ns;
+        self.vcpu_free[vcpu] = done;
+        done
+    }
+}
+
 impl Engine {
     /// Hand a request to the guest scheduler.
     pub(crate) fn submit_guest(&mut self, vi: usize, thread: u32, kind: Kind, rq: Request, now: Nanos) -> Result<()> {
@@ -136,7 +156,7 @@ impl Engine {
             match vm.sched.poll(now) {
                 Next::Request(rq) => {
                     vm.ring_used += 1;
-                    let t = now + vm.latency;
+                    let t = vm.submitted(now) + vm.latency;
                     let slot = slot_of(rq.id);
                     self.requests[slot].guest = rq;
                     self.push(t, Ev::HostArrive { slot });
