@@ -437,7 +437,7 @@ impl Engine {
             Ev::BufferedDone { vm, thread } => self.buffered_done(vm as usize, thread)?,
             Ev::Flusher { vm } => self.flusher_tick(vm as usize)?,
             Ev::StageWake { vm } => self.with_stage(vm as usize, |stage, cx| stage.wake(cx))?,
-            Ev::QemuPass { vm } => self.qemu_pass(vm as usize),
+            Ev::QemuPass { vm } => self.qemu_pass(vm as usize)?,
             Ev::QemuSubmit { vm } => self.qemu_submit(vm as usize)?,
             Ev::PhaseJobDone { phase } => self.phase_job_done(phase as usize)?,
             Ev::PlanStep { step } => self.apply_step(step as usize)?,

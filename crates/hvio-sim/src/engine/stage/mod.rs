@@ -32,6 +32,12 @@ pub(crate) trait HostPath {
     fn wake(&mut self, _cx: &mut PathCx) -> Result<()> {
         Ok(())
     }
+    /// On a VM with `qemu_path`, a QEMU thread's pass begins: it pops the
+    /// guest requests that reached the stage since the last pass began, and
+    /// what the stage sends now is submitted at the pass's end.
+    fn pass_begins(&mut self, _cx: &mut PathCx) -> Result<()> {
+        Ok(())
+    }
     /// Request `slot` is done at the host (every part of it): a guest
     /// request, just before its completion goes back up the ring, or I/O
     /// the stage originated (its slot is released after this returns).
@@ -91,6 +97,14 @@ impl Stage {
         match self {
             Stage::Direct(d) => d.wake(cx),
             Stage::Other(s) => s.wake(cx),
+        }
+    }
+
+    /// [`HostPath::pass_begins`].
+    pub(crate) fn pass_begins(&mut self, cx: &mut PathCx) -> Result<()> {
+        match self {
+            Stage::Direct(d) => d.pass_begins(cx),
+            Stage::Other(s) => s.pass_begins(cx),
         }
     }
 

@@ -137,7 +137,7 @@ impl IoThreads {
         self.popped > 0 || !self.waiting.is_empty()
     }
 
-    fn free(&self) -> bool {
+    pub(crate) fn free(&self) -> bool {
         self.passes.len() < self.cfg.io_threads as usize
     }
 
@@ -211,19 +211,27 @@ impl IoThreads {
 }
 
 impl Engine {
-    /// A pass of VM `vi`'s QEMU thread may begin ([`Ev::QemuPass`]).
-    pub(crate) fn qemu_pass(&mut self, vi: usize) {
-        let Some(q) = &mut self.paths[vi].qemu else { return };
+    /// A pass of VM `vi`'s QEMU thread may begin ([`Ev::QemuPass`]): with a
+    /// thread free, the stage hears of it first (what it sends then is
+    /// part of the pass), then the thread takes everything waiting.
+    pub(crate) fn qemu_pass(&mut self, vi: usize) -> Result<()> {
+        if self.paths[vi].qemu.as_ref().is_some_and(IoThreads::free) {
+            self.with_stage(vi, |stage, cx| stage.pass_begins(cx))?;
+        }
+        let Some(q) = &mut self.paths[vi].qemu else {
+            return Ok(());
+        };
         let requests = &self.requests;
         let guest = |rq: &Request| matches!(requests[slot_of(rq.id)].owner, Owner::Guest { .. });
         let Some((end, joins)) = q.begin_pass(self.now, guest) else {
-            return;
+            return Ok(());
         };
         for (head, joined) in joins {
             let tail = self.requests.chain_tail(slot_of(head));
             self.requests[tail].chain = slot_of(joined);
         }
         self.push(end, Ev::QemuSubmit { vm: vi as u16 });
+        Ok(())
     }
 
     /// A pass of VM `vi`'s QEMU thread ends: its host requests go to the
@@ -242,7 +250,7 @@ impl Engine {
             Ok::<_, SimError>(())
         })?;
         if ask {
-            self.qemu_pass(vi);
+            self.qemu_pass(vi)?;
         }
         Ok(())
     }

@@ -2,10 +2,13 @@
 //! sequentializer of `hvio-reshape` between a VM's virtio ring and the host
 //! scheduler, in QEMU's place.
 //!
-//! The guest requests that reach the host at one instant are one batch (the
-//! requests QEMU takes from the ring at one VM exit, §II.A) handed to
-//! [`Reshaper::submit`]: its writes are placed at their region's append
-//! point and leave as at most one metadata and one data write (Fig. 3).
+//! A batch handed to [`Reshaper::submit`] is what QEMU takes from the ring
+//! at once (§II.A; Fig. 3's "requests after VM exit"): on a VM with
+//! `qemu_path`, the guest requests a thread's pass pops (those that reached
+//! the host since the last pass began, [`HostPath::pass_begins`]); without
+//! it, those that reach the host at one instant. Its writes are placed at
+//! their region's append point and leave as at most one metadata and one
+//! data write (Fig. 3).
 //! Every I/O the reshaper asks for — guest data at the append points, reads
 //! split across the extents they touch, cleaning reads and writes (the idle
 //! class), cache flushes, log transactions and checkpoints — goes to the
@@ -42,6 +45,19 @@ impl Reshape {
         SimError::Other(format!("VM {}: address reshaping: {e}", self.vm))
     }
 
+    /// The batch to the reshaper (nothing when it is empty: a pass that
+    /// pops no guest request, for the stage's own I/O, brings no batch).
+    fn submit_batch(&mut self, cx: &mut PathCx) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        if let Err(e) = self.reshaper.submit(&batch) {
+            return Err(self.error(e));
+        }
+        self.drain(cx)
+    }
+
     /// Carry out what the reshaper asks for: its I/O to the host, its
     /// completed guest requests back up.
     fn drain(&mut self, cx: &mut PathCx) -> Result<()> {
@@ -67,10 +83,11 @@ impl Reshape {
 }
 
 impl HostPath for Reshape {
-    /// The request joins this instant's batch; the batch is submitted once
+    /// The request joins the batch: on a VM with `qemu_path`, the batch
+    /// is submitted when a QEMU thread's pass begins; without it, once
     /// every arrival of the instant is in.
     fn arrive(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
-        if self.batch.is_empty() {
+        if self.batch.is_empty() && cx.qemu.is_none() {
             cx.wake_at(cx.now);
         }
         self.batch.push(cx.host_request(slot));
@@ -78,11 +95,11 @@ impl HostPath for Reshape {
     }
 
     fn wake(&mut self, cx: &mut PathCx) -> Result<()> {
-        let batch = std::mem::take(&mut self.batch);
-        if let Err(e) = self.reshaper.submit(&batch) {
-            return Err(self.error(e));
-        }
-        self.drain(cx)
+        self.submit_batch(cx)
+    }
+
+    fn pass_begins(&mut self, cx: &mut PathCx) -> Result<()> {
+        self.submit_batch(cx)
     }
 
     fn done(&mut self, slot: u32, cx: &mut PathCx) -> Result<()> {
