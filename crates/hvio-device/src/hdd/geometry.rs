@@ -255,6 +255,22 @@ impl Zone {
         }
     }
 
+    /// [`Self::pbn_to_lbn_ceil`] of a PBN at or after every one of the first
+    /// `passed` holes: the search goes on from them (a step or two for a
+    /// walk's next sectors) instead of over the whole table.
+    #[inline]
+    fn pbn_to_lbn_ceil_from(&self, passed: usize, pbn: u64) -> u64 {
+        let mut j = passed;
+        while j < self.holes.len() && self.holes[j].pbn <= pbn {
+            j += 1;
+        }
+        match j.checked_sub(1).map(|i| &self.holes[i]) {
+            Some(h) if pbn < h.pbn + h.len => h.lbn_after,
+            Some(h) => pbn - h.cum,
+            None => pbn,
+        }
+    }
+
     /// Whether a zone-relative PBN holds a logical block.
     pub fn pbn_is_hole(&self, pbn: u64) -> bool {
         let k = self.holes.partition_point(|h| h.pbn <= pbn);
@@ -505,16 +521,7 @@ impl Geometry {
         debug_assert_eq!(pbn, rel + z.cum_before(p));
         // The track's logical end: `pbn_to_lbn_ceil` of its physical end,
         // searching on from the holes already passed (all before `pbn`).
-        let track_end = pbn - loc.sector as u64 + z.spt as u64;
-        let mut j = p;
-        while j < z.holes.len() && z.holes[j].pbn <= track_end {
-            j += 1;
-        }
-        let end_rel = match j.checked_sub(1).map(|i| &z.holes[i]) {
-            Some(h) if track_end < h.pbn + h.len => h.lbn_after,
-            Some(h) => track_end - h.cum,
-            None => track_end,
-        };
+        let end_rel = z.pbn_to_lbn_ceil_from(p, pbn - loc.sector as u64 + z.spt as u64);
         let run_end = (z.first_lbn + end_rel).min(end);
         let last = if run_end == lbn + 1 {
             loc.sector
@@ -523,6 +530,20 @@ impl Geometry {
             ((last_rel + z.cum_before(z.pass_lbn(p, last_rel))) % z.spt as u64) as u32
         };
         (run_end, last)
+    }
+
+    /// The first block at or after the sector `done` sectors past block
+    /// `lbn` (at `loc`) of a forward walk whose cursor `cur` has passed the
+    /// holes before `lbn` ([`Self::track_run_from`] moved it there):
+    /// [`Self::lbn_ceil_at`] of that sector, without searching the hole table.
+    #[inline]
+    pub fn lbn_ceil_after(&self, loc: Loc, lbn: u64, done: u64, cur: &HoleCursor) -> u64 {
+        let z = &self.zones[loc.zone as usize];
+        if z.holes.is_empty() {
+            return lbn + done;
+        }
+        debug_assert_eq!(cur.zone, loc.zone);
+        z.first_lbn + z.pbn_to_lbn_ceil_from(cur.passed, self.pbn_of(z, loc) + done)
     }
 
     /// [`Self::locate`] of the next block of a forward walk (`cur` at or
@@ -663,9 +684,10 @@ mod tests {
         }
     }
 
-    /// A forward walk with a cursor finds every track's run and every next
-    /// block where the searches find them, from every starting block, over
-    /// zone boundaries and in every surface order.
+    /// A forward walk with a cursor finds every track's run, every block at
+    /// or after a sector of it and every next block where the searches find
+    /// them, from every starting block, over zone boundaries and in every
+    /// surface order.
     #[test]
     fn cursor_walk_matches_the_searches() {
         for order in [
@@ -684,6 +706,17 @@ mod tests {
                         g.track_run(loc, lbn, end),
                         "{order:?} {lbn}"
                     );
+                    for done in 0..(g.spt(loc) - loc.sector) as u64 {
+                        let at = Loc {
+                            sector: loc.sector + done as u32,
+                            ..loc
+                        };
+                        assert_eq!(
+                            g.lbn_ceil_after(loc, lbn, done, &cur),
+                            g.lbn_ceil_at(at),
+                            "{order:?} {lbn} + {done}"
+                        );
+                    }
                     lbn = g.track_run(loc, lbn, g.capacity()).0;
                     if lbn < g.capacity() {
                         loc = g.locate_from(lbn, &mut cur);

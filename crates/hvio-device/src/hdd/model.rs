@@ -365,9 +365,7 @@ impl HddModel {
                 let done = ((stop - t) / sector_t).max(0.0) as u64;
                 let mut reached = lbn;
                 if done > 0 {
-                    let z = &g.zones[loc.zone as usize];
-                    let pbn0 = z.lbn_to_pbn(lbn - z.first_lbn);
-                    reached = (z.first_lbn + z.pbn_to_lbn_ceil(pbn0 + done)).min(run_end);
+                    reached = g.lbn_ceil_after(loc, lbn, done, &cur).min(run_end);
                 }
                 return ((stop, reached), loc);
             }
