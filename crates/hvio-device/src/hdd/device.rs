@@ -1085,7 +1085,7 @@ impl Hdd {
     /// When the head, having read up to `last` at `t`, is ready to read `lbn`.
     fn continue_at(&self, t: f64, last: Loc, lbn: u64) -> (f64, Loc) {
         let g = &self.m.geom;
-        let loc = g.next_loc(last).unwrap_or_else(|| g.locate(lbn));
+        let loc = g.locate_next(last, lbn);
         let mv = self.m.reposition(last, loc, false);
         (t + mv + self.m.rot_wait(t + mv, loc), loc)
     }
