@@ -181,6 +181,8 @@ pub struct Hdd {
     seek: Arc<HddSeek>,
     /// [`move_bounds`] of the model.
     move_bound: [f64; BOUNDED_SPAN + 1],
+    /// The most sectors a track of the disk has.
+    max_spt: u64,
     head: Loc,
     head_lbn: u64,
     last_write: bool,
@@ -240,6 +242,7 @@ impl Hdd {
         Hdd {
             seek: Arc::new(HddSeek::new(m.clone())),
             move_bound: move_bounds(&m),
+            max_spt: m.geom.zones.iter().map(|z| z.spt as u64).max().unwrap_or(1),
             head: m.geom.locate(0),
             head_lbn: 0,
             last_write: false,
@@ -362,6 +365,28 @@ impl Hdd {
             return (limit, last);
         }
         self.prefetch_walk(p, limit, t)
+    }
+
+    /// The read-ahead `p` has read up to block `b` (at most its segment's
+    /// limit) by `t`: `prefetch_progress(p, t).0 >= b`, walking its tracks
+    /// no further than a track past the one that holds block `b - 1`. A
+    /// walk to any block from the end of that track (or the limit, if
+    /// sooner) times each track up to it as the walk to the limit does, and
+    /// reaches `b` by `t` exactly when that walk does; a track holds at most
+    /// `max_spt` blocks, so that track ends `max_spt` blocks past `b - 1`
+    /// at the latest.
+    fn prefetch_reaches(&self, p: &Prefetch, b: u64, t: f64) -> bool {
+        let limit = self.segs[p.seg].limit;
+        let reaches = if b <= p.lbn0 {
+            true
+        } else if t <= p.t0 || p.lbn0 >= limit {
+            false
+        } else {
+            let far_enough = (b - 1).saturating_add(self.max_spt).min(limit);
+            self.m.stream(p.t0, p.loc0, p.lbn0, far_enough, false, t).0 .1 >= b
+        };
+        debug_assert_eq!(reaches, self.prefetch_progress(p, t).0 >= b);
+        reaches
     }
 
     /// Where the read-ahead `p` into a segment up to `limit` has got to by
@@ -539,11 +564,11 @@ impl Hdd {
             if b > self.segs[i].limit {
                 continue;
             }
-            let end = match &self.prefetch {
-                Some(p) if p.seg == i => self.prefetch_progress(p, t).0,
-                _ => self.segs[i].end,
+            let held = match &self.prefetch {
+                Some(p) if p.seg == i => self.prefetch_reaches(p, b, t),
+                _ => b <= self.segs[i].end,
             };
-            if b <= end {
+            if held {
                 return Some(i);
             }
         }
