@@ -4,11 +4,13 @@
 //!
 //! A VM with `qemu_path` has [`IoThreads`] between its host-path stage and
 //! the host scheduler. Guest requests reach the stage as before; what the
-//! stage sends ([`PathCx::send`]) waits for a thread. A thread's pass takes
-//! everything waiting: the guest requests that reached the host since the
-//! last pass began (QEMU pops every request the virtqueue holds), and the
-//! stage's host requests, merged as `virtio_blk_submit_multireq` merges
-//! them ([`multireq`]). The thread is busy for the pass's cost (per guest
+//! stage sends ([`PathCx::send`]) waits for a thread. When a pass begins the
+//! stage hears of it first ([`HostPath::pass_begins`]: the reshaping stage
+//! hands the guest requests the pass pops to the sequentializer as one
+//! batch); then the thread takes everything waiting: the guest requests that
+//! reached the host since the last pass began (QEMU pops every request the
+//! virtqueue holds), and the stage's host requests, merged as
+//! `virtio_blk_submit_multireq` merges them ([`multireq`]). The thread is busy for the pass's cost (per guest
 //! request, per host request, per byte); at its end the host requests go
 //! to the host scheduler together (QEMU's `blk_io_plug` / `blk_io_unplug`
 //! around the pass: one `io_submit`). Work that arrives meanwhile waits
