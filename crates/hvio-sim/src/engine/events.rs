@@ -48,7 +48,7 @@ pub(crate) enum Ev {
     QemuSubmit {
         vm: u16,
     },
-    /// A job of this phase finished (see [`phases`](super::phases)).
+    /// A job of this phase finished (see [`super::phases`]).
     PhaseJobDone {
         phase: u16,
     },
