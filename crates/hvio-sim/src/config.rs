@@ -351,25 +351,35 @@ impl GuestCpuConfig {
 
     /// Check the values; `ctx` names the VM in errors.
     fn check(&self, ctx: &str) -> Result<()> {
-        if !(1..=Self::MAX_VCPUS).contains(&self.vcpus) {
-            return Err(SimError::invalid(
-                ctx,
-                "guest_cpu.vcpus",
-                self.vcpus,
-                format!("must be 1..={}", Self::MAX_VCPUS),
-            ));
-        }
-        let max = QemuPathConfig::MAX_COST_US;
-        if !(self.request_us.is_finite() && (0.0..=max).contains(&self.request_us)) {
-            return Err(SimError::invalid(
-                ctx,
-                "guest_cpu.request_us",
-                format!("{:?}", self.request_us),
-                format!("must be a number from 0 to {max}"),
-            ));
-        }
-        Ok(())
+        check_count(ctx, "guest_cpu.vcpus", self.vcpus, Self::MAX_VCPUS)?;
+        check_cost(
+            ctx,
+            "guest_cpu.request_us",
+            self.request_us,
+            QemuPathConfig::MAX_COST_US,
+        )
     }
+}
+
+/// `value` of `key` is a count from 1 to `max`, or an error naming the key.
+fn check_count(ctx: &str, key: &str, value: u32, max: u32) -> Result<()> {
+    if (1..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(SimError::invalid(ctx, key, value, format!("must be 1..={max}")))
+}
+
+/// `value` of `key` is a finite cost from 0 to `max`, or an error naming the key.
+fn check_cost(ctx: &str, key: &str, value: f64, max: f64) -> Result<()> {
+    if value.is_finite() && (0.0..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(SimError::invalid(
+        ctx,
+        key,
+        format!("{value:?}"),
+        format!("must be a number from 0 to {max}"),
+    ))
 }
 
 /// The CPU cost of QEMU's I/O path for one VM (`[vm] qemu_path`).
@@ -415,30 +425,15 @@ impl QemuPathConfig {
 
     /// Check the values; `ctx` names the VM in errors.
     fn check(&self, ctx: &str) -> Result<()> {
-        if !(1..=Self::MAX_IO_THREADS).contains(&self.io_threads) {
-            return Err(SimError::invalid(
-                ctx,
-                "qemu_path.io_threads",
-                self.io_threads,
-                format!("must be 1..={}", Self::MAX_IO_THREADS),
-            ));
-        }
-        let max = Self::MAX_COST_US;
-        for (key, value, max) in [
-            ("qemu_path.guest_request_us", self.guest_request_us, max),
-            ("qemu_path.request_us", self.request_us, max),
-            ("qemu_path.byte_ns", self.byte_ns, Self::MAX_BYTE_NS),
-        ] {
-            if !(value.is_finite() && (0.0..=max).contains(&value)) {
-                return Err(SimError::invalid(
-                    ctx,
-                    key,
-                    format!("{value:?}"),
-                    format!("must be a number from 0 to {max}"),
-                ));
-            }
-        }
-        Ok(())
+        check_count(ctx, "qemu_path.io_threads", self.io_threads, Self::MAX_IO_THREADS)?;
+        check_cost(
+            ctx,
+            "qemu_path.guest_request_us",
+            self.guest_request_us,
+            Self::MAX_COST_US,
+        )?;
+        check_cost(ctx, "qemu_path.request_us", self.request_us, Self::MAX_COST_US)?;
+        check_cost(ctx, "qemu_path.byte_ns", self.byte_ns, Self::MAX_BYTE_NS)
     }
 }
 
