@@ -517,17 +517,26 @@ impl Geometry {
         let rel = lbn - z.first_lbn;
         let p = z.pass_lbn(cur.passed, rel);
         cur.passed = p;
-        let pbn = self.pbn_of(z, loc);
-        debug_assert_eq!(pbn, rel + z.cum_before(p));
+        let pbn = rel + z.cum_before(p);
+        debug_assert_eq!(pbn, self.pbn_of(z, loc));
+        let track_end = pbn - loc.sector as u64 + z.spt as u64;
+        // Hole `p` is the first after `pbn`: when it is not on the rest of
+        // the track (most tracks of a zone have none), the track's blocks
+        // from `lbn` on are consecutive sectors, as on a track without holes.
+        if z.holes.get(p).is_none_or(|h| h.pbn >= track_end) {
+            let run_end = (lbn + (z.spt - loc.sector) as u64).min(end);
+            return (run_end, loc.sector + (run_end - 1 - lbn) as u32);
+        }
         // The track's logical end: `pbn_to_lbn_ceil` of its physical end,
         // searching on from the holes already passed (all before `pbn`).
-        let end_rel = z.pbn_to_lbn_ceil_from(p, pbn - loc.sector as u64 + z.spt as u64);
+        let end_rel = z.pbn_to_lbn_ceil_from(p, track_end);
         let run_end = (z.first_lbn + end_rel).min(end);
         let last = if run_end == lbn + 1 {
             loc.sector
         } else {
+            // The last block's sector: its PBN less the track's first.
             let last_rel = run_end - 1 - z.first_lbn;
-            ((last_rel + z.cum_before(z.pass_lbn(p, last_rel))) % z.spt as u64) as u32
+            (last_rel + z.cum_before(z.pass_lbn(p, last_rel)) - (track_end - z.spt as u64)) as u32
         };
         (run_end, last)
     }
