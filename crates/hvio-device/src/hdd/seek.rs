@@ -186,11 +186,19 @@ impl SeekCurve {
 /// ([`SeekTimes`]; 2 MiB of times at most).
 const MAX_LOOKUP_CYLINDERS: u32 = 1 << 18;
 
+/// Other curves up to this many cylinders are looked up per distance too
+/// (128 KiB of times at most; the HP C2247's formula over its 2,051
+/// cylinders: 20 instructions a request fewer in its validation replay);
+/// larger disks, the default disk's 228,700 cylinders among them, compute
+/// each seek rather than look it up at random in a table of megabytes.
+const MAX_LOOKUP_FORMULA_CYLINDERS: u32 = 1 << 14;
+
 /// A disk's seek curve with what a seek costs to look up: for a measured
 /// table (a search and an interpolation per seek, a tenth of a validation
-/// replay's time), the time of every distance the disk has, computed once
-/// by [`SeekCurve::ms`] (the same values, bit for bit); other curves are
-/// computed at each seek (a square root at most).
+/// replay's time) and for a formula on a small disk, the time of every
+/// distance the disk has, computed once by [`SeekCurve::ms`] (the same
+/// values, bit for bit); a formula on a larger disk is computed at each
+/// seek (a square root at most).
 #[derive(Clone, PartialEq)]
 pub struct SeekTimes {
     curve: SeekCurve,
@@ -205,6 +213,7 @@ impl SeekTimes {
             SeekCurve::Table { .. } if cylinders <= MAX_LOOKUP_CYLINDERS => {
                 (0..cylinders).map(|d| curve.ms(d) * 1e6).collect()
             }
+            _ if cylinders <= MAX_LOOKUP_FORMULA_CYLINDERS => (0..cylinders).map(|d| curve.ms(d) * 1e6).collect(),
             _ => Arc::from([]),
         };
         SeekTimes { curve, ns }
@@ -284,9 +293,10 @@ mod tests {
             a2: 5.0,
             b2: 4e-5,
         };
-        for curve in [table, two] {
-            let times = SeekTimes::new(curve.clone(), 3000);
-            for d in 0..5000 {
+        // A formula is looked up on a small disk and computed on a large one.
+        for (curve, cylinders) in [(table, 3000), (two.clone(), 3000), (two, 100_000)] {
+            let times = SeekTimes::new(curve.clone(), cylinders);
+            for d in (0..5000).chain(cylinders - 2..cylinders + 2) {
                 assert_eq!(times.ns(d).to_bits(), (curve.ms(d) * 1e6).to_bits(), "{d}");
             }
             assert_eq!(format!("{times:?}"), format!("{curve:?}"));
