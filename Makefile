@@ -64,8 +64,10 @@ $(VENV)/.stamp: pyproject.toml
 		"dask[distributed]>=2024.1" "pyarrow>=14" "tqdm>=4.60" "plotly>=5"
 	touch $@
 
-release: ## the release hvio binary (target/release/hvio)
-	$(CARGO) build --release -p hvio-cli
+# Built with profile-guided optimisation when rustup's llvm-tools are at hand
+# (scripts/release-build.sh; HVIO_PGO=0 for a plain build).
+release: ## the release hvio binary (target/release/hvio), profile-guided
+	CARGO=$(CARGO) bash scripts/release-build.sh
 
 # The Python package with its compiled extension, installed into the venv.
 python: venv ## the hvio Python package and its extension, installed into the venv

@@ -4,7 +4,9 @@
 //!
 //! The ref's tree is exported with `git archive` (no worktree is registered
 //! in the repository) into `target/bench-ref/src-SHA` of the repository the
-//! current directory is in, and built there with `cargo build --release`
+//! current directory is in, and built there as that ref's own `make release`
+//! builds it: with its `scripts/release-build.sh` where it has one (the
+//! profile-guided build), else with `cargo build --release`. Both build
 //! into `target/bench-ref/target`, which every ref shares so dependencies
 //! are built once. The binary is kept as `target/bench-ref/hvio-SHA`; a
 //! second call for the same commit reuses it.
@@ -33,19 +35,41 @@ pub fn hvio_binary(git_ref: &str) -> Result<PathBuf> {
         export(&repo, &sha, &src)?;
     }
     let target = scratch.join("target");
-    crate::common::errln!("building {git_ref} ({short}) in {} ...", src.display());
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--release", "-p", "hvio-cli", "--bin", "hvio"])
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // A ref is measured as its own `make release` builds it, so a ratio
+    // compares builds users get, not a plain build with a profile-guided one.
+    let release_script = src.join("scripts").join("release-build.sh");
+    let mut build = if release_script.is_file() {
+        crate::common::errln!(
+            "building {git_ref} ({short}) in {} with its scripts/release-build.sh ...",
+            src.display()
+        );
+        let mut c = Command::new("bash");
+        c.arg(&release_script).env("CARGO", &cargo);
+        // Its training replays the DiskSim validation disks when they are
+        // beside the repository, as this checkout's build did.
+        let shared = repo.join("..").join("shared").join("data");
+        if std::env::var_os("HVIO_SHARED_DATA").is_none() && shared.is_dir() {
+            c.env("HVIO_SHARED_DATA", shared);
+        }
+        c
+    } else {
+        crate::common::errln!(
+            "building {git_ref} ({short}) in {} with cargo build --release ...",
+            src.display()
+        );
+        let mut c = Command::new(&cargo);
+        c.args(["build", "--release", "-p", "hvio-cli", "--bin", "hvio"]);
+        c
+    };
+    let status = build
         .env("CARGO_TARGET_DIR", &target)
         .current_dir(&src)
         .stdout(Stdio::null())
         .status()
-        .context("running cargo build (is cargo on PATH?)")?;
+        .context("running the build (are cargo and bash on PATH?)")?;
     if !status.success() {
-        bail!(
-            "cargo build --release of {git_ref} ({short}) in {} failed ({status})",
-            src.display()
-        );
+        bail!("building {git_ref} ({short}) in {} failed ({status})", src.display());
     }
     let built = target.join("release").join("hvio");
     let partial = scratch.join(format!("hvio-{short}.partial"));
