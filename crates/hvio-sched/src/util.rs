@@ -437,11 +437,15 @@ impl SortedIndex {
         (slot, next)
     }
 
-    /// The slot of the key after the hinted one, if it is in the same chunk.
+    /// The slot of the key `ahead` places after the hinted one, if it is in
+    /// the same chunk.
     #[inline]
-    fn slot_after_hint(&self) -> Option<u32> {
+    fn slot_after_hint(&self, ahead: usize) -> Option<u32> {
         let (hc, hp) = self.hint;
-        self.chunks.get(hc).filter(|c| hp + 1 < c.len).map(|c| c.slots[hp + 1])
+        self.chunks
+            .get(hc)
+            .filter(|c| hp + ahead < c.len)
+            .map(|c| c.slots[hp + ahead])
     }
 
     fn get(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
@@ -766,12 +770,15 @@ impl SortedFifo {
         let Slot { rq, deadline, seq } = self.slots[slot as usize];
         if let Some((_, s)) = next {
             // Deadline's next dispatch, CFQ's and AS's next look: fetch it now,
-            // and the one after it (an elevator's dispatch after next), so
-            // that a slot whose fetch takes longer than one decision is
-            // still in time.
+            // and the two after it (an elevator's next dispatches), so that
+            // a slot whose fetch takes longer than a decision or two is
+            // still in time (docs/benchmarks.md, "How the sorted queue is
+            // built": in a big queue the third still gains).
             prefetch(&self.slots[s as usize]);
-            if let Some(t) = self.by_sector.slot_after_hint() {
-                prefetch(&self.slots[t as usize]);
+            for ahead in 1..=2 {
+                if let Some(t) = self.by_sector.slot_after_hint(ahead) {
+                    prefetch(&self.slots[t as usize]);
+                }
             }
         }
         self.len -= 1;
