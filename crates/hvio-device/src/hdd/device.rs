@@ -888,7 +888,7 @@ impl Hdd {
                     // A run's next read refills the run's own segment.
                     if let Some(i) = self.fill_segment(seg.or(run), a, b, t_end, run.is_some()) {
                         if seg.or(run).is_none() && self.m.cache.read_passing_blocks {
-                            self.keep_passing(i, from, acc.rotation);
+                            self.keep_passing(i, acc.start, acc.rotation);
                         }
                         self.read_ended(i, b, run);
                     }
@@ -957,13 +957,14 @@ impl Hdd {
         }
     }
 
-    /// `CacheParams::read_passing_blocks`: a media read starting at block
-    /// `from` waited `wait` ns on its track; the blocks of the track that
-    /// passed under the head meanwhile, up to `from`, join segment `i`
-    /// (within the segment's size: they do not take the read-ahead's room).
-    fn keep_passing(&mut self, i: usize, from: u64, wait: f64) {
+    /// `CacheParams::read_passing_blocks`: a media read starting at the
+    /// block at `from` waited `wait` ns on its track; the blocks of the
+    /// track that passed under the head meanwhile, up to that block, join
+    /// segment `i` (within the segment's size: they do not take the
+    /// read-ahead's room).
+    fn keep_passing(&mut self, i: usize, from: Loc, wait: f64) {
         let g = &self.m.geom;
-        let mut at = g.locate(from);
+        let mut at = from;
         // Whole sectors that passed under the head, back to the track's first.
         let passed = (wait / (self.m.rev / g.spt(at) as f64)) as u64;
         at.sector -= passed.min(at.sector as u64) as u32;

@@ -253,6 +253,8 @@ pub struct Access {
     pub rotation: f64,
     /// Media transfer including track switches within the request.
     pub transfer: f64,
+    /// Where the transfer begins: the first block's position.
+    pub start: Loc,
     /// Head position after the access.
     pub end: Loc,
 }
@@ -334,6 +336,7 @@ impl HddModel {
             seek,
             rotation,
             transfer: end_t.0 - start,
+            start: to,
             end,
         }
     }
