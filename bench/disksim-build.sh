@@ -29,8 +29,10 @@ disksim_build() {
   local d=$work/disksim
   rm -rf "$d"
   cp -r "$src" "$d"
-  # Build from source: no object, library or binary of an earlier build.
-  find "$d" \( -name '*.o' -o -name '*.a' \) -delete
+  # Build from source: no object, library, binary or dependency file
+  # (`gcc -MD`'s `.d`, which may name another gcc's headers) of an
+  # earlier build.
+  find "$d" \( -name '*.o' -o -name '*.a' -o -name '*.d' \) -delete
   rm -f "$d/src/disksim" "$d/src/rms"
   # make compares times: the grammar's inputs get an older one than the
   # parser files generated from them, so flex and bison are not called.
