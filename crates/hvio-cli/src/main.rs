@@ -105,22 +105,9 @@ fn parse_command_line() -> Cli {
     std::process::exit(1)
 }
 
-/// mimalloc: the heap that `main` asks for transparent huge pages.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     let cli = parse_command_line();
     if !matches!(cli.command, Command::Serve(_)) {
-        // Huge pages for a simulation's heap: a big scheduler queue's slots
-        // and chunks spread over megabytes, and with 4 KiB pages nearly
-        // every random access to them also misses the TLB. mimalloc then
-        // advises the kernel to back the segments it maps from now on with
-        // 2 MiB pages (`MADV_HUGEPAGE`, what a machine whose transparent
-        // huge pages are set to `madvise` waits for). Not for `hvio serve`,
-        // whose memory is budgeted per connection and measured as RSS.
-        // SAFETY: sets one of mimalloc's options before any thread starts.
-        unsafe { libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_large_os_pages, 1) };
         die_quietly_on_closed_stdout();
     }
     let result = match cli.command {
