@@ -36,7 +36,7 @@ for v in "$STEP" "$MAX"; do
   [[ "$v" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "disksim-seek-overhead.sh: \`$v\`: expected milliseconds, e.g. 0.05" >&2; exit 2; }
 done
 [ -d "$DATA" ] || { echo "disksim-seek-overhead.sh: no folder $DATA" >&2; exit 1; }
-[ -x "$HVIO" ] || { echo "disksim-seek-overhead.sh: no hvio binary at $HVIO (cargo build --release -p hvio-cli, or --hvio BIN)" >&2; exit 1; }
+[ -x "$HVIO" ] || { echo "disksim-seek-overhead.sh: no hvio binary at $HVIO (make release, or --hvio BIN)" >&2; exit 1; }
 
 ROWS=$(mktemp /tmp/hvio-seek-overhead.XXXXXX)
 trap 'rm -f "$ROWS"' EXIT

@@ -58,7 +58,7 @@ for DISK in "${DISKS[@]}"; do
   [ -f "$DATA/$DISK.parv" ] || die "$DATA/$DISK.parv: no such disk description"
   [ -f "$DATA/$DISK.trace" ] || die "$DATA/$DISK.trace: no such trace"
 done
-[ -x "$HVIO" ] || die "$HVIO: not built (cargo build --release -p hvio-cli)"
+[ -x "$HVIO" ] || die "$HVIO: not built (make release)"
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds $ROUNDS: expected a whole number ≥ 1"
 
 WORK=$(mktemp -d /tmp/hvio-disksim-speed.XXXXXX)

@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$DISK" ] || { echo "disksim-whatif.sh: which DISK? (see --help)" >&2; exit 2; }
 [ -f "$DATA/$DISK.parv" ] && [ -f "$DATA/$DISK.trace" ] || { echo "disksim-whatif.sh: no $DATA/$DISK.parv and $DISK.trace" >&2; exit 1; }
-[ -x "$HVIO" ] || { echo "disksim-whatif.sh: no hvio binary at $HVIO (cargo build --release -p hvio-cli, or --hvio BIN)" >&2; exit 1; }
+[ -x "$HVIO" ] || { echo "disksim-whatif.sh: no hvio binary at $HVIO (make release, or --hvio BIN)" >&2; exit 1; }
 if [ -n "$SHIFT" ] && ! [[ "$SHIFT" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
   echo "disksim-whatif.sh: --seek-overhead \`$SHIFT\`: expected milliseconds, e.g. 0.2" >&2; exit 2
 fi

@@ -24,7 +24,8 @@ DEPTHS=${4:-32}
 SIZE_MB=1024
 HVIO_DIRECT=${HVIO_DIRECT:-false}
 
-cargo build --release -q -p hvio-cli
+# The hvio of `make release` (profile-guided), or HVIO_BIN (an A/B of two builds).
+if [ -z "${HVIO_BIN:-}" ]; then bash scripts/release-build.sh; fi
 HVIO=${HVIO_BIN:-$PWD/target/release/hvio}
 BENCH_TAG=hvio-flat
 . bench/cleanup.sh

@@ -10,7 +10,7 @@
 # latency (p50/p99 from the control API), so the time a request spends
 # outside the server can be read off. Runs alternate between the servers.
 # Not part of `make test`. Needs fio, qemu-nbd, curl (bench/serve.sh installs them).
-# Usage: bench/serve-latency.sh [seconds per run, default 5] [rounds, default 3] [rw, default randread] [iodepths, default "32 1"]
+# Usage: [HVIO_BIN=PATH] bench/serve-latency.sh [seconds per run, default 5] [rounds, default 3] [rw, default randread] [iodepths, default "32 1"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}
@@ -19,8 +19,9 @@ RW=${3:-randread}
 DEPTHS=${4:-32 1}
 SIZE_MB=1024
 
-cargo build --release -q -p hvio-cli
-HVIO=$PWD/target/release/hvio
+# The hvio of `make release` (profile-guided), or HVIO_BIN (an A/B of two builds).
+if [ -z "${HVIO_BIN:-}" ]; then bash scripts/release-build.sh; fi
+HVIO=${HVIO_BIN:-$PWD/target/release/hvio}
 W=$(mktemp -d /tmp/hvio-lat.XXXXXX)
 P=
 cleanup() { [ -n "$P" ] && kill "$P" 2>/dev/null; rm -rf "$W"; }

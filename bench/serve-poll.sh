@@ -11,7 +11,7 @@
 # taken), so quiet and loaded rounds can be told apart. At the end, the
 # polling server's counters (control API). Not part of `make test`.
 # Needs fio, qemu-nbd, curl (bench/serve.sh installs them).
-# Usage: [POLL_MAX_US=512] [IODEPTH=32] bench/serve-poll.sh [seconds per run, default 5] [rounds, default 6] [rw, default randread]
+# Usage: [HVIO_BIN=PATH] [POLL_MAX_US=512] [IODEPTH=32] bench/serve-poll.sh [seconds per run, default 5] [rounds, default 6] [rw, default randread]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-5}
@@ -21,8 +21,9 @@ IODEPTH=${IODEPTH:-32}
 POLL_MAX_US=${POLL_MAX_US:-512}
 SIZE_MB=2048
 
-cargo build --release -q -p hvio-cli
-HVIO=$PWD/target/release/hvio
+# The hvio of `make release` (profile-guided), or HVIO_BIN (an A/B of two builds).
+if [ -z "${HVIO_BIN:-}" ]; then bash scripts/release-build.sh; fi
+HVIO=${HVIO_BIN:-$PWD/target/release/hvio}
 BENCH_TAG=hvio-poll
 . bench/cleanup.sh
 fallocate -l ${SIZE_MB}M "$W/disk.img"

@@ -17,7 +17,7 @@
 # interleaved with its peers, and the median is reported. Beside IOPS it
 # prints the servers' CPU time per request (user + system time of the server
 # processes over the run / requests), which other load disturbs much less.
-# Usage: [BENCH_ONLY=nbd|fuse] [SIZE_MB=2048] bench/serve.sh [seconds per run, default 8] [rounds, default 3]
+# Usage: [HVIO_BIN=PATH] [BENCH_ONLY=nbd|fuse] [SIZE_MB=2048] bench/serve.sh [seconds per run, default 8] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNTIME=${1:-8}
@@ -32,8 +32,9 @@ if ! need fio || ! need qemu-nbd || ! need nbdkit || ! need nbdfuse || ! need cu
   apt-get install -y -qq fio qemu-utils nbdkit nbdfuse libnbd-bin curl >/dev/null
 fi
 
-cargo build --release -q -p hvio-cli
-HVIO=$PWD/target/release/hvio
+# The hvio of `make release` (profile-guided), or HVIO_BIN (an A/B of two builds).
+if [ -z "${HVIO_BIN:-}" ]; then bash scripts/release-build.sh; fi
+HVIO=${HVIO_BIN:-$PWD/target/release/hvio}
 SCHEDS=$($HVIO schedulers 2>/dev/null | awk '/ — /{print $1}' || true)
 
 BENCH_TAG=hvio-bench
