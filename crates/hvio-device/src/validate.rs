@@ -4,7 +4,7 @@
 //! distance between the two CDFs, sampled at 10,000 evenly spaced quantiles).
 
 use crate::disksim::{load_disk_with, LoadOptions, Loaded, SpecError};
-use crate::hdd::{Hdd, HddModel};
+use crate::hdd::{round, Hdd, HddModel};
 use hvio_core::{Device, Nanos, Op, Request};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -109,7 +109,7 @@ pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, Valida
         };
         out.push((end - now) as f64 / 1e6);
         // Records built by a caller (not read_trace) may carry any gap.
-        now = Some(round_half_away(r.gap_ms * 1e6))
+        now = Some(round(r.gap_ms * 1e6))
             .filter(|g| *g >= 0.0 && *g < u64::MAX as f64)
             .and_then(|g| end.checked_add(g as Nanos))
             .ok_or_else(|| ValidateError::Trace {
@@ -119,25 +119,6 @@ pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, Valida
             })?;
     }
     Ok(out)
-}
-
-/// `x.round()` (halves away from zero), the same value, without the call
-/// to libm's `round` that x86-64's baseline instruction set makes of it
-/// (a replay rounds every request's gap).
-#[inline]
-fn round_half_away(x: f64) -> f64 {
-    // Below 2^52 the truncation is exact through `i64`, and so is `x` less
-    // it (under 1, within `x`'s precision) and the step up.
-    if x > 0.0 && x < 4.5e15 {
-        let t = x as i64 as f64;
-        if x - t >= 0.5 {
-            t + 1.0
-        } else {
-            t
-        }
-    } else {
-        x.round()
-    }
 }
 
 /// The quantile function of a sample at 10,000 evenly spaced levels
@@ -501,45 +482,4 @@ pub fn run_all(dir: &Path, out: Option<&Path>, opts: &LoadOptions) -> Result<Str
         ));
     }
     Ok(report)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::round_half_away;
-
-    /// `round_half_away` is `f64::round` to the bit: at and beside halves,
-    /// at the ends of its fast path, for signed zeros, negatives and
-    /// non-finite values.
-    #[test]
-    fn round_half_away_is_round() {
-        let mut xs = vec![
-            0.0,
-            -0.0,
-            0.49999999999999994,
-            0.5,
-            1.5,
-            2.5,
-            -2.5,
-            1e-300,
-            4.5e15 - 0.5,
-            4.5e15,
-            4503599627370495.5,
-            1e300,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-        ];
-        for i in 0..200_000u64 {
-            let x = i as f64 * 0.25;
-            xs.extend([
-                x,
-                f64::from_bits(x.to_bits() + 1),
-                f64::from_bits(x.to_bits().saturating_sub(1)),
-            ]);
-            xs.push(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) as f64 / 1e4);
-        }
-        for x in xs {
-            assert_eq!(round_half_away(x).to_bits(), x.round().to_bits(), "{x:e}");
-        }
-    }
 }

@@ -11,6 +11,7 @@ pub mod speed;
 
 pub use device::{Hdd, HddStats};
 pub use geometry::{Geometry, GeometryError, Hole, Loc, SurfaceOrder, Zone};
+pub(crate) use model::round;
 pub use model::{
     Access, CacheParams, DestagePolicy, HddModel, HddSeek, Overheads, Phases, QueuePolicy, ReadAheadExtent,
     ReadAheadPolicy,
