@@ -82,6 +82,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
 /// `hvio bench sim`: the short and the long run of this build.
 fn sim(a: &BenchArgs) -> Result<()> {
     outln!("hvio bench sim: 4 VMs x 16 threads, deadline, disk model `{}`", a.disk);
+    outln!("{}", crate::huge_pages::heap_pages());
     outln!(
         "{:>12} {:>12} {:>10} {:>14} {:>14} {:>12}",
         "requests",
@@ -389,6 +390,7 @@ fn schedulers(a: &BenchArgs, other: Option<&(String, PathBuf)>) -> Result<()> {
         }
     }
     outln!("load average: {load_before} before, {} after", load_average());
+    outln!("this build's {}", crate::huge_pages::heap_pages());
     let with_old = other.is_some();
     let mut header = format!("{:<13}", "scheduler");
     for q in ["1k", "100k"] {

@@ -5,6 +5,7 @@ mod analysis;
 mod bench;
 mod common;
 mod crash_test;
+mod huge_pages;
 mod image;
 mod replay;
 mod serve;
@@ -106,6 +107,7 @@ fn parse_command_line() -> Cli {
 }
 
 fn main() {
+    huge_pages::start_on_huge_pages();
     let cli = parse_command_line();
     if !matches!(cli.command, Command::Serve(_)) {
         die_quietly_on_closed_stdout();

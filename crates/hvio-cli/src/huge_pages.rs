@@ -1,0 +1,150 @@
+//! hvio's heap on transparent huge pages.
+//!
+//! A scheduler's queue of 100,000 requests spreads its request slots and
+//! index chunks over about 2,000 pages of 4 KiB, and each decision touches
+//! a few of them at random: on a virtual machine a TLB miss there is a
+//! nested page walk. glibc (2.35 and later) puts its heap on transparent
+//! huge pages when the tunable `glibc.malloc.hugetlb=1` is set, which
+//! takes 0.88–0.93× the time per decision at 100k queued
+//! (docs/benchmarks.md, "Huge pages"). glibc reads its tunables only when
+//! a program starts, from `GLIBC_TUNABLES`, so `hvio` starts itself again
+//! with the tunable added, once, before it does anything else, and gives
+//! the programs it runs the environment it was given.
+//!
+//! Nothing is done when the user set the tunable (either way), when
+//! `HVIO_HUGE_PAGES=0`, when the kernel's transparent huge pages are
+//! `never` or unknown, or when the new start fails (hvio then runs as it
+//! is). Results do not depend on it: where memory lies changes no
+//! simulated figure.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// glibc's tunable that puts `malloc`'s memory on transparent huge pages.
+const TUNABLE: &str = "glibc.malloc.hugetlb=1";
+/// Set in the second start only: empty if `GLIBC_TUNABLES` was unset,
+/// else `=` and what it held.
+const MARK: &str = "HVIO_GLIBC_TUNABLES_BEFORE";
+
+/// Whether this process started again with the tunable added.
+static ON_HUGE_PAGES: AtomicBool = AtomicBool::new(false);
+
+/// Where this process's heap is, as `hvio bench` prints it.
+pub fn heap_pages() -> &'static str {
+    let by_user = std::env::var_os("GLIBC_TUNABLES").is_some_and(|t| {
+        t.as_bytes()
+            .split(|&c| c == b':')
+            .any(|kv| kv.starts_with(b"glibc.malloc.hugetlb=") && kv != b"glibc.malloc.hugetlb=0")
+    });
+    if ON_HUGE_PAGES.load(Ordering::Relaxed) {
+        "heap: transparent huge pages (glibc.malloc.hugetlb=1, set by hvio; HVIO_HUGE_PAGES=0 to run without)"
+    } else if by_user {
+        "heap: transparent huge pages (glibc.malloc.hugetlb, set in GLIBC_TUNABLES)"
+    } else {
+        "heap: 4 KiB pages (HVIO_HUGE_PAGES=0, glibc.malloc.hugetlb=0 or the kernel's transparent huge pages off)"
+    }
+}
+
+/// Starts hvio again with its heap on huge pages, or, in that second
+/// start, gives `GLIBC_TUNABLES` back the value it had before. Call first
+/// in `main`, while the process has one thread.
+pub fn start_on_huge_pages() {
+    if let Some(before) = std::env::var_os(MARK) {
+        // The second start: glibc has read the tunable; children see the
+        // user's environment.
+        std::env::remove_var(MARK);
+        match before.as_bytes().strip_prefix(b"=") {
+            None => std::env::remove_var("GLIBC_TUNABLES"),
+            Some(value) => std::env::set_var("GLIBC_TUNABLES", OsStr::from_bytes(value)),
+        }
+        ON_HUGE_PAGES.store(true, Ordering::Relaxed);
+        return;
+    }
+    if std::env::var_os("HVIO_HUGE_PAGES").is_some_and(|v| v == "0") {
+        return;
+    }
+    let before = std::env::var_os("GLIBC_TUNABLES");
+    if !wanted(before.as_deref(), &thp_mode()) {
+        return;
+    }
+    let mut args = std::env::args_os();
+    let Some(argv0) = args.next() else { return };
+    // On failure `exec` returns, and hvio goes on without huge pages.
+    let _ = std::process::Command::new("/proc/self/exe")
+        .arg0(argv0)
+        .args(args)
+        .env("GLIBC_TUNABLES", with_tunable(before.as_deref()))
+        .env(MARK, marked(before.as_deref()))
+        .exec();
+}
+
+/// The kernel's transparent huge page mode line (`always [madvise] never`), empty if unreadable.
+fn thp_mode() -> String {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default()
+}
+
+/// Whether to start again: the user has not set the tunable, and the
+/// kernel gives huge pages to memory that asks for them.
+fn wanted(tunables: Option<&OsStr>, thp_mode: &str) -> bool {
+    let set_by_user = tunables.is_some_and(|t| {
+        t.as_bytes()
+            .split(|&c| c == b':')
+            .any(|kv| kv.starts_with(b"glibc.malloc.hugetlb="))
+    });
+    !set_by_user && (thp_mode.contains("[always]") || thp_mode.contains("[madvise]"))
+}
+
+/// What [`MARK`] holds for `GLIBC_TUNABLES`'s value before.
+fn marked(tunables: Option<&OsStr>) -> OsString {
+    let mut v = Vec::new();
+    if let Some(t) = tunables {
+        v.push(b'=');
+        v.extend_from_slice(t.as_bytes());
+    }
+    OsString::from_vec(v)
+}
+
+/// `GLIBC_TUNABLES` with the huge-page tunable added to what it held.
+fn with_tunable(tunables: Option<&OsStr>) -> OsString {
+    match tunables {
+        Some(t) if !t.is_empty() => {
+            let mut v = t.as_bytes().to_vec();
+            v.push(b':');
+            v.extend_from_slice(TUNABLE.as_bytes());
+            OsString::from_vec(v)
+        }
+        _ => TUNABLE.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_again_only_where_the_kernel_has_huge_pages_and_the_user_chose_nothing() {
+        let madvise = "always [madvise] never\n";
+        assert!(wanted(None, madvise));
+        assert!(wanted(None, "[always] madvise never\n"));
+        assert!(!wanted(None, "always madvise [never]\n"));
+        assert!(!wanted(None, ""));
+        assert!(wanted(Some(OsStr::new("glibc.malloc.tcache_count=0")), madvise));
+        assert!(!wanted(Some(OsStr::new("glibc.malloc.hugetlb=0")), madvise));
+        assert!(!wanted(
+            Some(OsStr::new("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2")),
+            madvise
+        ));
+    }
+
+    #[test]
+    fn adds_the_tunable_to_the_users_own() {
+        assert_eq!(with_tunable(None), "glibc.malloc.hugetlb=1");
+        assert_eq!(with_tunable(Some(OsStr::new(""))), "glibc.malloc.hugetlb=1");
+        assert_eq!(
+            with_tunable(Some(OsStr::new("glibc.malloc.arena_max=2"))),
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+        );
+    }
+}
