@@ -5,8 +5,8 @@
 //! a few of them at random: on a virtual machine a TLB miss there is a
 //! nested page walk. glibc (2.35 and later) puts its heap on transparent
 //! huge pages when the tunable `glibc.malloc.hugetlb=1` is set, which
-//! takes 0.88–0.93× the time per decision at 100k queued
-//! (docs/benchmarks.md, "Huge pages"). glibc reads its tunables only when
+//! takes 0.88–0.99× the time per decision at 100k queued
+//! (docs/benchmarks.md, "hvio's heap on huge pages"). glibc reads its tunables only when
 //! a program starts, from `GLIBC_TUNABLES`, so `hvio` starts itself again
 //! with the tunable added, once, before it does anything else, and gives
 //! the programs it runs the environment it was given.
