@@ -5,17 +5,18 @@
 //! a few of them at random: on a virtual machine a TLB miss there is a
 //! nested page walk. glibc (2.35 and later) puts its heap on transparent
 //! huge pages when the tunable `glibc.malloc.hugetlb=1` is set, which
-//! takes 0.88–0.99× the time per decision at 100k queued
-//! (docs/benchmarks.md, "hvio's heap on huge pages"). glibc reads its tunables only when
-//! a program starts, from `GLIBC_TUNABLES`, so `hvio` starts itself again
-//! with the tunable added, once, before it does anything else, and gives
-//! the programs it runs the environment it was given.
+//! takes 0.84–0.99× the time per decision at 100k queued
+//! (docs/benchmarks.md, "hvio's heap on huge pages"). glibc reads its
+//! tunables only when a program starts, from `GLIBC_TUNABLES`, so `hvio`
+//! starts itself again with the tunable added, once, before it does
+//! anything else, and gives the programs it runs the environment it was
+//! given.
 //!
 //! Nothing is done when the user set the tunable (either way), when
-//! `HVIO_HUGE_PAGES=0`, when the kernel's transparent huge pages are
-//! `never` or unknown, or when the new start fails (hvio then runs as it
-//! is). Results do not depend on it: where memory lies changes no
-//! simulated figure.
+//! `HVIO_HUGE_PAGES=0`, on a C library that does not know the tunable,
+//! when the kernel's transparent huge pages are `never` or unknown, or
+//! when the new start fails (hvio then runs as it is). Results do not
+//! depend on it: where memory lies changes no simulated figure.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -66,7 +67,7 @@ pub fn start_on_huge_pages() {
         return;
     }
     let before = std::env::var_os("GLIBC_TUNABLES");
-    if !wanted(before.as_deref(), &thp_mode()) {
+    if !glibc_has_the_tunable() || !wanted(before.as_deref(), &thp_mode()) {
         return;
     }
     let mut args = std::env::args_os();
@@ -78,6 +79,28 @@ pub fn start_on_huge_pages() {
         .env("GLIBC_TUNABLES", with_tunable(before.as_deref()))
         .env(MARK, marked(before.as_deref()))
         .exec();
+}
+
+/// Whether this process runs on a glibc that knows `glibc.malloc.hugetlb` (2.35 and later).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn glibc_has_the_tunable() -> bool {
+    // SAFETY: glibc returns a static NUL-terminated string.
+    let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+    version_at_least(&version.to_string_lossy(), (2, 35))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn glibc_has_the_tunable() -> bool {
+    false
+}
+
+/// Whether a `MAJOR.MINOR[.PATCH]` version is at least `want`.
+fn version_at_least(version: &str, want: (u32, u32)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
+    }
 }
 
 /// The kernel's transparent huge page mode line (`always [madvise] never`), empty if unreadable.
@@ -136,6 +159,28 @@ mod tests {
             Some(OsStr::new("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2")),
             madvise
         ));
+    }
+
+    #[test]
+    fn only_a_glibc_that_knows_the_tunable_is_asked() {
+        assert!(version_at_least("2.36", (2, 35)));
+        assert!(version_at_least("2.35", (2, 35)));
+        assert!(version_at_least("3.0", (2, 35)));
+        assert!(!version_at_least("2.34", (2, 35)));
+        assert!(!version_at_least("2.31.1", (2, 35)));
+        assert!(!version_at_least("", (2, 35)));
+        assert!(glibc_has_the_tunable() == version_at_least(&glibc_version(), (2, 35)));
+    }
+
+    /// This process's glibc version, as `ldd --version` says it.
+    fn glibc_version() -> String {
+        let out = std::process::Command::new("ldd").arg("--version").output().unwrap();
+        let first = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        first.rsplit(' ').next().unwrap_or_default().to_string()
     }
 
     #[test]

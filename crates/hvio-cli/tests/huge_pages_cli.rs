@@ -17,9 +17,29 @@ fn hvio(args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
     c.output().unwrap()
 }
 
-fn kernel_has_huge_pages() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .is_ok_and(|m| m.contains("[always]") || m.contains("[madvise]"))
+/// Whether hvio should put its heap on huge pages here: the kernel gives
+/// them to memory that asks, and glibc (2.35 and later) knows the tunable.
+fn huge_pages_here() -> bool {
+    let kernel = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|m| m.contains("[always]") || m.contains("[madvise]"));
+    let ldd = Command::new("ldd")
+        .arg("--version")
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    let first = String::from_utf8_lossy(&ldd)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let version: Vec<u32> = first
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    kernel && first.contains("GLIBC") && version.len() >= 2 && (version[0], version[1]) >= (2, 35)
 }
 
 fn heap_line(o: &Output) -> String {
@@ -35,7 +55,7 @@ fn heap_line(o: &Output) -> String {
 fn bench_says_where_the_heap_is() {
     let bench = ["bench", "sim", "--requests", "40", "--disk", "simple"];
     let on = heap_line(&hvio(&bench, &[]));
-    if kernel_has_huge_pages() {
+    if huge_pages_here() {
         assert!(
             on.starts_with("heap: transparent huge pages (glibc.malloc.hugetlb=1, set by hvio"),
             "{on}"
