@@ -224,6 +224,7 @@ impl Engine {
                 },
             )
             .map_err(|e| guest_scheduler_error(&vc.name, &vc.guest_scheduler, e))?;
+            let sched = GuestSched::new(sched, phase_run.as_ref().is_some_and(|r| r.switches_guests()));
             vms.push(Vm {
                 layout,
                 sched,

@@ -63,6 +63,11 @@ pub(crate) fn started(cfg: &Config, plan: &PhasePlan) -> Option<Config> {
 }
 
 impl PhaseRun {
+    /// Whether a step of the plan switches the guests' schedulers.
+    pub(crate) fn switches_guests(&self) -> bool {
+        self.steps.iter().any(|s| s.guest.is_some())
+    }
+
     /// The phases of `jobs` (each VM's (job, phase) list) under `plan`, for
     /// a run of `original` started as `started`; `None` when the config has
     /// neither phases nor a plan.
@@ -208,6 +213,13 @@ impl Engine {
                     ParamValues::new()
                 };
                 vm.sched
+                    .driver_mut()
+                    .ok_or_else(|| {
+                        SimError::Other(format!(
+                            "phase {i}: VM {}'s guest scheduler cannot switch",
+                            vm.layout.name
+                        ))
+                    })?
                     .switch_by_name(name, &params, step.policy, now)
                     .map_err(failed)?;
                 run.guests_now[vi] = name.clone();
@@ -253,7 +265,9 @@ impl Engine {
             let name = vm.layout.name.clone();
             switches.extend(
                 vm.sched
-                    .take_reports()
+                    .driver_mut()
+                    .map(|d| d.take_reports())
+                    .unwrap_or_default()
                     .iter()
                     .map(|r| SwitchResult::from_report(&name, r)),
             );

@@ -439,3 +439,26 @@ fn the_guests_vcpus_cap_its_requests_per_second() {
     let many = guest_cpu_run("vcpus = 32, request_us = 1");
     assert!(many < free * 1.1, "{many} s against {free} s");
 }
+
+/// A run's result as JSON, noop's guest FIFO kept as slots or, with
+/// `through_driver`, run through the scheduler driver as any other.
+fn noop_guest_run(through_driver: bool) -> String {
+    let mut e = engine_in(
+        "guest_scheduler = \"noop\"\nbarrier = true\nvirtio_depth = 2",
+        "rw = \"randrw\"\nbs = \"4k\"\nsize = \"64MiB\"\nnumjobs = 4\niodepth = 4\nfsync = 3",
+    );
+    assert!(matches!(e.vms[0].sched, GuestSched::Fifo(_)));
+    if through_driver {
+        let ctx = e.host.driver.context().clone();
+        let driver = Driver::build("noop", &ParamValues::new(), ctx).unwrap();
+        e.vms[0].sched = GuestSched::Driver(driver);
+    }
+    serde_json::to_string(&e.run().unwrap()).unwrap()
+}
+
+#[test]
+fn noop_as_a_fifo_of_slots_runs_as_noop_through_its_driver() {
+    // A ring of 2 for 16 requests at once: requests wait in the guest, and
+    // each fsync's cache flush overtakes them (the driver's dispatch list).
+    assert_eq!(noop_guest_run(false), noop_guest_run(true));
+}
