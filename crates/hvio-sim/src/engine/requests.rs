@@ -102,7 +102,7 @@ pub(crate) struct Requests {
 
 impl Requests {
     /// Give `slot` a place and its request an id; returns the slot index.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(&mut self, slot: Slot) -> Result<u32> {
         let idx = match self.free.pop() {
             Some(i) => i,

@@ -296,7 +296,7 @@ impl Engine {
 
     /// Hand thread `ti`'s direct request, drawn at `drawn`, to the guest scheduler.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(crate) fn submit_data(
         &mut self,
         vi: usize,

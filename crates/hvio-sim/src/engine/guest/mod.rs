@@ -197,7 +197,12 @@ impl Engine {
 
     /// [`Self::submit_guest`] for a request the application issued at `issued`
     /// (its latency counts from then).
-    #[inline]
+    ///
+    /// Always inlined: called, it took the request its caller had just
+    /// written field by field through memory and copied it into the table
+    /// with 16-byte loads, each spanning several of those stores, which the
+    /// store buffer cannot forward, and stalled until they reached the cache.
+    #[inline(always)]
     pub(crate) fn submit_guest_at(
         &mut self,
         vi: usize,
