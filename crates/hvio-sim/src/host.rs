@@ -74,6 +74,10 @@ pub(crate) struct HostSide {
     pub device: Box<dyn Device>,
     /// The device event the caller was asked to schedule (earliest first).
     device_event_at: Option<Nanos>,
+    /// Requests on the device: its `in_flight`, counted here as they are
+    /// submitted and completed, so that the engine's check after every
+    /// event of the host is not a call through the device's trait object.
+    device_in_flight: usize,
     /// Seek distances in dispatch order (blktrace's D events).
     pub seek: SeekDistribution,
     /// Seek distances in the order requests reach the host (Q events),
@@ -98,6 +102,7 @@ impl HostSide {
         let interval_s = cfg.output.interval_s.unwrap_or(1.0);
         HostSide {
             driver,
+            device_in_flight: device.in_flight(),
             device,
             device_event_at: None,
             seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
@@ -145,6 +150,7 @@ impl HostSide {
                     self.seek.dispatched(&rq);
                     on(HostEvent::Dispatched(&rq));
                     self.device.submit(rq, now);
+                    self.device_in_flight += 1;
                     self.schedule_device(now, on);
                 }
                 Next::Wait { until, new } => {
@@ -160,6 +166,14 @@ impl HostSide {
                 Next::Idle => return,
             }
         }
+    }
+
+    /// Requests submitted to the device and not yet completed
+    /// ([`Device::in_flight`]).
+    #[inline]
+    pub fn device_in_flight(&self) -> usize {
+        debug_assert_eq!(self.device_in_flight, self.device.in_flight());
+        self.device_in_flight
     }
 
     /// Ask for a wake-up at the device's next event, unless one is due
@@ -201,6 +215,7 @@ impl HostSide {
     pub fn complete(&mut self, now: Nanos, done: &mut Vec<Completion>) {
         let first = done.len();
         self.device.advance(now, done);
+        self.device_in_flight -= done.len() - first;
         for c in &done[first..] {
             self.driver.completed(&c.rq, c.done);
             let dt = c.done.saturating_sub(c.start);

@@ -5,34 +5,34 @@ use super::*;
 impl Engine {
     pub(crate) fn guest_done(&mut self, slot: u32) -> Result<()> {
         let now = self.now;
-        let Slot {
-            vm: vi,
-            owner,
-            guest,
-            issued,
-            ..
-        } = self.requests[slot];
         self.requests.release(slot);
-        let Owner::Guest { thread, kind } = owner else {
+        // The fields a thread's completion needs, read where they are: the
+        // whole slot copied out was read back in pieces that its copy's
+        // wider stores could not forward.
+        let s = &self.requests[slot];
+        let Owner::Guest { thread, kind } = s.owner else {
             return Err(SimError::Other(format!(
                 "request {} reached the guest but is not the guest's",
-                guest.id
+                s.guest.id
             )));
         };
-        let vi = vi as usize;
+        let vi = s.vm as usize;
         let interval = self.interval;
         let vm = &mut self.vms[vi];
         vm.ring_used -= 1;
-        vm.sched.completed(&guest, now);
         if kind == Kind::Data {
             // Nearly every completion: inline, the other kinds out of line.
+            let (read, bytes, sector, issued) = (s.guest.is_read(), s.guest.bytes(), s.guest.sector, s.issued);
+            vm.sched.completed(&s.guest, now);
             vm.threads[thread as usize].outstanding -= 1;
-            vm.record_op(thread, guest.is_read(), guest.bytes(), now - issued, now, interval);
+            vm.record_op(thread, read, bytes, now - issued, now, interval);
             match vm.jobs[vm.threads[thread as usize].job as usize].job.inode_lock {
-                Some(how) if !guest.is_read() => self.release_inode_lock(vi, thread, guest.sector, how)?,
+                Some(how) if !read => self.release_inode_lock(vi, thread, sector, how)?,
                 _ => self.after_thread_completion(vi, thread)?,
             }
         } else {
+            let guest = s.guest;
+            vm.sched.completed(&guest, now);
             self.other_completion(vi, thread, kind, &guest)?;
         }
         self.guest_kick(vi);

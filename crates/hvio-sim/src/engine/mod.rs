@@ -450,7 +450,7 @@ impl Engine {
     /// sits idle while the host scheduler holds requests, and since when.
     #[inline]
     fn track_idle(&mut self, t: Nanos) {
-        let idle = self.host.device.in_flight() == 0 && self.host.driver.has_work();
+        let idle = self.host.device_in_flight() == 0 && self.host.driver.has_work();
         match (idle, self.idle_since) {
             (true, None) => self.idle_since = Some(t),
             (false, Some(s)) => {
