@@ -346,6 +346,11 @@ impl Hdd {
         // the read-ahead has finished.
         let elapsed = t - p.t0;
         if elapsed <= self.m.rev {
+            // A request right after the read-ahead began (a closed loop's
+            // next) mostly stops it on its first track.
+            if let Some(reached) = self.m.stream_stops_on_first_track(p.t0, p.loc0, p.lbn0, limit, t) {
+                return (reached, p.loc0);
+            }
             return self.prefetch_walk(p, limit, t);
         }
         let min_moves = (limit - p.lbn0 + p.loc0.sector as u64 - 1) / self.m.geom.spt(p.loc0) as u64;

@@ -541,6 +541,13 @@ impl Geometry {
         (run_end, last)
     }
 
+    /// Whether the zone of `loc` has no holes: its tracks hold consecutive
+    /// blocks, each from its first sector to its last.
+    #[inline(always)]
+    pub fn hole_free(&self, loc: Loc) -> bool {
+        self.zones[loc.zone as usize].holes.is_empty()
+    }
+
     /// The first block at or after the sector `done` sectors past block
     /// `lbn` (at `loc`) of a forward walk whose cursor `cur` has passed the
     /// holes before `lbn` ([`Self::track_run_from`] moved it there):
