@@ -13,10 +13,11 @@
 //! given.
 //!
 //! Nothing is done when the user set the tunable (either way), when
-//! `HVIO_HUGE_PAGES=0`, on a C library that does not know the tunable,
-//! when the kernel's transparent huge pages are `never` or unknown, or
-//! when the new start fails (hvio then runs as it is). Results do not
-//! depend on it: where memory lies changes no simulated figure.
+//! `HVIO_HUGE_PAGES=0`, under Valgrind, on a C library that does not
+//! know the tunable, when the kernel's transparent huge pages are `never`
+//! or unknown, or when the new start fails (hvio then runs as it is).
+//! Results do not depend on it: where memory lies changes no simulated
+//! figure.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -63,7 +64,7 @@ pub fn start_on_huge_pages() {
         ON_HUGE_PAGES.store(true, Ordering::Relaxed);
         return;
     }
-    if std::env::var_os("HVIO_HUGE_PAGES").is_some_and(|v| v == "0") {
+    if std::env::var_os("HVIO_HUGE_PAGES").is_some_and(|v| v == "0") || under_valgrind() {
         return;
     }
     let before = std::env::var_os("GLIBC_TUNABLES");
@@ -79,6 +80,19 @@ pub fn start_on_huge_pages() {
         .env("GLIBC_TUNABLES", with_tunable(before.as_deref()))
         .env(MARK, marked(before.as_deref()))
         .exec();
+}
+
+/// Whether Valgrind runs this process: it would not follow the new start
+/// (its tools count instructions, which huge pages do not change), so a
+/// profile of hvio would come out empty.
+fn under_valgrind() -> bool {
+    preloads_valgrind(std::env::var_os("LD_PRELOAD").as_deref())
+}
+
+/// Whether an `LD_PRELOAD` value holds Valgrind's preloaded library.
+fn preloads_valgrind(ld_preload: Option<&OsStr>) -> bool {
+    const PRELOAD: &[u8] = b"vgpreload";
+    ld_preload.is_some_and(|p| p.as_bytes().windows(PRELOAD.len()).any(|w| w == PRELOAD))
 }
 
 /// Whether this process runs on a glibc that knows `glibc.malloc.hugetlb` (2.35 and later).
@@ -159,6 +173,15 @@ mod tests {
             Some(OsStr::new("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2")),
             madvise
         ));
+    }
+
+    #[test]
+    fn valgrind_is_told_by_its_preloaded_library() {
+        let core = "/usr/libexec/valgrind/vgpreload_core-amd64-linux.so";
+        assert!(preloads_valgrind(Some(OsStr::new(core))));
+        assert!(preloads_valgrind(Some(OsStr::new(&format!("/lib/libfoo.so:{core}")))));
+        assert!(!preloads_valgrind(Some(OsStr::new("/usr/lib/libjemalloc.so"))));
+        assert!(!preloads_valgrind(None));
     }
 
     #[test]
