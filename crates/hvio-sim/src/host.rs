@@ -78,6 +78,11 @@ pub(crate) struct HostSide {
     /// submitted and completed, so that the engine's check after every
     /// event of the host is not a call through the device's trait object.
     device_in_flight: usize,
+    /// The device's `can_accept`, asked again only when its answer may
+    /// have changed (after a submit, after an advance: nothing else changes
+    /// the device), so that a kick while the device is busy (every
+    /// arrival's, on a busy host) ends before its dispatch loop.
+    device_accepts: bool,
     /// Seek distances in dispatch order (blktrace's D events).
     pub seek: SeekDistribution,
     /// Seek distances in the order requests reach the host (Q events),
@@ -103,6 +108,7 @@ impl HostSide {
         HostSide {
             driver,
             device_in_flight: device.in_flight(),
+            device_accepts: device.can_accept(),
             device,
             device_event_at: None,
             seek: SeekDistribution::new(image_sectors).with_locality_bound(cfg.output.locality_bound),
@@ -141,16 +147,25 @@ impl HostSide {
     }
 
     /// Dispatch from the host scheduler while the device accepts.
-    #[inline]
+    #[inline(always)]
     pub fn kick(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
         self.slices.take_from(&mut self.driver);
-        while self.device.can_accept() {
+        if self.device_accepts {
+            self.dispatch(now, on);
+        }
+    }
+
+    /// [`HostSide::kick`]'s loop, once the device accepts.
+    #[inline(never)]
+    fn dispatch(&mut self, now: Nanos, on: &mut impl FnMut(HostEvent)) {
+        while self.device_accepts {
             match self.driver.poll(now) {
                 Next::Request(rq) => {
                     self.seek.dispatched(&rq);
                     on(HostEvent::Dispatched(&rq));
                     self.device.submit(rq, now);
                     self.device_in_flight += 1;
+                    self.device_accepts = self.device.can_accept();
                     self.schedule_device(now, on);
                 }
                 Next::Wait { until, new } => {
@@ -173,6 +188,7 @@ impl HostSide {
     #[inline]
     pub fn device_in_flight(&self) -> usize {
         debug_assert_eq!(self.device_in_flight, self.device.in_flight());
+        debug_assert_eq!(self.device_accepts, self.device.can_accept());
         self.device_in_flight
     }
 
@@ -216,6 +232,7 @@ impl HostSide {
         let first = done.len();
         self.device.advance(now, done);
         self.device_in_flight -= done.len() - first;
+        self.device_accepts = self.device.can_accept();
         for c in &done[first..] {
             self.driver.completed(&c.rq, c.done);
             let dt = c.done.saturating_sub(c.start);
