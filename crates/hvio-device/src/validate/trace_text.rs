@@ -4,19 +4,23 @@
 //!
 //! Every line is read one of two ways, to the same result. The quick way
 //! takes a line as the validation traces write it: `R` or `W`, a word of
-//! printable ASCII, and four unsigned numbers of at most 15 digits (the last
-//! two with at most one point), between runs of ASCII whitespace; it
-//! reads eight bytes at a time with integer arithmetic (a run of spaces,
-//! a run of digits and its value) and turns a decimal into an `f64` with
-//! one division (Clinger's fast path, which `str::parse` takes too). Any
-//! other line (a number written another way, `+5`, `1e3`, 16 digits; a
-//! byte that is not ASCII; a wrong field) is read the plain way, with
-//! `split_ascii_whitespace` and `str::parse`, which also names what is wrong
-//! by file, line and field. A line the quick way takes is ASCII, and the
-//! plain way checks the others' UTF-8, so the whole file is checked
-//! without a separate pass, and an error is the one reading the file as
-//! text and then parsing it would give: a byte that is not UTF-8 anywhere
-//! in the file comes before a field that does not parse.
+//! ASCII, an LBN of at most 19 digits, a size of at most 9, and two
+//! decimals of at most 15 digits with at most one point, between runs of
+//! ASCII whitespace, the whole line within 64 bytes. It finds every
+//! field at once: bit masks of the window's blanks, line ends, digits and
+//! points (sixteen bytes a step with SSE2) give each field's start and end
+//! without reading the field before it, so the fields' values, eight
+//! digits at a time with integer arithmetic, do not wait on one another;
+//! a decimal is one exact integer divided by a power of ten (Clinger's
+//! fast path, which `str::parse` takes too). Any other line (a number
+//! written another way, `+5`, `1e3`, 16 digits; a byte that is not ASCII;
+//! a wrong field) is read the plain way, with `split_ascii_whitespace`
+//! and `str::parse`, which also names what is wrong by file, line and
+//! field. A line the quick way takes is ASCII, and the plain way checks
+//! the others' UTF-8, so the whole file is checked without a separate
+//! pass, and an error is the one reading the file as text and then
+//! parsing it would give: a byte that is not UTF-8 anywhere in the file
+//! comes before a field that does not parse.
 
 use super::{TraceRecord, ValidateError, MAX_GAP_MS};
 use crate::disksim::parse::not_utf8;
@@ -122,51 +126,55 @@ fn quick_line(text: &[u8], at: usize) -> Quick {
 /// The line at the start of `w`, read the quick way.
 #[inline(always)]
 fn quick_window(w: &Window) -> Quick {
-    let i = skip_blanks(w, 0);
-    let write = match w.byte(i) {
-        b'\n' if i < w.len => return Quick::Blank(i + 1),
-        _ if i == w.len && w.len < WINDOW => return Quick::Blank(i),
-        b'R' | b'r' => false,
-        b'W' | b'w' => true,
+    let m = Masks::of(w.bytes);
+    // The line ends at its first `\n` or at the end of the text, within the window.
+    let past_text = if w.len < WINDOW { !0u64 << w.len } else { 0 };
+    let ends_at = m.newline | past_text;
+    if ends_at == 0 {
+        return Quick::Other;
+    }
+    let end = ends_at.trailing_zeros() as usize;
+    let len = if end < w.len { end + 1 } else { end };
+    let in_line = (1u64 << end) - 1;
+    // The fields: runs of bytes that are not blanks. Where each starts and
+    // ends comes from the masks at once, not from reading the field before.
+    let field = !m.blank & in_line;
+    let mut starts = field & !(field << 1);
+    let mut ends = field & !(field >> 1);
+    if starts == 0 {
+        return Quick::Blank(len);
+    }
+    let mut span = [(0usize, 0usize); 6];
+    for f in &mut span {
+        *f = (starts.trailing_zeros() as usize, ends.trailing_zeros() as usize + 1);
+        starts &= starts.wrapping_sub(1);
+        ends &= ends.wrapping_sub(1);
+    }
+    // Six fields (no sixth: it starts at 64, past the window; a seventh:
+    // starts left), ASCII only: the plain reading checks the others' UTF-8.
+    if span[5].0 >= WINDOW || starts != 0 || m.high & in_line != 0 {
+        return Quick::Other;
+    }
+    let write = match (span[0].1 - span[0].0, w.byte(span[0].0)) {
+        (1, b'R' | b'r') => false,
+        (1, b'W' | b'w') => true,
         _ => return Quick::Other,
     };
-    let Some(i) = next_field(w, i + 1) else {
-        return Quick::Other;
-    };
-    // What the real disk's cache did: read only to check the format. (An
-    // empty word is no field: no blank can follow it, where a blank run ended.)
-    let n = printable(w.word(i));
-    let Some(i) = next_field(w, i + n) else {
-        return Quick::Other;
-    };
-    let (lbn, n) = digits(w, i);
+    // span[1], what the real disk's cache did, is not read.
     // 19 digits always fit a u64.
-    if !(1..=19).contains(&n) {
-        return Quick::Other;
-    }
-    let Some(i) = next_field(w, i + n) else {
+    let Some(lbn) = m.integer(w, span[2], 19) else {
         return Quick::Other;
     };
-    let (sectors, n) = digits(w, i);
-    if !(1..=9).contains(&n) || sectors == 0 {
-        return Quick::Other;
-    }
-    let Some((service_us, end)) = next_field(w, i + n).and_then(|i| decimal(w, i)) else {
+    let Some(sectors) = m.integer(w, span[3], 9).filter(|&s| s > 0) else {
         return Quick::Other;
     };
-    let Some((gap_us, end)) = next_field(w, end).and_then(|i| decimal(w, i)) else {
+    let (Some(service_us), Some(gap_us)) = (m.decimal(w, span[4]), m.decimal(w, span[5])) else {
         return Quick::Other;
     };
     let gap_ms = gap_us / 1000.0;
     if gap_ms > MAX_GAP_MS {
         return Quick::Other;
     }
-    let i = skip_blanks(w, end);
-    let len = match w.byte(i) {
-        b'\n' if i < w.len => i + 1,
-        _ if i == w.len && w.len < WINDOW => i,
-        _ => return Quick::Other,
-    };
     let record = TraceRecord {
         write,
         lbn,
@@ -176,6 +184,124 @@ fn quick_window(w: &Window) -> Quick {
         line: 0,
     };
     Quick::Record(record, len)
+}
+
+/// Which of a window's first [`WINDOW`] bytes are blanks (space, tab, form
+/// feed, carriage return: the ASCII whitespace that is not `\n`), line
+/// ends, digits, points and not ASCII: bit `i` for byte `i`.
+#[derive(Default, Debug, PartialEq)]
+struct Masks {
+    blank: u64,
+    newline: u64,
+    digit: u64,
+    point: u64,
+    high: u64,
+}
+
+impl Masks {
+    /// The masks of the first [`WINDOW`] bytes, sixteen bytes a step.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn of(bytes: &[u8; WINDOW + 8]) -> Masks {
+        use std::arch::x86_64::*;
+        let mut m = Masks::default();
+        for k in 0..WINDOW / 16 {
+            // SAFETY: SSE2 is part of x86_64, and the load reads bytes
+            // 16k..16k + 16 of the array, all within it.
+            unsafe {
+                let v = _mm_loadu_si128(bytes.as_ptr().add(16 * k) as *const __m128i);
+                let is = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+                let bits = |x: __m128i| (_mm_movemask_epi8(x) as u16 as u64) << (16 * k);
+                let blank = _mm_or_si128(_mm_or_si128(is(b' '), is(b'\t')), _mm_or_si128(is(0x0c), is(b'\r')));
+                // Signed compares: a byte from 0x80 is below '0'.
+                let digit = _mm_and_si128(
+                    _mm_cmpgt_epi8(v, _mm_set1_epi8(b'0' as i8 - 1)),
+                    _mm_cmplt_epi8(v, _mm_set1_epi8(b'9' as i8 + 1)),
+                );
+                m.blank |= bits(blank);
+                m.newline |= bits(is(b'\n'));
+                m.digit |= bits(digit);
+                m.point |= bits(is(b'.'));
+                m.high |= bits(v);
+            }
+        }
+        m
+    }
+
+    /// The masks of the first [`WINDOW`] bytes.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn of(bytes: &[u8; WINDOW + 8]) -> Masks {
+        Masks::bytewise(bytes)
+    }
+
+    /// The masks of the first [`WINDOW`] bytes, a byte at a time.
+    #[cfg(any(test, not(target_arch = "x86_64")))]
+    fn bytewise(bytes: &[u8; WINDOW + 8]) -> Masks {
+        let mut m = Masks::default();
+        for (i, &c) in bytes[..WINDOW].iter().enumerate() {
+            let bit = 1u64 << i;
+            match c {
+                b' ' | b'\t' | 0x0c | b'\r' => m.blank |= bit,
+                b'\n' => m.newline |= bit,
+                b'0'..=b'9' => m.digit |= bit,
+                b'.' => m.point |= bit,
+                0x80.. => m.high |= bit,
+                _ => {}
+            }
+        }
+        m
+    }
+
+    /// The field `start..end` as an unsigned integer of 1 to `most` digits.
+    #[inline(always)]
+    fn integer(&self, w: &Window, (start, end): (usize, usize), most: usize) -> Option<u64> {
+        let n = end - start;
+        (n <= most && span_bits(start, end) & !self.digit == 0).then(|| digits_value(w, start, n))
+    }
+
+    /// The field `start..end` as a decimal `digits[.digits]` of 1 to 15
+    /// digits, to the bit as `str::parse::<f64>` reads it.
+    #[inline(always)]
+    fn decimal(&self, w: &Window, (start, end): (usize, usize)) -> Option<f64> {
+        let bits = span_bits(start, end);
+        let point = bits & self.point;
+        if bits & !(self.digit | self.point) != 0 || point & point.wrapping_sub(1) != 0 {
+            return None;
+        }
+        let (int_end, frac_start) = match point {
+            0 => (end, end),
+            p => (p.trailing_zeros() as usize, p.trailing_zeros() as usize + 1),
+        };
+        let (n_int, n_frac) = (int_end - start, end - frac_start);
+        if !(1..=15).contains(&(n_int + n_frac)) {
+            return None;
+        }
+        let mantissa = digits_value(w, start, n_int) * POW10[n_frac] + digits_value(w, frac_start, n_frac);
+        // Both below 2^53, so exact as f64, and one division rounds
+        // correctly (Clinger's fast path, which `str::parse` takes too).
+        Some(mantissa as i64 as f64 / POW10_F64[n_frac])
+    }
+}
+
+/// Bits `start..end` set (`end` ≤ [`WINDOW`] − 1).
+#[inline(always)]
+fn span_bits(start: usize, end: usize) -> u64 {
+    ((1u64 << (end - start)) - 1) << start
+}
+
+/// The value of the `n` ASCII digits from `start` (modulo 2^64), eight at a time.
+#[inline(always)]
+fn digits_value(w: &Window, start: usize, n: usize) -> u64 {
+    let (mut value, mut at, mut left) = (0u64, start, n);
+    while left > 0 {
+        let k = left.min(8);
+        // The k digits moved to the top bytes, zeros (leading) below them.
+        let d = w.word(at).wrapping_sub(splat(b'0')) << (64 - 8 * k);
+        value = value.wrapping_mul(POW10[k]).wrapping_add(eight_digits(d));
+        at += k;
+        left -= k;
+    }
+    value
 }
 
 /// A line that is not in the quick form, `b[start..end]`, read with
@@ -260,86 +386,6 @@ const fn splat(c: u8) -> u64 {
     u64::from_le_bytes([c; 8])
 }
 
-/// The first position at or after `i` whose byte is not ASCII whitespace
-/// other than `\n` (the blanks between fields: space, tab, form feed,
-/// carriage return), or one past the window.
-#[inline(always)]
-fn skip_blanks(w: &Window, mut i: usize) -> usize {
-    while i < WINDOW {
-        // Spaces eight at a time: the first byte of the word that is not one.
-        let not_space = w.word(i) ^ splat(b' ');
-        if not_space == 0 {
-            i += 8;
-            continue;
-        }
-        i += not_space.trailing_zeros() as usize / 8;
-        match w.byte(i) {
-            b'\t' | b'\x0c' | b'\r' => i += 1,
-            _ => return i,
-        }
-    }
-    i
-}
-
-/// Where the field after one that ends at `end` starts, if blanks end
-/// that one (else the line is read the plain way).
-#[inline(always)]
-fn next_field(w: &Window, end: usize) -> Option<usize> {
-    // Most often a few spaces, then the field: one word tells.
-    let not_space = w.word(end) ^ splat(b' ');
-    let start = end + not_space.trailing_zeros() as usize / 8;
-    if start > end && w.byte(start) > b' ' {
-        return Some(start);
-    }
-    match w.byte(end) {
-        b' ' | b'\t' | b'\x0c' | b'\r' => Some(skip_blanks(w, end + 1)),
-        _ => None,
-    }
-}
-
-/// How many of the eight bytes of `w` (the first in the lowest byte) lead
-/// with printable ASCII, 0x21..=0x7f: bytes up to 0x20 have no top bit
-/// after adding 0x5f, and bytes from 0x80 have it before (a carry runs
-/// only into later bytes, past the first that is not printable).
-#[inline(always)]
-fn printable(w: u64) -> usize {
-    let not_printable = (!w.wrapping_add(splat(0x5f)) | w) & splat(0x80);
-    not_printable.trailing_zeros() as usize / 8
-}
-
-/// How many of the eight bytes of `w` (the first in the lowest byte)
-/// lead with ASCII digits, and their value. A digit byte less `'0'` is
-/// 0..=9; any other byte is 10 or more, or has its top bit set, and so
-/// does (byte + 0x76); a borrow or a carry runs only into later bytes,
-/// past the first that is not a digit.
-#[inline(always)]
-fn digits8(w: u64) -> (u64, usize) {
-    let d = w.wrapping_sub(splat(b'0'));
-    let not_digit = (d.wrapping_add(splat(0x76)) | d) & splat(0x80);
-    let n = not_digit.trailing_zeros() as usize / 8;
-    // The n digits moved to the top bytes, zeros (leading) below them.
-    let value = d.checked_shl(64 - 8 * n as u32).map_or(0, eight_digits);
-    (value, n)
-}
-
-/// The run of ASCII digits at `i`: its value (modulo 2^64) and its length.
-#[inline(always)]
-fn digits(w: &Window, i: usize) -> (u64, usize) {
-    let (mut value, mut len) = digits8(w.word(i));
-    if len == 8 {
-        // A longer run, eight at a time (one past the window stops there).
-        loop {
-            let (more, n) = digits8(w.word(i + len));
-            value = value.wrapping_mul(POW10[n]).wrapping_add(more);
-            len += n;
-            if n < 8 || len >= WINDOW {
-                break;
-            }
-        }
-    }
-    (value, len)
-}
-
 /// [`POW10`] as f64, each exact.
 const POW10_F64: [f64; 16] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
@@ -372,27 +418,6 @@ fn eight_digits(d: u64) -> u64 {
     let d = (d.wrapping_mul(10).wrapping_add(d >> 8)) & 0x00ff_00ff_00ff_00ff;
     let d = (d.wrapping_mul(100).wrapping_add(d >> 16)) & 0x0000_ffff_0000_ffff;
     (d.wrapping_mul(10_000).wrapping_add(d >> 32)) & 0xffff_ffff
-}
-
-/// The decimal `digits[.digits]` at `i` with 1 to 15 digits,
-/// to the bit as `str::parse::<f64>` reads it, and the byte after it;
-/// `None` for anything else.
-#[inline(always)]
-fn decimal(w: &Window, i: usize) -> Option<(f64, usize)> {
-    let (int, n_int) = digits(w, i);
-    let (frac, n_frac, end) = match w.byte(i + n_int) {
-        b'.' => {
-            let (frac, n) = digits(w, i + n_int + 1);
-            (frac, n, i + n_int + 1 + n)
-        }
-        _ => (0, 0, i + n_int),
-    };
-    if !(1..=15).contains(&(n_int + n_frac)) {
-        return None;
-    }
-    let mantissa = int * POW10[n_frac] + frac;
-    // Both below 2^53, so exact as f64, and one division rounds correctly.
-    Some((mantissa as i64 as f64 / POW10_F64[n_frac], end))
 }
 
 #[cfg(test)]
@@ -571,17 +596,18 @@ mod tests {
         }
     }
 
-    /// [`decimal`] of all of `s`, from the start of a window on it.
-    fn quick_decimal(s: &str) -> Option<(f64, usize)> {
+    /// [`Masks::decimal`] of all of `s` as a field at the start of a window
+    /// (`None` if it is empty or holds a blank or a line end).
+    fn quick_decimal(s: &str) -> Option<f64> {
         let mut bytes = [0u8; WINDOW + 8];
         bytes[..s.len()].copy_from_slice(s.as_bytes());
-        decimal(
-            &Window {
-                bytes: &bytes,
-                len: s.len(),
-            },
-            0,
-        )
+        let w = Window {
+            bytes: &bytes,
+            len: s.len(),
+        };
+        let m = Masks::of(w.bytes);
+        let one_field = !s.is_empty() && (m.blank | m.newline) & span_bits(0, s.len()) == 0;
+        one_field.then(|| m.decimal(&w, (0, s.len()))).flatten()
     }
 
     #[test]
@@ -617,7 +643,7 @@ mod tests {
                 && s.matches('.').count() <= 1
                 && (1..=15).contains(&digits);
             match quick_decimal(s) {
-                Some((v, end)) if end == s.len() => {
+                Some(v) => {
                     assert!(plain, "{s}: not the plain form, but taken");
                     assert_eq!(v.to_bits(), s.parse::<f64>().unwrap().to_bits(), "{s}");
                 }
@@ -678,8 +704,22 @@ mod tests {
             })
     }
 
+    /// Any byte, half of them the ones the masks tell apart and their neighbours.
+    fn window_byte() -> impl Strategy<Value = u8> {
+        prop_oneof![
+            any::<u8>(),
+            proptest::sample::select(b" \t\x0b\x0c\r\n\x1f!/0459:-.\x7f\x80\xff".to_vec()),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn the_masks_are_those_of_each_byte(bytes in proptest::collection::vec(window_byte(), WINDOW + 8)) {
+            let window: &[u8; WINDOW + 8] = bytes.as_slice().try_into().unwrap();
+            prop_assert_eq!(Masks::of(window), Masks::bytewise(window));
+        }
 
         #[test]
         fn a_decimal_reads_to_the_bits_str_parse_gives(service in decimal_text()) {
