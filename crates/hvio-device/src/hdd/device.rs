@@ -6,6 +6,7 @@ use super::model::{
 };
 use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -102,6 +103,19 @@ struct Prefetch {
     t0: f64,
     lbn0: u64,
     loc0: Loc,
+}
+
+/// A hit check's finding that the read-ahead anchored at `t0`, `lbn0` had
+/// read up to block `b` at `t_b`, the head then on `last`: what
+/// [`Hdd::reanchor`] to `b` walks for, which the hit's reanchoring takes
+/// instead.
+#[derive(Debug, Clone, Copy)]
+struct ReachedAt {
+    t0: f64,
+    lbn0: u64,
+    b: u64,
+    t_b: f64,
+    last: Loc,
 }
 
 /// A dirty run of the write-back buffer (keyed by its first block): `n`
@@ -205,6 +219,8 @@ pub struct Hdd {
     /// and is found by a scan.
     invalid_segs: usize,
     prefetch: Option<Prefetch>,
+    /// The last hit check's walk to a read's end, for the reanchoring after it.
+    reached: Cell<Option<ReachedAt>>,
     /// Dirty runs by first block: disjoint and never adjacent (coalesced on insert).
     dirty: BTreeMap<u64, Dirty>,
     /// The same runs by age: (since, first block).
@@ -256,6 +272,7 @@ impl Hdd {
             lru: SegmentLru::new(m.cache.segments),
             invalid_segs: m.cache.segments,
             prefetch: None,
+            reached: Cell::new(None),
             dirty: BTreeMap::new(),
             dirty_age: BTreeSet::new(),
             arrivals: VecDeque::new(),
@@ -374,12 +391,17 @@ impl Hdd {
 
     /// The read-ahead `p` has read up to block `b` (at most its segment's
     /// limit) by `t`: `prefetch_progress(p, t).0 >= b`, walking its tracks
-    /// no further than a track past the one that holds block `b - 1`. A
-    /// walk to any block from the end of that track (or the limit, if
-    /// sooner) times each track up to it as the walk to the limit does, and
-    /// reaches `b` by `t` exactly when that walk does; a track holds at most
-    /// `max_spt` blocks, so that track ends `max_spt` blocks past `b - 1`
-    /// at the latest.
+    /// up to block `b`. The walk to `b` times each track before the one
+    /// holding block `b - 1` as the walk to the limit does; on that one it
+    /// runs to `b` where the walk to the limit runs to the track's end (or
+    /// the limit), which ends no sooner: when the shorter run ends after
+    /// `t`, both stop partway at the same sector. When it ends by `t`, the
+    /// walk to the limit has read `b - 1` too, unless `t` is within its
+    /// sums' rounding of that end; then (rarely) that walk is taken, to
+    /// the end of `b - 1`'s track: a walk to any block from there times
+    /// each track up to it as the walk to the limit does, and a track
+    /// holds at most `max_spt` blocks. A walk found to reach `b` is the
+    /// reanchoring's walk (`reanchor`), which it leaves for it.
     fn prefetch_reaches(&self, p: &Prefetch, b: u64, t: f64) -> bool {
         let limit = self.segs[p.seg].limit;
         let reaches = if b <= p.lbn0 {
@@ -387,8 +409,22 @@ impl Hdd {
         } else if t <= p.t0 || p.lbn0 >= limit {
             false
         } else {
-            let far_enough = (b - 1).saturating_add(self.max_spt).min(limit);
-            self.m.stream(p.t0, p.loc0, p.lbn0, far_enough, false, t).0 .1 >= b
+            let ((t_b, reached), last) = self.m.stream(p.t0, p.loc0, p.lbn0, b, false, t);
+            if reached < b {
+                false
+            } else if t - t_b > 1.0 + 1e-12 * t.abs() {
+                self.reached.set(Some(ReachedAt {
+                    t0: p.t0,
+                    lbn0: p.lbn0,
+                    b,
+                    t_b,
+                    last,
+                }));
+                true
+            } else {
+                let far_enough = (b - 1).saturating_add(self.max_spt).min(limit);
+                self.m.stream(p.t0, p.loc0, p.lbn0, far_enough, false, t).0 .1 >= b
+            }
         };
         debug_assert_eq!(reaches, self.prefetch_progress(p, t).0 >= b);
         reaches
@@ -1098,6 +1134,7 @@ impl Hdd {
     /// Moves the read-ahead's reference point forward to block `b` (keeping
     /// its timing exactly), so later progress queries walk only new tracks.
     /// Returns when block `b - 1` has been read.
+    #[inline(always)]
     fn reanchor(&mut self, seg: usize, b: u64) -> f64 {
         let Some(p) = self.prefetch.filter(|p| p.seg == seg) else {
             return 0.0;
@@ -1105,7 +1142,21 @@ impl Hdd {
         if b <= p.lbn0 {
             return p.t0;
         }
-        let ((t_b, _), last) = self.m.stream(p.t0, p.loc0, p.lbn0, b, false, f64::INFINITY);
+        // A hit whose check walked to `b` finds its walk there.
+        let (t_b, last) = match self.reached.take() {
+            Some(r) if (r.t0, r.lbn0, r.b) == (p.t0, p.lbn0, b) => {
+                debug_assert_eq!(
+                    ((r.t_b, b), r.last),
+                    self.m.stream(p.t0, p.loc0, p.lbn0, b, false, f64::INFINITY),
+                    "the hit check's walk is the reanchoring's"
+                );
+                (r.t_b, r.last)
+            }
+            _ => {
+                let ((t_b, _), last) = self.m.stream(p.t0, p.loc0, p.lbn0, b, false, f64::INFINITY);
+                (t_b, last)
+            }
+        };
         if b < self.m.geom.capacity() {
             let (t0, loc0) = self.continue_at(t_b, last, b);
             self.prefetch = Some(Prefetch { seg, t0, lbn0: b, loc0 });
