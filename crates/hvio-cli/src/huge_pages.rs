@@ -73,8 +73,11 @@ pub fn start_on_huge_pages() {
     }
     let mut args = std::env::args_os();
     let Some(argv0) = args.next() else { return };
+    // The binary's own path rather than `/proc/self/exe`, whose name (`exe`)
+    // the process would then go by in `ps`, `top` and `pgrep`.
+    let Ok(exe) = std::env::current_exe() else { return };
     // On failure `exec` returns, and hvio goes on without huge pages.
-    let _ = std::process::Command::new("/proc/self/exe")
+    let _ = std::process::Command::new(exe)
         .arg0(argv0)
         .args(args)
         .env("GLIBC_TUNABLES", with_tunable(before.as_deref()))
