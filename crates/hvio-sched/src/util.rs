@@ -24,6 +24,11 @@ fn unpack(p: Packed) -> SortKey {
 /// Most keys in one chunk of a [`SortedIndex`] (split in halves beyond).
 const CHUNK: usize = 64;
 
+/// Up to this many request slots (4 KB, a queue that never held more than
+/// one chunk's worth) stay in the first-level cache between decisions, so a
+/// removal asks for none of them ahead.
+const SLOTS_IN_CACHE: usize = CHUNK;
+
 /// Emptied chunks kept for reuse by one index.
 const SPARE_CHUNKS: usize = 16;
 
@@ -207,6 +212,19 @@ struct SortedIndex {
 /// Where a key of a [`SortedIndex`] is: (chunk, position).
 type Place = (usize, usize);
 
+/// Where the key at `hint` is once chunk `split` has split in halves (its
+/// second half is chunk `split + 1` and the chunks after it move one on).
+#[inline]
+fn hint_after_split((hc, hp): Place, split: usize) -> Place {
+    if hc > split {
+        (hc + 1, hp)
+    } else if hc == split && hp >= CHUNK / 2 {
+        (hc + 1, hp - CHUNK / 2)
+    } else {
+        (hc, hp)
+    }
+}
+
 impl SortedIndex {
     /// The chunk holding the first key at or after `key` (`chunks.len()` if none).
     #[inline(always)]
@@ -348,6 +366,7 @@ impl SortedIndex {
             self.max_sectors.insert(ci + 1, max);
             self.lens.insert(ci + 1, (CHUNK / 2) as u8);
             self.note_len(ci);
+            self.hint = hint_after_split(self.hint, ci);
             if pos >= CHUNK / 2 {
                 ci += 1;
                 pos -= CHUNK / 2;
@@ -359,6 +378,13 @@ impl SortedIndex {
             self.max_sectors[ci] = sector;
         }
         self.note_len(ci);
+        // The hinted key moved one place on: follow it, so that the
+        // elevator's next removal (deadline's `next_rq`, found by
+        // `find`) still finds it without a search when a request arrived
+        // before it in its chunk.
+        if self.hint.0 == ci && pos <= self.hint.1 {
+            self.hint.1 += 1;
+        }
         true
     }
 
@@ -768,7 +794,7 @@ impl SortedFifo {
         let (slot, next) = self.by_sector.remove_at(at);
         self.free.push(slot);
         let Slot { rq, deadline, seq } = self.slots[slot as usize];
-        if let Some((_, s)) = next {
+        if let Some((_, s)) = next.filter(|_| self.slots.len() > SLOTS_IN_CACHE) {
             // Deadline's next dispatch, CFQ's and AS's next look: fetch it now,
             // and the two after it (an elevator's next dispatches), so that
             // a slot whose fetch takes longer than a decision or two is
@@ -1360,6 +1386,9 @@ mod sorted_index_tests {
                     let want_next = model.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)).next().map(|e| (*e.0, *e.1));
                     prop_assert_eq!(ix.remove(pack(k), id), model.remove(&k).map(|s| (s, want_next.map(|(k, s)| (k.0, s)))));
                     after_removed = want_next.map(|(k, _)| k);
+                }
+                if let Some(k) = after_removed.filter(|k| model.contains_key(k)) {
+                    prop_assert_eq!(unpack(ix.key_at(ix.hint, id)), k, "the hint follows the key after the last removal");
                 }
                 let probe = (sector, 3);
                 if let Some(&k) = model.keys().next() {
