@@ -399,7 +399,7 @@ impl SortedIndex {
     }
 
     /// Where `key` is: (chunk, position).
-    #[inline]
+    #[inline(always)]
     fn find(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
         let (hc, hp) = self.hint;
         if self.chunks.get(hc).is_some_and(|c| hp < c.len) && self.is_at((hc, hp), key, id_of) {
