@@ -670,6 +670,11 @@ impl Lane {
     fn blank(&mut self, seq: u64) {
         let word = (seq / 64 - self.base / 64) as usize;
         self.removed[word] |= 1 << (seq % 64);
+        // The front is never a removed entry, so only the front's removal
+        // lets entries go (and can empty the lane).
+        if seq != self.base {
+            return;
+        }
         while self.removed[0] & (1 << (self.base % 64)) != 0 {
             self.fifo.pop_front();
             self.base += 1;
