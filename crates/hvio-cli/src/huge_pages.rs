@@ -35,11 +35,8 @@ static ON_HUGE_PAGES: AtomicBool = AtomicBool::new(false);
 
 /// Where this process's heap is, as `hvio bench` prints it.
 pub fn heap_pages() -> &'static str {
-    let by_user = std::env::var_os("GLIBC_TUNABLES").is_some_and(|t| {
-        t.as_bytes()
-            .split(|&c| c == b':')
-            .any(|kv| kv.starts_with(b"glibc.malloc.hugetlb=") && kv != b"glibc.malloc.hugetlb=0")
-    });
+    let tunables = std::env::var_os("GLIBC_TUNABLES");
+    let by_user = users_hugetlb(tunables.as_deref()).is_some_and(|v| v != b"0");
     if ON_HUGE_PAGES.load(Ordering::Relaxed) {
         "heap: transparent huge pages (glibc.malloc.hugetlb=1, set by hvio; HVIO_HUGE_PAGES=0 to run without)"
     } else if by_user {
@@ -128,12 +125,15 @@ fn thp_mode() -> String {
 /// Whether to start again: the user has not set the tunable, and the
 /// kernel gives huge pages to memory that asks for them.
 fn wanted(tunables: Option<&OsStr>, thp_mode: &str) -> bool {
-    let set_by_user = tunables.is_some_and(|t| {
-        t.as_bytes()
-            .split(|&c| c == b':')
-            .any(|kv| kv.starts_with(b"glibc.malloc.hugetlb="))
-    });
-    !set_by_user && (thp_mode.contains("[always]") || thp_mode.contains("[madvise]"))
+    users_hugetlb(tunables).is_none() && (thp_mode.contains("[always]") || thp_mode.contains("[madvise]"))
+}
+
+/// The value `GLIBC_TUNABLES` gives `glibc.malloc.hugetlb`, if it names it.
+fn users_hugetlb(tunables: Option<&OsStr>) -> Option<&[u8]> {
+    tunables?
+        .as_bytes()
+        .split(|&c| c == b':')
+        .find_map(|kv| kv.strip_prefix(b"glibc.malloc.hugetlb="))
 }
 
 /// What [`MARK`] holds for `GLIBC_TUNABLES`'s value before.

@@ -42,6 +42,14 @@ fn huge_pages_here() -> bool {
     kernel && first.contains("GLIBC") && version.len() >= 2 && (version[0], version[1]) >= (2, 35)
 }
 
+/// An empty directory of this test process's own.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hvio-cli-huge-pages-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn heap_line(o: &Output) -> String {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
@@ -76,8 +84,7 @@ fn bench_says_where_the_heap_is() {
 
 #[test]
 fn programs_hvio_runs_see_the_users_environment() {
-    let dir = std::env::temp_dir().join(format!("hvio-cli-huge-pages-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("env");
     // Stands in for another hvio build: prints what it was given and fails,
     // and `hvio bench sim --against-bin` quotes its error output.
     let script = dir.join("show-env.sh");
@@ -117,8 +124,7 @@ fn programs_hvio_runs_see_the_users_environment() {
 
 #[test]
 fn results_do_not_depend_on_the_heap() {
-    let dir = std::env::temp_dir().join(format!("hvio-cli-huge-pages-sim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("sim");
     let config = dir.join("c.toml");
     std::fs::write(
         &config,
