@@ -41,13 +41,14 @@ const COLD_CHUNKS: usize = 64;
 /// lines for 64 entries where whole 16-byte keys took 16), their slots
 /// apart. The tie-break of equal sectors, the request id, is not stored:
 /// the index reads it from the request's slot, only when sectors are equal
-/// (see [`SortedIndex`]).
+/// (see [`SortedIndex`]). Its length is kept by the index only
+/// ([`SortedIndex::lens`]): a length in the chunk would sit in a line of its
+/// own, read before every shift, and in a big queue be a miss of its own.
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 struct Chunk {
     sectors: [Sector; CHUNK],
     slots: [u32; CHUNK],
-    len: usize,
 }
 
 impl Chunk {
@@ -55,7 +56,6 @@ impl Chunk {
         Box::new(Chunk {
             sectors: [0; CHUNK],
             slots: [0; CHUNK],
-            len: 0,
         })
     }
 
@@ -78,30 +78,27 @@ impl Chunk {
         }
     }
 
-    fn insert_at(&mut self, pos: usize, sector: Sector, slot: u32) {
-        let n = self.len;
+    /// Puts an entry at `pos` of the first `n`, moving those after it on.
+    fn insert_at(&mut self, pos: usize, n: usize, sector: Sector, slot: u32) {
         self.sectors.copy_within(pos..n, pos + 1);
         self.slots.copy_within(pos..n, pos + 1);
         self.sectors[pos] = sector;
         self.slots[pos] = slot;
-        self.len += 1;
     }
 
-    fn remove_at(&mut self, pos: usize) -> u32 {
-        let n = self.len;
+    /// Takes the entry at `pos` of the first `n` out; returns its slot.
+    fn remove_at(&mut self, pos: usize, n: usize) -> u32 {
         let slot = self.slots[pos];
         self.sectors.copy_within(pos + 1..n, pos);
         self.slots.copy_within(pos + 1..n, pos);
-        self.len -= 1;
         slot
     }
 
-    /// Appends `other`'s entries (the caller checked they fit).
-    fn append(&mut self, other: &Chunk) {
-        let (n, m) = (self.len, other.len);
+    /// Appends `other`'s first `m` entries after the first `n` (the caller
+    /// checked they fit).
+    fn append(&mut self, n: usize, other: &Chunk, m: usize) {
         self.sectors[n..n + m].copy_from_slice(&other.sectors[..m]);
         self.slots[n..n + m].copy_from_slice(&other.slots[..m]);
-        self.len += m;
     }
 }
 
@@ -189,9 +186,9 @@ struct SortedIndex {
     /// steps are first-level cache misses, one after another. A tie with a
     /// searched sector reads the chunk's last id from its slot.
     max_sectors: Vec<Sector>,
-    /// `lens[i]`: the length of `chunks[i]`, read by a search before the
-    /// chunk's own: in a big queue the chunk's length is a cache miss of
-    /// its own, and the search and its prefetches would wait for it.
+    /// `lens[i]`: the length of `chunks[i]` (the only copy: a length in the
+    /// chunk would be a line of its own, and in a big queue a search, its
+    /// prefetches and every shift would wait for its miss).
     lens: Vec<u8>,
     /// Emptied chunks, for the next ones needed (a queue that empties and
     /// refills allocates nothing).
@@ -261,7 +258,7 @@ impl SortedIndex {
     #[cold]
     #[inline(never)]
     fn last_id(&self, ci: usize, id_of: impl IdOf) -> RequestId {
-        id_of(self.chunks[ci].slots[self.lens[ci] as usize - 1])
+        id_of(self.chunks[ci].slots[self.len(ci) - 1])
     }
 
     /// The whole key at `(ci, pos)`.
@@ -308,20 +305,14 @@ impl SortedIndex {
         pos + c.slots[pos..pos + run].partition_point(|&slot| id_of(slot) < id)
     }
 
-    /// Copies chunk `ci`'s length to `lens`.
-    #[inline]
-    fn note_len(&mut self, ci: usize) {
-        self.lens[ci] = self.chunks[ci].len as u8;
+    /// The length of chunk `ci`.
+    #[inline(always)]
+    fn len(&self, ci: usize) -> usize {
+        self.lens[ci] as usize
     }
 
     fn new_chunk(&mut self) -> Box<Chunk> {
-        match self.spare.pop() {
-            Some(mut c) => {
-                c.len = 0;
-                c
-            }
-            None => Chunk::empty(),
-        }
+        self.spare.pop().unwrap_or_else(Chunk::empty)
     }
 
     /// Keeps an emptied chunk for reuse, up to [`SPARE_CHUNKS`] (a queue
@@ -338,7 +329,7 @@ impl SortedIndex {
         let sector = unpack(key).0;
         if self.chunks.is_empty() {
             let mut c = self.new_chunk();
-            c.insert_at(0, sector, slot);
+            c.insert_at(0, 0, sector, slot);
             self.chunks.push(c);
             self.max_sectors.push(sector);
             self.lens.push(1);
@@ -346,38 +337,36 @@ impl SortedIndex {
         }
         let mut ci = self.chunk_at_or_after(key, id_of).min(self.chunks.len() - 1);
         if self.chunks.len() > COLD_CHUNKS {
-            self.chunks[ci].prefetch_slots(self.lens[ci] as usize);
+            self.chunks[ci].prefetch_slots(self.len(ci));
         }
         let mut pos = self.pos(ci, key, id_of);
-        if pos < self.chunks[ci].len && self.is_at((ci, pos), key, id_of) {
+        if pos < self.len(ci) && self.is_at((ci, pos), key, id_of) {
             return false;
         }
-        if self.chunks[ci].len == CHUNK {
+        if self.len(ci) == CHUNK {
             let mut tail = self.new_chunk();
             let c = &mut self.chunks[ci];
-            tail.len = CHUNK / 2;
             tail.sectors[..CHUNK / 2].copy_from_slice(&c.sectors[CHUNK / 2..]);
             tail.slots[..CHUNK / 2].copy_from_slice(&c.slots[CHUNK / 2..]);
-            c.len = CHUNK / 2;
             // The tail keeps the full chunk's largest key.
             let max = self.max_sectors[ci];
             self.max_sectors[ci] = c.sectors[CHUNK / 2 - 1];
             self.chunks.insert(ci + 1, tail);
             self.max_sectors.insert(ci + 1, max);
             self.lens.insert(ci + 1, (CHUNK / 2) as u8);
-            self.note_len(ci);
+            self.lens[ci] = (CHUNK / 2) as u8;
             self.hint = hint_after_split(self.hint, ci);
             if pos >= CHUNK / 2 {
                 ci += 1;
                 pos -= CHUNK / 2;
             }
         }
-        let c = &mut self.chunks[ci];
-        c.insert_at(pos, sector, slot);
-        if pos + 1 == c.len {
+        let n = self.len(ci);
+        self.chunks[ci].insert_at(pos, n, sector, slot);
+        if pos == n {
             self.max_sectors[ci] = sector;
         }
-        self.note_len(ci);
+        self.lens[ci] = (n + 1) as u8;
         // The hinted key moved one place on: follow it, so that the
         // elevator's next removal (deadline's `next_rq`, found by
         // `find`) still finds it without a search when a request arrived
@@ -393,8 +382,8 @@ impl SortedIndex {
     fn prefetch_place(&self, key: Packed, id_of: impl IdOf) {
         let ci = self.chunk_at_or_after(key, id_of);
         if let Some(c) = self.chunks.get(ci) {
-            c.prefetch_sectors(self.lens[ci] as usize);
-            c.prefetch_slots(self.lens[ci] as usize);
+            c.prefetch_sectors(self.len(ci));
+            c.prefetch_slots(self.len(ci));
         }
     }
 
@@ -402,7 +391,7 @@ impl SortedIndex {
     #[inline(always)]
     fn find(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
         let (hc, hp) = self.hint;
-        if self.chunks.get(hc).is_some_and(|c| hp < c.len) && self.is_at((hc, hp), key, id_of) {
+        if self.lens.get(hc).is_some_and(|&n| hp < n as usize) && self.is_at((hc, hp), key, id_of) {
             return Some((hc, hp));
         }
         let ci = self.chunk_at_or_after(key, id_of);
@@ -424,37 +413,37 @@ impl SortedIndex {
     /// returned); returns its slot and the next entry's sector and slot.
     #[inline]
     fn remove_at(&mut self, (ci, pos): Place) -> (u32, Option<(Sector, u32)>) {
+        let n = self.len(ci) - 1;
         let c = &mut self.chunks[ci];
-        let slot = c.remove_at(pos);
-        self.lens[ci] = c.len as u8;
-        let next = if pos < c.len {
+        let slot = c.remove_at(pos, n + 1);
+        self.lens[ci] = n as u8;
+        let next = if pos < n {
             Some((c.sectors[pos], c.slots[pos]))
         } else {
             self.chunks.get(ci + 1).map(|d| (d.sectors[0], d.slots[0]))
         };
-        let c = &mut self.chunks[ci];
-        self.hint = (ci + (pos == c.len) as usize, 0);
-        if c.len == 0 {
+        self.hint = (ci + (pos == n) as usize, 0);
+        if n == 0 {
             let c = self.chunks.remove(ci);
             self.max_sectors.remove(ci);
             self.lens.remove(ci);
             self.keep_spare(c);
             self.hint = (ci, 0);
         } else {
-            let n = c.len;
             if pos < n {
                 self.hint = (ci, pos);
             }
             if pos == n {
-                self.max_sectors[ci] = c.sectors[n - 1];
+                self.max_sectors[ci] = self.chunks[ci].sectors[n - 1];
             }
             // Keep chunks from thinning out: merge a small one into its successor when both fit.
-            if n < CHUNK / 8 && self.chunks.get(ci + 1).is_some_and(|d| n + d.len <= CHUNK / 2) {
+            if n < CHUNK / 8 && self.lens.get(ci + 1).is_some_and(|&m| n + m as usize <= CHUNK / 2) {
+                let m = self.len(ci + 1);
                 let next = self.chunks.remove(ci + 1);
                 let max = self.max_sectors.remove(ci + 1);
                 self.lens.remove(ci + 1);
-                self.chunks[ci].append(&next);
-                self.note_len(ci);
+                self.chunks[ci].append(n, &next, m);
+                self.lens[ci] = (n + m) as u8;
                 self.max_sectors[ci] = max;
                 self.keep_spare(next);
                 self.hint = (ci, pos);
@@ -468,10 +457,10 @@ impl SortedIndex {
     #[inline]
     fn slot_after_hint(&self, ahead: usize) -> Option<u32> {
         let (hc, hp) = self.hint;
-        self.chunks
+        self.lens
             .get(hc)
-            .filter(|c| hp + ahead < c.len)
-            .map(|c| c.slots[hp + ahead])
+            .filter(|&&n| hp + ahead < n as usize)
+            .map(|_| self.chunks[hc].slots[hp + ahead])
     }
 
     fn get(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
@@ -485,8 +474,7 @@ impl SortedIndex {
     #[inline]
     fn hinted_lower_bound(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
         let (hc, hp) = self.hint;
-        let c = self.chunks.get(hc)?;
-        if hp >= c.len || self.less_at((hc, hp), key, id_of) {
+        if hp >= *self.lens.get(hc)? as usize || self.less_at((hc, hp), key, id_of) {
             return None;
         }
         let before_is_less = if hp > 0 {
@@ -524,7 +512,7 @@ impl SortedIndex {
     /// from the hint or one search.
     #[inline]
     fn around(&self, key: Packed, id_of: impl IdOf) -> (Option<Place>, Option<Place>) {
-        let last_of = |ci: usize| self.chunks.get(ci).map(|c| (ci, c.len - 1));
+        let last_of = |ci: usize| self.lens.get(ci).map(|&n| (ci, n as usize - 1));
         let before_place = |(ci, pos): Place| {
             if pos > 0 {
                 Some((ci, pos - 1))
@@ -561,9 +549,10 @@ impl SortedIndex {
 
     /// Sectors and slots in key order.
     fn iter(&self) -> impl Iterator<Item = (Sector, u32)> + '_ {
-        self.chunks
-            .iter()
-            .flat_map(|c| c.sectors[..c.len].iter().copied().zip(c.slots[..c.len].iter().copied()))
+        self.chunks.iter().zip(&self.lens).flat_map(|(c, &n)| {
+            let n = n as usize;
+            c.sectors[..n].iter().copied().zip(c.slots[..n].iter().copied())
+        })
     }
 }
 
@@ -1407,10 +1396,10 @@ mod sorted_index_tests {
                 let lowest = (sector, 0);
                 prop_assert_eq!(ix.sector_at_or_after(pack(lowest), id), model.range(lowest..).next().map(|e| e.0 .0));
                 prop_assert_eq!(ix.first(), model.values().next().copied());
-                prop_assert!(ix.chunks.iter().all(|c| c.len > 0 && c.len <= CHUNK));
-                let lasts: Vec<Sector> = ix.chunks.iter().map(|c| c.sectors[c.len - 1]).collect();
+                prop_assert_eq!(ix.lens.len(), ix.chunks.len());
+                prop_assert!(ix.lens.iter().all(|&n| n > 0 && n as usize <= CHUNK));
+                let lasts: Vec<Sector> = ix.chunks.iter().zip(&ix.lens).map(|(c, &n)| c.sectors[n as usize - 1]).collect();
                 prop_assert_eq!(ix.max_sectors.clone(), lasts);
-                prop_assert_eq!(ix.lens.clone(), ix.chunks.iter().map(|c| c.len as u8).collect::<Vec<_>>());
             }
             prop_assert_eq!(ix.iter().map(|e| e.1).collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>());
             prop_assert_eq!(ix.iter().map(|(sector, s)| (sector, id(s))).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
