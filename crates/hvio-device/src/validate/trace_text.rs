@@ -28,6 +28,14 @@ use crate::disksim::parse::not_utf8;
 /// The requests of a validation trace's bytes, read from `file` (named in errors).
 pub(super) fn parse(bytes: &[u8], file: &str) -> Result<Vec<TraceRecord>, ValidateError> {
     let mut out = Vec::with_capacity(bytes.len() / 24);
+    parse_into(bytes, file, &mut out)?;
+    Ok(out)
+}
+
+/// [`parse`] into `out` (emptied first), whose memory a caller reading
+/// trace after trace keeps.
+pub(super) fn parse_into(bytes: &[u8], file: &str, out: &mut Vec<TraceRecord>) -> Result<(), ValidateError> {
+    out.clear();
     let (mut at, mut line) = (0, 0);
     // Lines as `str::lines` counts them: each ends at a `\n` or the end of the text.
     while at < bytes.len() {
@@ -61,7 +69,7 @@ pub(super) fn parse(bytes: &[u8], file: &str) -> Result<Vec<TraceRecord>, Valida
             msg: "no requests".into(),
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What the quick reading made of a line.
