@@ -162,9 +162,9 @@ impl MqDeadline {
     fn dispatch_prio(&mut self, prio: usize, latest_start: Nanos, now: Nanos) -> Option<Request> {
         let pp = &mut self.prios[prio];
         // Continue the batch in the last direction.
-        let mut pick = pp
-            .next_request(self.last_dir)
-            .filter(|_| self.batching < self.fifo_batch)
+        let mut pick = (self.batching < self.fifo_batch)
+            .then(|| pp.next_request(self.last_dir))
+            .flatten()
             .map(|k| (self.last_dir, k));
         if pick.is_none() {
             let reads = !pp.queues[READ].is_empty();
@@ -182,18 +182,16 @@ impl MqDeadline {
             } else {
                 return None;
             };
-            let next = pp.next_request(dir);
             let (dl, head) = pp.fifo_head(dir).expect("direction has requests");
             // An expired FIFO head, or nothing ahead of the last position:
-            // start from the FIFO head; else continue the sweep.
-            let k = match next {
-                Some(n) if dl > now => n,
-                _ => {
-                    if dl <= now {
-                        self.stats.fifo_expired += 1;
-                    }
-                    head
-                }
+            // start from the FIFO head; else continue the sweep. The sweep's
+            // next request is looked up only when the head has not expired
+            // (in a big queue the lookup is a search of the index).
+            let k = if dl <= now {
+                self.stats.fifo_expired += 1;
+                head
+            } else {
+                pp.next_request(dir).unwrap_or(head)
             };
             self.last_dir = dir;
             self.batching = 0;
