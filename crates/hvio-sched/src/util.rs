@@ -457,10 +457,8 @@ impl SortedIndex {
     #[inline]
     fn slot_after_hint(&self, ahead: usize) -> Option<u32> {
         let (hc, hp) = self.hint;
-        self.lens
-            .get(hc)
-            .filter(|&&n| hp + ahead < n as usize)
-            .map(|_| self.chunks[hc].slots[hp + ahead])
+        let c = self.chunks.get(hc)?;
+        (hp + ahead < self.len(hc)).then(|| c.slots[hp + ahead])
     }
 
     fn get(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
