@@ -161,6 +161,11 @@ impl MqDeadline {
     /// only a request that arrived at or before `latest_start` may go.
     fn dispatch_prio(&mut self, prio: usize, latest_start: Nanos, now: Nanos) -> Option<Request> {
         let pp = &mut self.prios[prio];
+        // A level with nothing queued has nothing to pick (and no state to
+        // change); in the usual run two of the three are empty.
+        if pp.queues[READ].is_empty() && pp.queues[WRITE].is_empty() {
+            return None;
+        }
         // Continue the batch in the last direction.
         let mut pick = (self.batching < self.fifo_batch)
             .then(|| pp.next_request(self.last_dir))
