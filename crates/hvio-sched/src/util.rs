@@ -175,7 +175,7 @@ impl<F: Fn(u32) -> RequestId + Copy> IdOf for F {}
 /// way when that sector is a searched key's, so equal sectors across a
 /// chunk boundary stay in order.
 // Chunks are boxed on purpose: splitting or dropping one shifts 8-byte
-// pointers in `chunks`, not 832-byte chunks.
+// pointers in `chunks`, not 768-byte chunks.
 #[allow(clippy::vec_box)]
 #[derive(Debug, Default, Clone)]
 struct SortedIndex {
@@ -378,7 +378,7 @@ impl SortedIndex {
     }
 
     /// Asks for the lines of the chunk that holds or would hold `key` (its
-    /// sectors, slots and length), for a removal or insertion soon after.
+    /// sector and slot lines), for a removal or insertion soon after.
     fn prefetch_place(&self, key: Packed, id_of: impl IdOf) {
         let ci = self.chunk_at_or_after(key, id_of);
         if let Some(c) = self.chunks.get(ci) {
