@@ -76,6 +76,7 @@ struct Span {
 }
 
 impl Span {
+    #[inline(always)]
     fn of(s: &Segment) -> Span {
         if s.valid && s.limit > s.start {
             Span {
@@ -87,9 +88,91 @@ impl Span {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn holds(&self, a: u64) -> bool {
         a.wrapping_sub(self.start) < self.len
+    }
+}
+
+/// The segments' spans in 32 bits for the hit scan of a block below
+/// `u32::MAX` (every block of a disk under 2 TiB), four segments a step in
+/// one SSE2 vector where the 64-bit scan takes one at a time (SSE2 has no
+/// 64-bit compare). A span that does not fit 32 bits stands for every
+/// block below `u32::MAX`: its segments come out as candidates that the
+/// full span then settles ([`Hdd::holding`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NarrowSpans {
+    /// Each span's start, four to a group, the last padded with empty spans.
+    start: Vec<[u32; 4]>,
+    /// Each span's length with its top bit flipped: the unsigned `a - start
+    /// < len` is then the signed compare SSE2 has.
+    len_biased: Vec<[u32; 4]>,
+}
+
+/// The top bit of a `u32`, flipped to compare unsigned values as signed ones.
+const SIGN: u32 = 1 << 31;
+
+impl NarrowSpans {
+    /// `n` empty spans.
+    fn new(n: usize) -> NarrowSpans {
+        let groups = n.div_ceil(4);
+        NarrowSpans {
+            start: vec![[0; 4]; groups],
+            len_biased: vec![[SIGN; 4]; groups],
+        }
+    }
+
+    /// Span `i` becomes `span`.
+    #[inline]
+    fn set(&mut self, i: usize, span: Span) {
+        // (`start + len` is the segment's limit: no overflow.)
+        let (start, len) = if span.start + span.len <= u32::MAX as u64 {
+            (span.start as u32, span.len as u32)
+        } else {
+            (0, u32::MAX)
+        };
+        self.start[i / 4][i % 4] = start;
+        self.len_biased[i / 4][i % 4] = len ^ SIGN;
+    }
+
+    /// Bit `i` for each span `64 * k + i` of the 64 from `64 * k` on that
+    /// holds block `a`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn candidates(&self, k: usize, a: u32) -> u64 {
+        use std::arch::x86_64::*;
+        let groups = 16 * k..self.start.len().min(16 * k + 16);
+        let (start, len) = (&self.start[groups.clone()], &self.len_biased[groups]);
+        let mut mask = 0u64;
+        // SAFETY: SSE2 is part of x86_64, and each load reads one group's
+        // four `u32`s.
+        unsafe {
+            let at = _mm_set1_epi32(a as i32);
+            let sign = _mm_set1_epi32(SIGN as i32);
+            for (q, (s, l)) in start.iter().zip(len).enumerate() {
+                let s = _mm_loadu_si128(s.as_ptr() as *const __m128i);
+                let l = _mm_loadu_si128(l.as_ptr() as *const __m128i);
+                let past = _mm_xor_si128(_mm_sub_epi32(at, s), sign);
+                let holds = _mm_castsi128_ps(_mm_cmplt_epi32(past, l));
+                mask |= (_mm_movemask_ps(holds) as u64) << (4 * q);
+            }
+        }
+        mask
+    }
+
+    /// Bit `i` for each span `64 * k + i` of the 64 from `64 * k` on that
+    /// holds block `a`.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn candidates(&self, k: usize, a: u32) -> u64 {
+        let groups = 16 * k..self.start.len().min(16 * k + 16);
+        let spans = self.start[groups.clone()]
+            .iter()
+            .flatten()
+            .zip(self.len_biased[groups].iter().flatten());
+        spans.enumerate().fold(0, |mask, (i, (&s, &l))| {
+            let past = a.wrapping_sub(s) ^ SIGN;
+            mask | (((past as i32) < (l as i32)) as u64) << i
+        })
     }
 }
 
@@ -208,9 +291,10 @@ pub struct Hdd {
     done: DoneQueue,
     in_flight: usize,
     segs: Vec<Segment>,
-    /// Each segment's `start..limit` (`Span::of`), kept beside `segs` for
-    /// the scan every read makes (`spans_match` checks them in debug builds).
-    spans: Vec<Span>,
+    /// Each segment's `start..limit` (`Span::of`) in 32 bits, kept beside
+    /// `segs` for the scan every read of a block below `u32::MAX` makes
+    /// (`spans_match` checks them in debug builds).
+    narrow: NarrowSpans,
     /// The segments in the order they were last touched (a circular list
     /// through index `segs.len()`, its head): once every segment is valid,
     /// the least recently used, the victim, is the first, without a scan.
@@ -268,7 +352,7 @@ impl Hdd {
             done: DoneQueue::with_capacity(depth + 1),
             in_flight: 0,
             segs: vec![Segment::default(); m.cache.segments],
-            spans: vec![Span::default(); m.cache.segments],
+            narrow: NarrowSpans::new(m.cache.segments),
             lru: SegmentLru::new(m.cache.segments),
             invalid_segs: m.cache.segments,
             prefetch: None,
@@ -534,14 +618,19 @@ impl Hdd {
     }
 
     /// Segment `i`'s span follows its new range.
-    #[inline]
+    #[inline(always)]
     fn sync_span(&mut self, i: usize) {
-        self.spans[i] = Span::of(&self.segs[i]);
+        self.narrow.set(i, Span::of(&self.segs[i]));
     }
 
-    /// Every segment's span is its range (debug builds' check of `sync_span`'s callers).
+    /// Every segment's narrow span is its range (debug builds' check of
+    /// `sync_span`'s callers).
     fn spans_match(&self) -> bool {
-        self.segs.iter().zip(&self.spans).all(|(s, &sp)| sp == Span::of(s))
+        let mut narrow = NarrowSpans::new(self.segs.len());
+        for (i, s) in self.segs.iter().enumerate() {
+            narrow.set(i, Span::of(s));
+        }
+        narrow == self.narrow
     }
 
     /// Holds blocks `a..b` in the buffer at time `t` (dirty data counts)?
@@ -554,30 +643,21 @@ impl Hdd {
     /// read-ahead under way stops, so a miss has no partial hit to look for.
     fn lookup(&self, a: u64, b: u64, t: f64) -> (Option<usize>, bool) {
         let mut holds_a = false;
-        // Branch-free first pass over 64 segments at a time (random requests
-        // rarely match): segments whose range could hold block `a`; of
-        // those, the ones whose range could hold `a..b` are looked at.
+        // A first pass over 64 segments at a time (random requests rarely
+        // match), without branches: segments whose range could hold block
+        // `a`; `holding` looks at those.
         debug_assert!(self.spans_match());
-        for (k, chunk) in self.spans.chunks(64).enumerate() {
-            // Four segments a step: the loop's own counting would otherwise
-            // cost more than the comparisons.
-            let mut mask = 0u64;
-            let mut fours = chunk.chunks_exact(4);
-            for (q, f) in (&mut fours).enumerate() {
-                let m = f[0].holds(a) as u64
-                    | (f[1].holds(a) as u64) << 1
-                    | (f[2].holds(a) as u64) << 2
-                    | (f[3].holds(a) as u64) << 3;
-                mask |= m << (4 * q);
-            }
-            let done = chunk.len() & !3;
-            for (i, s) in fours.remainder().iter().enumerate() {
-                mask |= (s.holds(a) as u64) << (done + i);
-            }
+        for k in 0..self.segs.len().div_ceil(64) {
+            let mask = if a < u32::MAX as u64 {
+                self.narrow.candidates(k, a as u32)
+            } else {
+                self.wide_candidates(k, a)
+            };
             if mask != 0 {
-                holds_a = true;
-                if let Some(i) = self.holding(64 * k, mask, b, t) {
-                    return (Some(i), true);
+                let (holds, held) = self.holding(64 * k, mask, a, b, t);
+                holds_a |= holds;
+                if held.is_some() {
+                    return (held, true);
                 }
             }
         }
@@ -593,15 +673,31 @@ impl Hdd {
         (dirty.then_some(usize::MAX), holds_a)
     }
 
-    /// The first of the segments `base + i` for each bit `i` of `mask` (each
-    /// holds block `a`, counting prefetch still to come) that holds `a..b`
-    /// at time `t`. Out of line: a random read's scan rarely gets here, and
-    /// the read-ahead's progress it may ask for would weigh on every scan.
+    /// Bit `i` for each segment `64 * k + i` of the 64 from `64 * k` on
+    /// whose span holds block `a`, one segment at a time.
+    fn wide_candidates(&self, k: usize, a: u64) -> u64 {
+        let segs = &self.segs[64 * k..self.segs.len().min(64 * k + 64)];
+        segs.iter()
+            .enumerate()
+            .fold(0, |mask, (i, s)| mask | (Span::of(s).holds(a) as u64) << i)
+    }
+
+    /// Whether any of the segments `base + i` for each bit `i` of `mask`
+    /// (candidates from a scan) holds block `a`, counting prefetch still to
+    /// come, and the first of those that holds `a..b` at time `t`. Out of
+    /// line: a random read's scan rarely gets here, and the read-ahead's
+    /// progress it may ask for would weigh on every scan.
     #[inline(never)]
-    fn holding(&self, base: usize, mut mask: u64, b: u64, t: f64) -> Option<usize> {
+    fn holding(&self, base: usize, mut mask: u64, a: u64, b: u64, t: f64) -> (bool, Option<usize>) {
+        let mut holds_a = false;
         while mask != 0 {
             let i = base + mask.trailing_zeros() as usize;
             mask &= mask - 1;
+            // A candidate of a span wider than 32 bits may not hold `a`.
+            if !Span::of(&self.segs[i]).holds(a) {
+                continue;
+            }
+            holds_a = true;
             if b > self.segs[i].limit {
                 continue;
             }
@@ -610,10 +706,10 @@ impl Hdd {
                 _ => b <= self.segs[i].end,
             };
             if held {
-                return Some(i);
+                return (true, Some(i));
             }
         }
-        None
+        (holds_a, None)
     }
 
     /// `keep_destaged`: every block of `a..b` is in the write-back buffer,
@@ -814,8 +910,8 @@ impl Hdd {
             }
         }
         if changed {
-            for (span, s) in self.spans.iter_mut().zip(&self.segs) {
-                *span = Span::of(s);
+            for i in 0..self.segs.len() {
+                self.sync_span(i);
             }
         }
     }
