@@ -360,14 +360,51 @@ impl HddModel {
         let seek = self.access_seek(from, t, to, write);
         let rotation = self.rot_wait(t + seek, to);
         let start = t + seek + rotation;
-        let (end_t, end) = self.stream(start, to, lbn, lbn + n.max(1), write, f64::INFINITY);
+        let end_lbn = lbn + n.max(1);
+        let (end_t, end) = match self.stream_ends_on_first_track(start, to, lbn, end_lbn) {
+            Some(ends) => ends,
+            None => {
+                let ((end_t, _), end) = self.stream(start, to, lbn, end_lbn, write, f64::INFINITY);
+                (end_t, end)
+            }
+        };
         Access {
             seek,
             rotation,
-            transfer: end_t.0 - start,
+            transfer: end_t - start,
             start: to,
             end,
         }
+    }
+
+    /// The time and head position at the end of a transfer from `lbn` (at
+    /// `loc`, under the head at time `t`) up to `end` that ends on `loc`'s
+    /// track in a zone without holes (most short requests): the walk's
+    /// first and only step (`self.stream(t, loc, lbn, end, _,
+    /// f64::INFINITY)`), the same sums, in line. Besides the call, this
+    /// spares the caller reading back at once, in one piece, the head
+    /// position the walk returns stored field by field, which the
+    /// processor cannot forward from the stores. `None`: walk.
+    #[inline(always)]
+    fn stream_ends_on_first_track(&self, t: f64, loc: Loc, lbn: u64, end: u64) -> Option<(f64, Loc)> {
+        let g = &self.geom;
+        let end = end.min(g.capacity());
+        if !g.hole_free(loc) || end <= lbn || end - lbn > (g.spt(loc) - loc.sector) as u64 {
+            return None;
+        }
+        let last_sector = loc.sector + (end - 1 - lbn) as u32;
+        let sector_t = self.rev / g.spt(loc) as f64;
+        let t_end = t + (last_sector - loc.sector + 1) as f64 * sector_t;
+        let last = Loc {
+            sector: last_sector,
+            ..loc
+        };
+        debug_assert_eq!(
+            self.stream(t, loc, lbn, end, false, f64::INFINITY),
+            ((t_end, end), last),
+            "a transfer on its first track is the walk's"
+        );
+        Some((t_end, last))
     }
 
     /// `self.stream(t, loc, lbn, end, false, stop).0 .1` (the first block
