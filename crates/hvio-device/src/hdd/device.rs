@@ -1718,3 +1718,57 @@ impl Device for Hdd {
         self.head_lbn
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 32-bit scan's candidates are the segments whose span holds the
+    /// block, for spans that fit 32 bits; a span that does not fit is a
+    /// candidate for every block (its segment is then checked in full).
+    #[test]
+    fn narrow_scan_finds_the_spans_that_hold_a_block() {
+        let n = 70; // two chunks of 64, the last group padded
+        let mut narrow = NarrowSpans::new(n);
+        let mut spans = vec![Span::default(); n];
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for round in 0..2_000 {
+            let i = (next() % n as u64) as usize;
+            let start = match round % 4 {
+                0 => next() % 4096,
+                1 => u32::MAX as u64 - next() % 4096,
+                2 => next() % (1 << 40),
+                _ => next() % (1 << 33),
+            };
+            let len = if round % 7 == 0 { 0 } else { next() % 2048 };
+            spans[i] = Span { start, len };
+            narrow.set(i, spans[i]);
+            let a = match round % 3 {
+                0 => spans[i].start + next() % (spans[i].len + 2),
+                1 => next() % 4096,
+                _ => u32::MAX as u64 - 1 - next() % 4096,
+            };
+            if a >= u32::MAX as u64 {
+                continue;
+            }
+            for k in 0..n.div_ceil(64) {
+                let got = narrow.candidates(k, a as u32);
+                for (j, sp) in spans.iter().enumerate().skip(64 * k).take(64) {
+                    let fits = sp.start + sp.len <= u32::MAX as u64;
+                    let want = if fits { sp.holds(a) } else { true };
+                    assert_eq!(
+                        got >> (j - 64 * k) & 1 == 1,
+                        want,
+                        "round {round}, segment {j}, block {a}"
+                    );
+                }
+            }
+        }
+    }
+}

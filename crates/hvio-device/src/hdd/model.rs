@@ -522,20 +522,29 @@ impl SeekModel for HddSeek {
 
 #[cfg(test)]
 mod tests {
-    use super::round;
+    use super::{round, HddModel, Loc};
+
+    /// The default disk (whose zones mostly have no holes) and 50,000 walks'
+    /// starts spread over it: (index, block, its position, time).
+    fn default_disk_walks() -> (HddModel, impl Iterator<Item = (u64, u64, Loc, f64)>) {
+        let m = crate::HddParams::default().build().unwrap();
+        let (cap, geom) = (m.geom.capacity(), m.geom.clone());
+        let walks = (0..50_000u64).map(move |i| {
+            let lbn = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % cap;
+            (i, lbn, geom.locate(lbn), i as f64 * 1234.567)
+        });
+        (m, walks)
+    }
 
     /// Where a walk stopped on its first track got to, taken without the
-    /// walk, is the walk's answer (on the default disk, whose zones mostly
-    /// have no holes), for stops before, on and past the track's end.
+    /// walk, is the walk's answer, for stops before, on and past the
+    /// track's end.
     #[test]
     fn first_track_stop_is_the_walks() {
-        let m = crate::HddParams::default().build().unwrap();
+        let (m, walks) = default_disk_walks();
         let cap = m.geom.capacity();
         let mut taken = 0;
-        for i in 0..50_000u64 {
-            let lbn = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % cap;
-            let loc = m.geom.locate(lbn);
-            let t = i as f64 * 1234.567;
+        for (i, lbn, loc, t) in walks {
             let end = (lbn + 1 + i % 700).min(cap);
             let stop = t + (i % 97) as f64 * m.rev / 80.0 - 3.0;
             if let Some(reached) = m.stream_stops_on_first_track(t, loc, lbn, end, stop) {
@@ -551,6 +560,32 @@ mod tests {
             }
         }
         assert!(taken > 3_000, "{taken}");
+    }
+
+    /// A transfer taken in line as ending on its first track is the
+    /// walk's, for transfers ending before, on and past the track's end,
+    /// and is declined only where the walk goes on to another track (or
+    /// the zone has holes).
+    #[test]
+    fn first_track_transfer_is_the_walks() {
+        let (m, walks) = default_disk_walks();
+        let cap = m.geom.capacity();
+        let mut taken = 0;
+        for (i, lbn, loc, t) in walks {
+            let end = lbn + 1 + i % 2_000;
+            let walk = m.stream(t, loc, lbn, end, false, f64::INFINITY);
+            match m.stream_ends_on_first_track(t, loc, lbn, end) {
+                Some((t_end, last)) => {
+                    taken += 1;
+                    assert_eq!(((t_end, end.min(cap)), last), walk, "{i}");
+                }
+                None => assert!(
+                    !m.geom.hole_free(loc) || (walk.1.cyl, walk.1.head) != (loc.cyl, loc.head),
+                    "{i}"
+                ),
+            }
+        }
+        assert!(taken > 10_000, "{taken}");
     }
 
     /// `round` is `f64::round` to the bit: at and beside halves,
