@@ -102,11 +102,18 @@ impl Span {
 /// full span then settles ([`Hdd::holding`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct NarrowSpans {
-    /// Each span's start, four to a group, the last padded with empty spans.
-    start: Vec<[u32; 4]>,
+    /// The spans four to a group, the last padded with empty spans.
+    groups: Vec<SpanGroup>,
+}
+
+/// Four spans of [`NarrowSpans`], side by side as the scan loads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SpanGroup {
+    /// Each span's start.
+    start: [u32; 4],
     /// Each span's length with its top bit flipped: the unsigned `a - start
     /// < len` is then the signed compare SSE2 has.
-    len_biased: Vec<[u32; 4]>,
+    len_biased: [u32; 4],
 }
 
 /// The top bit of a `u32`, flipped to compare unsigned values as signed ones.
@@ -115,10 +122,12 @@ const SIGN: u32 = 1 << 31;
 impl NarrowSpans {
     /// `n` empty spans.
     fn new(n: usize) -> NarrowSpans {
-        let groups = n.div_ceil(4);
+        let empty = SpanGroup {
+            start: [0; 4],
+            len_biased: [SIGN; 4],
+        };
         NarrowSpans {
-            start: vec![[0; 4]; groups],
-            len_biased: vec![[SIGN; 4]; groups],
+            groups: vec![empty; n.div_ceil(4)],
         }
     }
 
@@ -131,8 +140,9 @@ impl NarrowSpans {
         } else {
             (0, u32::MAX)
         };
-        self.start[i / 4][i % 4] = start;
-        self.len_biased[i / 4][i % 4] = len ^ SIGN;
+        let g = &mut self.groups[i / 4];
+        g.start[i % 4] = start;
+        g.len_biased[i % 4] = len ^ SIGN;
     }
 
     /// Bit `i` for each span `64 * k + i` of the 64 from `64 * k` on that
@@ -141,17 +151,16 @@ impl NarrowSpans {
     #[inline]
     fn candidates(&self, k: usize, a: u32) -> u64 {
         use std::arch::x86_64::*;
-        let groups = 16 * k..self.start.len().min(16 * k + 16);
-        let (start, len) = (&self.start[groups.clone()], &self.len_biased[groups]);
+        let groups = &self.groups[16 * k..self.groups.len().min(16 * k + 16)];
         let mut mask = 0u64;
         // SAFETY: SSE2 is part of x86_64, and each load reads one group's
         // four `u32`s.
         unsafe {
             let at = _mm_set1_epi32(a as i32);
             let sign = _mm_set1_epi32(SIGN as i32);
-            for (q, (s, l)) in start.iter().zip(len).enumerate() {
-                let s = _mm_loadu_si128(s.as_ptr() as *const __m128i);
-                let l = _mm_loadu_si128(l.as_ptr() as *const __m128i);
+            for (q, g) in groups.iter().enumerate() {
+                let s = _mm_loadu_si128(g.start.as_ptr() as *const __m128i);
+                let l = _mm_loadu_si128(g.len_biased.as_ptr() as *const __m128i);
                 let past = _mm_xor_si128(_mm_sub_epi32(at, s), sign);
                 let holds = _mm_castsi128_ps(_mm_cmplt_epi32(past, l));
                 mask |= (_mm_movemask_ps(holds) as u64) << (4 * q);
@@ -164,11 +173,8 @@ impl NarrowSpans {
     /// holds block `a`.
     #[cfg(not(target_arch = "x86_64"))]
     fn candidates(&self, k: usize, a: u32) -> u64 {
-        let groups = 16 * k..self.start.len().min(16 * k + 16);
-        let spans = self.start[groups.clone()]
-            .iter()
-            .flatten()
-            .zip(self.len_biased[groups].iter().flatten());
+        let groups = &self.groups[16 * k..self.groups.len().min(16 * k + 16)];
+        let spans = groups.iter().flat_map(|g| g.start.iter().zip(&g.len_biased));
         spans.enumerate().fold(0, |mask, (i, (&s, &l))| {
             let past = a.wrapping_sub(s) ^ SIGN;
             mask | (((past as i32) < (l as i32)) as u64) << i
