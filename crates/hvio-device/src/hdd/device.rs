@@ -949,7 +949,8 @@ impl Hdd {
         let (a, b) = (rq.sector, rq.sector + n);
         let mut sb = [0.0f64; 4]; // overhead, seek, rotation, transfer
         let mut hit = false;
-        let ph = self.m.phases;
+        // `self.m.phases` is read where each field is used: a copy of the
+        // whole struct here was kept on the stack across the calls below.
         match rq.op {
             Op::Read => {
                 self.stats.reads += 1;
@@ -981,7 +982,7 @@ impl Hdd {
                         }
                     }
                     let oh = self.overhead(Overheads::READ_HIT);
-                    sb[0] = (oh - lead).max(0.0) + ph.data_prep + ph.complete[0];
+                    sb[0] = (oh - lead).max(0.0) + self.m.phases.data_prep + self.m.phases.complete[0];
                     sb[3] = n as f64 * xr;
                 } else if let Some(p) = self.stream_target(a) {
                     // The read-ahead under way will bring the data.
@@ -991,9 +992,9 @@ impl Hdd {
                     let t_b = self.reanchor(p.seg, b);
                     self.read_ended(p.seg, b, run);
                     let oh = self.overhead(Overheads::READ_HIT);
-                    let oh = (oh - lead).max(0.0) + ph.data_prep;
+                    let oh = (oh - lead).max(0.0) + self.m.phases.data_prep;
                     let bus_end = (tf + oh + n as f64 * xr).max(t_b + xr);
-                    sb[0] = oh + ph.complete[0];
+                    sb[0] = oh + self.m.phases.complete[0];
                     sb[3] = bus_end - tf - oh;
                 } else {
                     self.stop_prefetch(tf);
@@ -1017,15 +1018,20 @@ impl Hdd {
                     // Data flows to the host as it comes off the media, at the bus rate.
                     // The drive reconnects once the buffer holds the watermark's worth (at least a sector).
                     let media_n = (b - from) as f64;
-                    let mark = if ph.watermark_by_request {
-                        ph.read_watermark * n as f64
+                    let mark = if self.m.phases.watermark_by_request {
+                        self.m.phases.read_watermark * n as f64
                     } else {
-                        ph.read_watermark * self.m.cache.segment_sectors as f64
+                        self.m.phases.read_watermark * self.m.cache.segment_sectors as f64
                     };
                     let ready = ceil(mark).clamp(1.0, media_n) / media_n * acc.transfer;
-                    let bus_start = media_start + ready + ph.read_reconnect + ph.data_prep;
+                    let bus_start = media_start + ready + self.m.phases.read_reconnect + self.m.phases.data_prep;
                     let bus_end = (bus_start + n as f64 * xr).max(t_end + xr);
-                    sb = [oh + ph.complete[0], acc.seek, acc.rotation, bus_end - media_start];
+                    sb = [
+                        oh + self.m.phases.complete[0],
+                        acc.seek,
+                        acc.rotation,
+                        bus_end - media_start,
+                    ];
                     self.head = acc.end;
                     self.head_lbn = b;
                     // A run's next read refills the run's own segment.
@@ -1045,13 +1051,13 @@ impl Hdd {
                 self.clean(a, b);
                 self.drop_clean(a, b);
                 let oh = self.overhead(Overheads::WRITE_MISS);
-                let mech = ph.write_mech_delay.unwrap_or(oh);
+                let mech = self.m.phases.write_mech_delay.unwrap_or(oh);
                 // Under NCQ a queued write's data may be in before the mechanism is free.
                 let mech = (mech - lead).max(0.0);
                 let mut acc = self.m.access(self.head, tf + mech, a, n, true);
                 let mut media_start = tf + mech + acc.seek + acc.rotation;
                 let xw = self.m.bus_write_per_sector;
-                let bus_start = tf - lead + ph.write_data_delay.unwrap_or(oh + ph.data_prep);
+                let bus_start = tf - lead + self.m.phases.write_data_delay.unwrap_or(oh + self.m.phases.data_prep);
                 let bus_end = bus_start + n as f64 * xw;
                 // The media can only write what has arrived: when the host
                 // interface is slower than the media, the write starts late
@@ -1064,7 +1070,9 @@ impl Hdd {
                     media_start += turns * self.m.rev;
                 }
                 let t_end = media_start + acc.transfer;
-                let done = t_end.max(bus_end + ph.write_disconnect) + ph.write_reconnect + ph.complete[1];
+                let done = t_end.max(bus_end + self.m.phases.write_disconnect)
+                    + self.m.phases.write_reconnect
+                    + self.m.phases.complete[1];
                 sb = [mech, acc.seek, acc.rotation, done - media_start];
                 self.head = acc.end;
                 self.head_lbn = b;
@@ -1282,29 +1290,31 @@ impl Hdd {
         if self.segs.is_empty() {
             return None;
         }
-        let c = self.m.cache;
         let i = reuse.unwrap_or_else(|| self.victim());
         // A reused segment keeps its blocks when they reach `a` (a partial
         // hit, or a run's next read right after them); else it starts over.
         let start = if reuse.is_none() || self.segs[i].end < a {
             a
         } else if run {
-            let room = b.saturating_add(c.read_ahead).saturating_sub(c.segment_sectors).min(a);
+            let room = b
+                .saturating_add(self.m.cache.read_ahead)
+                .saturating_sub(self.m.cache.segment_sectors)
+                .min(a);
             self.segs[i].start.max(room)
         } else {
-            self.segs[i].start.max(b.saturating_sub(c.segment_sectors))
+            self.segs[i].start.max(b.saturating_sub(self.m.cache.segment_sectors))
         };
         // Saturating: read-ahead and segment sizes are user input.
         let ahead = self.read_ahead_end(start, a, b);
         // The read's blocks may give way to the read-ahead (the segment
         // slides at once, as it does under a host consuming a stream).
-        let start = if c.read_ahead_over_request {
-            start.max(ahead.saturating_sub(c.segment_sectors)).min(b)
+        let start = if self.m.cache.read_ahead_over_request {
+            start.max(ahead.saturating_sub(self.m.cache.segment_sectors)).min(b)
         } else {
             start
         };
         let limit = ahead
-            .min(start.saturating_add(c.segment_sectors))
+            .min(start.saturating_add(self.m.cache.segment_sectors))
             .max(b)
             .min(self.m.geom.capacity());
         self.refill(i, start, b, limit);
