@@ -15,10 +15,9 @@ impl DoneQueue {
     /// Adds a completion, keeping (done, id) order.
     #[inline(always)]
     pub(crate) fn push(&mut self, c: Completion) {
-        // Almost always at the end: checked first, without a search. In line,
-        // the completion goes into its slot where it is made, instead of
-        // being stored field by field and read back at once in wider pieces
-        // (which the processor cannot forward from the stores).
+        // Almost always at the end: checked first, without a search, and in
+        // line at the caller; the rare completion that goes before the last
+        // is placed out of line.
         if self.0.back().is_none_or(|x| (x.done, x.rq.id) <= (c.done, c.rq.id)) {
             self.0.push_back(c);
         } else {
