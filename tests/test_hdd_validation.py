@@ -75,3 +75,30 @@ def test_hdd_cdfs_errors_name_the_folder_or_file(tmp_path, capsys):
     bad.write_text(hdd_validation.OUTV_SIMULATED + "\n 1.0 2 0.5\n")
     with pytest.raises(ValueError, match=r"x.outv:2: expected"):
         hdd_validation.read_outv_cdf(bad)
+
+
+def test_hdd_cdfs_takes_disksim_runs_from_their_own_folder(tmp_path, capsys):
+    """`--disksim-out RUNS`: DiskSim's CDF from RUNS/NAME.outv, not from the
+    data folder's; a RUNS that is not a folder is an error naming it."""
+    out, data, runs = tmp_path / "out", tmp_path / "data", tmp_path / "runs"
+    (out / "diska").mkdir(parents=True)
+    (out / "diska" / "cdf.csv").write_text(_csv(tmp_path, 0.3).read_text())
+    data.mkdir()
+    runs.mkdir()
+    _outv(data / "diska.outv", [2.0, 5.0, 9.0])
+    assert main(["hdd-cdfs", str(out), "--data", str(data)]) == 0
+    from_data = (out / "diska" / "cdf.png").read_bytes()
+    assert main(["hdd-cdfs", str(out)]) == 0
+    without = (out / "diska" / "cdf.png").read_bytes()
+    _outv(runs / "diska.outv", [2.0, 5.0, 9.0])
+    assert main(["hdd-cdfs", str(out), "--data", str(data), "--disksim-out", str(runs)]) == 0
+    assert (out / "diska" / "cdf.png").read_bytes() == from_data
+    (data / "diska.outv").unlink()
+    assert main(["hdd-cdfs", str(out), "--disksim-out", str(runs)]) == 0
+    assert (out / "diska" / "cdf.png").read_bytes() == from_data
+    (runs / "diska.outv").unlink()
+    _outv(data / "diska.outv", [2.0, 5.0, 9.0])
+    assert main(["hdd-cdfs", str(out), "--data", str(data), "--disksim-out", str(runs)]) == 0
+    assert (out / "diska" / "cdf.png").read_bytes() == without
+    assert main(["hdd-cdfs", str(out), "--disksim-out", str(tmp_path / "nowhere")]) == 1
+    assert "nowhere: not a folder" in capsys.readouterr().err

@@ -284,6 +284,7 @@ def _main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("hdd-cdfs", help="CDF figures of `hvio validate-disk --all DIR --out OUT`, per disk")
     d.add_argument("out", type=Path, help="the --out folder of validate-disk --all (holds NAME/cdf.csv)")
     d.add_argument("--data", type=Path, help="the disks' folder: DiskSim's CDF is drawn where NAME.outv is")
+    d.add_argument("--disksim-out", type=Path, help="DiskSim's runs (NAME.outv by bench/disksim-runs.sh)")
     d.add_argument("--figure", type=Path, help="the combined figure (default OUT/cdfs.png)")
     e = sub.add_parser("reproduce", help="run a paper experiment by name (or its study file's path)")
     e.add_argument("name", nargs="?", help="an experiment's name, or the path of a study file")
@@ -322,7 +323,8 @@ def _main(argv: list[str] | None = None) -> int:
             return figures(args.json, args.out, args.format)
         if args.cmd == "hdd-cdfs":
             figure = args.figure or args.out / "cdfs.png"
-            for path in hdd_validation.plot_disks(args.out, figure, data_dir=args.data):
+            runs = {"data_dir": args.data, "disksim_out": args.disksim_out}
+            for path in hdd_validation.plot_disks(args.out, figure, **runs):
                 print(path)
             return 0
         return reproduce_command(args)

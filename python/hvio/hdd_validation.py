@@ -112,17 +112,28 @@ def _draw_disk(ax, name: str, df: pd.DataFrame, outv: Path | None) -> None:
 
 
 @reproducible
-def plot_disks(out_dir: str | Path, figure: str | Path, *, data_dir: str | Path | None = None) -> list[Path]:
+def plot_disks(
+    out_dir: str | Path,
+    figure: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    disksim_out: str | Path | None = None,
+) -> list[Path]:
     """Every disk's CDFs: one panel per disk in ``figure`` and
     ``OUT/NAME/cdf.png`` per disk; measured vs hvio, and DiskSim's own
-    simulated CDF where ``data_dir/NAME.outv`` exists. Returns the paths
-    written, the combined figure first. Deterministic: the same CSVs give
-    the same bytes."""
+    simulated CDF where its run is there: ``disksim_out/NAME.outv`` (DiskSim's
+    runs kept by ``bench/disksim-runs.sh``), else ``data_dir/NAME.outv``.
+    Returns the paths written, the combined figure first. Deterministic: the
+    same inputs give the same bytes."""
     disks = disk_cdfs(out_dir)
+    if disksim_out is not None and not Path(disksim_out).is_dir():
+        hint = "bench/disksim-runs.sh --out DIR writes DiskSim's runs there"
+        raise ValueError(f"{disksim_out}: not a folder ({hint})")
     frames = {name: read_cdfs(p) for name, p in disks.items()}
     outvs = {}
     for name in disks:
-        outv = Path(data_dir) / f"{name}.outv" if data_dir is not None else None
+        folder = disksim_out if disksim_out is not None else data_dir
+        outv = Path(folder) / f"{name}.outv" if folder is not None else None
         outvs[name] = outv if outv is not None and outv.is_file() else None
     cols = min(3, len(disks))
     rows = math.ceil(len(disks) / cols)

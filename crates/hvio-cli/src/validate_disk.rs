@@ -5,6 +5,7 @@ use crate::common::out;
 use anyhow::Result;
 use clap::Args;
 use hvio_device::disksim::LoadOptions;
+use hvio_device::validate::DisksimRuns;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -34,6 +35,11 @@ pub struct ValidateDiskArgs {
     /// and write miss overheads.
     #[arg(long, value_name = "MS", allow_negative_numbers = true, value_parser = seek_overhead_ms)]
     seek_overhead: Option<f64>,
+    /// DiskSim's own runs of the disks, DIR/NAME.outv (written by
+    /// `bench/disksim-runs.sh`), for DiskSim's demerit and hvio's ratio to it
+    /// [default: NAME.outv beside NAME.trace, where there is one].
+    #[arg(long, value_name = "DIR")]
+    disksim_out: Option<PathBuf>,
     /// Also time this many replays and report the best replay speed.
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = crate::common::non_negative::<u32>)]
     bench: u32,
@@ -56,11 +62,21 @@ pub fn validate_disk(a: ValidateDiskArgs) -> Result<()> {
         },
         (false, None) => LoadOptions::default(),
     };
+    let disksim = match &a.disksim_out {
+        Some(dir) => DisksimRuns::In(dir),
+        None => DisksimRuns::BesideTrace,
+    };
     let report = match (&a.all, &a.spec, &a.trace) {
-        (Some(dir), _, _) => hvio_device::validate::run_all(dir, a.out.as_deref(), &opts)?,
-        (None, Some(spec), Some(trace)) => {
-            hvio_device::validate::run_cli(spec, trace, a.out.as_deref(), a.disk.as_deref(), a.bench, &opts)?
-        }
+        (Some(dir), _, _) => hvio_device::validate::run_all(dir, a.out.as_deref(), &opts, disksim)?,
+        (None, Some(spec), Some(trace)) => hvio_device::validate::run_cli(
+            spec,
+            trace,
+            a.out.as_deref(),
+            a.disk.as_deref(),
+            a.bench,
+            &opts,
+            disksim,
+        )?,
         _ => anyhow::bail!("validate-disk needs SPEC and TRACE, or --all DIR"),
     };
     out!("{report}");

@@ -165,6 +165,77 @@ fn validate_disk_all_tabulates_every_disk_of_a_folder() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--disksim-out DIR`: DiskSim's own runs read from DIR/NAME.outv instead
+/// of beside the traces; a disk without one there has no DiskSim figure; a
+/// run there that is not DiskSim's output, or a folder that is not there,
+/// is an error naming it.
+#[test]
+fn validate_disk_reads_disksim_runs_from_another_folder() {
+    if !device_common::have_hdd_validation() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hvio-validate-runs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (traces, runs) = (dir.join("traces"), dir.join("runs"));
+    std::fs::create_dir_all(&traces).unwrap();
+    std::fs::create_dir_all(&runs).unwrap();
+    for f in [
+        "hp_c2247a.parv",
+        "hp_c2247a.diskspecs",
+        "hp_c2247a_validate.model",
+        "hp_c2247a.trace",
+        "ibm18es.parv",
+        "ibm18es.diskspecs",
+        "ibm18es.model",
+        "ibm18es.seek",
+        "ibm18es.trace",
+        "ibm18es.outv",
+    ] {
+        std::fs::copy(data(f), traces.join(f)).unwrap();
+    }
+    std::fs::copy(data("hp_c2247a.outv"), runs.join("hp_c2247a.outv")).unwrap();
+    let all = |extra: &[&str]| {
+        let mut args = vec!["validate-disk", "--all", traces.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        hvio(&args)
+    };
+    let (ok, out, err) = all(&["--disksim-out", runs.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    // The HP's run from the other folder; the IBM's beside its trace is not read.
+    assert_eq!(rows[1][5..], ["0.089", "1.53"], "{out}");
+    assert_eq!(rows[2][5..], ["—", "—"], "{out}");
+    // Without the option: the IBM's beside its trace, none for the HP.
+    let (ok, out, err) = all(&[]);
+    assert!(ok, "{err}");
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[1][5..], ["—", "—"], "{out}");
+    assert_eq!(rows[2][5..], ["0.136", "0.60"], "{out}");
+    // One disk: the line names the run it read.
+    let (ok, out, err) = hvio(&[
+        "validate-disk",
+        traces.join("hp_c2247a.parv").to_str().unwrap(),
+        traces.join("hp_c2247a.trace").to_str().unwrap(),
+        "--disksim-out",
+        runs.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("DiskSim's own demerit"))
+        .unwrap_or_default();
+    assert!(line.contains("0.089 ms") && line.ends_with("hp_c2247a.outv"), "{out}");
+    // Asked for, a run that is not DiskSim's output is an error naming it.
+    std::fs::write(runs.join("ibm18es.outv"), "not a DiskSim output\n").unwrap();
+    let (ok, _, err) = all(&["--disksim-out", runs.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("ibm18es.outv"), "{err}");
+    let (ok, _, err) = all(&["--disksim-out", dir.join("nowhere").to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("nowhere") && err.contains("no such folder"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `--seek-overhead MS` replaces the fitted constant (0 is `--as-described`);
 /// a value that is not a time is refused naming it; the two flags conflict.
 #[test]

@@ -224,6 +224,58 @@ pub fn disksim_demerit(outv: &Path) -> Result<f64, ValidateError> {
     Ok(rms(&measured.quantiles(), &simulated.quantiles()))
 }
 
+/// Where DiskSim's own run of a validation disk is read from: `NAME.outv`
+/// beside its trace, or in the folder `--disksim-out` names (DiskSim's runs
+/// kept by `bench/disksim-runs.sh`).
+#[derive(Clone, Copy, Debug, Default)]
+pub enum DisksimRuns<'a> {
+    /// `NAME.outv` beside `NAME.trace`, when it is there. It is read unasked,
+    /// so one that is not a DiskSim output leaves DiskSim's figure out.
+    #[default]
+    BesideTrace,
+    /// `DIR/NAME.outv`: asked for, so one that cannot be read is an error
+    /// naming it. A disk without one there has no DiskSim figure.
+    In(&'a Path),
+}
+
+impl DisksimRuns<'_> {
+    /// An `In` folder that is not there is an error naming it.
+    fn check(&self) -> Result<(), ValidateError> {
+        match self {
+            DisksimRuns::In(dir) if !dir.is_dir() => Err(ValidateError::File {
+                file: dir.display().to_string(),
+                msg: "--disksim-out: no such folder (bench/disksim-runs.sh --out DIR writes DiskSim's runs there)"
+                    .into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// DiskSim's demerit on `trace` and the file it came from, if there is one.
+    fn demerit(&self, trace: &Path) -> Result<Option<(f64, PathBuf)>, ValidateError> {
+        match self {
+            DisksimRuns::BesideTrace => {
+                let outv = trace.with_extension("outv");
+                Ok(if outv.is_file() {
+                    disksim_demerit(&outv).ok().map(|d| (d, outv))
+                } else {
+                    None
+                })
+            }
+            DisksimRuns::In(dir) => {
+                let mut name = trace.file_stem().unwrap_or_default().to_os_string();
+                name.push(".outv");
+                let outv = dir.join(name);
+                if outv.is_file() {
+                    Ok(Some((disksim_demerit(&outv)?, outv)))
+                } else {
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
 /// The outcome of one validation replay.
 #[derive(Debug, Clone)]
 pub struct Validation {
@@ -364,9 +416,9 @@ pub fn replay_speed(model: &HddModel, path: &Path, repeats: u32) -> Result<f64, 
 
 /// `hvio validate-disk SPEC TRACE [--out DIR] [--disk NAME] [--bench N]`
 /// (`opts`: `--as-described`, `--seek-overhead MS`): the
-/// printable report; with `out`, also `DIR/cdf.csv` (and DiskSim's own
-/// demerit when a `.outv` sits beside the trace); with `bench_repeats`, the
-/// best replay speed of that many more replays.
+/// printable report, with DiskSim's own demerit where `disksim` has its
+/// run; with `out`, also `DIR/cdf.csv`; with `bench_repeats`, the best
+/// replay speed of that many more replays.
 pub fn run_cli(
     spec: &Path,
     trace: &Path,
@@ -374,7 +426,9 @@ pub fn run_cli(
     disk: Option<&str>,
     bench_repeats: u32,
     opts: &LoadOptions,
+    disksim: DisksimRuns,
 ) -> Result<String, ValidateError> {
+    disksim.check()?;
     let cdf = out.map(|dir| dir.join("cdf.csv"));
     if let Some(p) = &cdf {
         // The spec's `source`d files are inputs too (a spec that cannot be
@@ -402,15 +456,12 @@ pub fn run_cli(
             v.requests_per_s
         ));
     }
-    let outv: PathBuf = trace.with_extension("outv");
-    if outv.exists() {
-        if let Ok(d) = disksim_demerit(&outv) {
-            report.push_str(&format!(
-                "  DiskSim's own demerit       {d:8.3} ms ({:.2}%) from {}\n",
-                100.0 * d / v.measured_mean_ms,
-                outv.display()
-            ));
-        }
+    if let Some((d, outv)) = disksim.demerit(trace)? {
+        report.push_str(&format!(
+            "  DiskSim's own demerit       {d:8.3} ms ({:.2}%) from {}\n",
+            100.0 * d / v.measured_mean_ms,
+            outv.display()
+        ));
     }
     if let Some(p) = cdf {
         // The directory is made with the file (and removed if it fails).
@@ -427,9 +478,16 @@ pub fn run_cli(
 /// (`NAME.trace`) replayed on its description (`NAME.parv`, else
 /// `NAME.diskspecs`), one table row each: requests, the measured mean
 /// service time, hvio's demerit (ms and % of that mean), DiskSim's own
-/// (from `NAME.outv` when it is there, else `—`) and the ratio of the two.
-/// With `out`, also `OUT/NAME/cdf.csv` for each disk. Every disk is read as `opts` say.
-pub fn run_all(dir: &Path, out: Option<&Path>, opts: &LoadOptions) -> Result<String, ValidateError> {
+/// (from its run's `NAME.outv` where `disksim` has one, else `—`) and the
+/// ratio of the two. With `out`, also `OUT/NAME/cdf.csv` for each disk.
+/// Every disk is read as `opts` say.
+pub fn run_all(
+    dir: &Path,
+    out: Option<&Path>,
+    opts: &LoadOptions,
+    disksim: DisksimRuns,
+) -> Result<String, ValidateError> {
+    disksim.check()?;
     let file_err = |e: std::io::Error| ValidateError::File {
         file: dir.display().to_string(),
         msg: e.to_string(),
@@ -473,14 +531,8 @@ pub fn run_all(dir: &Path, out: Option<&Path>, opts: &LoadOptions) -> Result<Str
                 msg: e.to_string(),
             })?;
         }
-        let outv = trace.with_extension("outv");
-        let own = if outv.is_file() {
-            disksim_demerit(&outv).ok()
-        } else {
-            None
-        };
-        let (own_s, ratio_s) = match own {
-            Some(d) => (format!("{d:.3}"), format!("{:.2}", v.demerit_ms / d)),
+        let (own_s, ratio_s) = match disksim.demerit(trace)? {
+            Some((d, _)) => (format!("{d:.3}"), format!("{:.2}", v.demerit_ms / d)),
             None => ("—".to_string(), "—".to_string()),
         };
         report.push_str(&format!(

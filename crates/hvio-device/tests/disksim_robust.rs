@@ -10,7 +10,7 @@
 //! the long run: `HVIO_FUZZ_CASES=5000 cargo test -p hvio-device --test disksim_robust -- --ignored`.
 
 use hvio_device::disksim::{load_disk, read_spec, LoadOptions, SpecError};
-use hvio_device::validate::{validate, ValidateError};
+use hvio_device::validate::{validate, DisksimRuns, ValidateError};
 use hvio_trace::mutate;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -485,7 +485,18 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
     let spec = shared().join("hp_c2247a.parv");
     let trace = dir.join("t.trace");
     std::fs::write(&trace, "R Miss 1000 8 100 100\nW Miss 2000 8 100 100\n").unwrap();
-    hvio_device::validate::run_cli(&spec, &trace, Some(&out), None, 0, &LoadOptions::default()).unwrap();
+    let write_cdf = || {
+        hvio_device::validate::run_cli(
+            &spec,
+            &trace,
+            Some(&out),
+            None,
+            0,
+            &LoadOptions::default(),
+            DisksimRuns::BesideTrace,
+        )
+    };
+    write_cdf().unwrap();
     let names: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -498,7 +509,7 @@ fn cdf_csv_is_written_whole_or_not_at_all() {
     // cdf.csv a directory: the rename fails, no temporary file is left behind.
     std::fs::remove_file(out.join("cdf.csv")).unwrap();
     std::fs::create_dir_all(out.join("cdf.csv").join("x")).unwrap();
-    let e = hvio_device::validate::run_cli(&spec, &trace, Some(&out), None, 0, &LoadOptions::default()).unwrap_err();
+    let e = write_cdf().unwrap_err();
     assert!(e.to_string().starts_with(&out.display().to_string()), "{e}");
     let names: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
@@ -545,7 +556,16 @@ fn an_endless_outv_beside_the_trace_is_not_read_forever() {
     let spec = shared().join("hp_c2247a.parv");
     let t2 = trace.clone();
     let report = mutate::within(120, move || {
-        hvio_device::validate::run_cli(&spec, &t2, None, None, 0, &LoadOptions::default()).unwrap()
+        hvio_device::validate::run_cli(
+            &spec,
+            &t2,
+            None,
+            None,
+            0,
+            &LoadOptions::default(),
+            DisksimRuns::BesideTrace,
+        )
+        .unwrap()
     });
     assert!(
         report.contains("1 requests replayed") && !report.contains("DiskSim's own demerit"),
