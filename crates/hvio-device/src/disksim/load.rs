@@ -578,6 +578,7 @@ fn map_disk(disk: &Block, bus: [f64; 2], seek_overhead: f64, ctx: &mut Ctx) -> R
     let model = HddModel {
         name: disk.name.clone().unwrap_or_else(|| "disksim".into()),
         seek: SeekTimes::new(seek, geom.cylinders),
+        sector_ns: HddModel::sector_times(&geom, mech.rev),
         geom,
         rev: mech.rev,
         head_switch: mech.head_switch,

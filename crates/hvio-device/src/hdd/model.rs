@@ -205,6 +205,12 @@ pub struct HddModel {
     pub policy: QueuePolicy,
     /// SPTF age bound: a request queued this long is served next, ns.
     pub max_queue_wait: Nanos,
+    /// Each zone's time for one sector to pass under the head, `rev / spt`
+    /// ([`HddModel::sector_times`] of `geom` and `rev`): the same quotient
+    /// the walk would divide out, looked up instead of divided on every
+    /// request (a division's latency, where the transfer and the
+    /// read-ahead's stop wait on it).
+    pub(crate) sector_ns: Vec<f64>,
 }
 
 /// `x` truncated toward zero, for `x` in `0.0..9.0e15` (callers check):
@@ -289,6 +295,25 @@ pub struct Access {
 }
 
 impl HddModel {
+    /// [`HddModel::sector_ns`] of a geometry and a revolution time: each
+    /// zone's `rev / spt`.
+    pub(crate) fn sector_times(geom: &Geometry, rev: f64) -> Vec<f64> {
+        geom.zones.iter().map(|z| rev / z.spt as f64).collect()
+    }
+
+    /// The time one sector of `loc`'s track takes to pass under the head,
+    /// ns: `self.rev / self.geom.spt(loc) as f64`.
+    #[inline(always)]
+    pub fn sector_time(&self, loc: Loc) -> f64 {
+        let t = self.sector_ns[loc.zone as usize];
+        debug_assert_eq!(
+            t.to_bits(),
+            (self.rev / self.geom.spt(loc) as f64).to_bits(),
+            "sector_ns follows rev and the geometry"
+        );
+        t
+    }
+
     /// Seek time in ns between two cylinders (seek only, no head switch).
     #[inline]
     pub fn seek_ns(&self, from: u32, to: u32) -> f64 {
@@ -393,7 +418,7 @@ impl HddModel {
             return None;
         }
         let last_sector = loc.sector + (end - 1 - lbn) as u32;
-        let sector_t = self.rev / g.spt(loc) as f64;
+        let sector_t = self.sector_time(loc);
         let t_end = t + (last_sector - loc.sector + 1) as f64 * sector_t;
         let last = Loc {
             sector: last_sector,
@@ -421,7 +446,7 @@ impl HddModel {
         }
         let rest = (g.spt(loc) - loc.sector) as u64;
         let run_end = (lbn + rest).min(end.min(g.capacity()));
-        let sector_t = self.rev / g.spt(loc) as f64;
+        let sector_t = self.sector_time(loc);
         // `stream`'s physical sectors of the run (its last sector less the
         // first, plus one: a `u32`, converted as such).
         if t + ((run_end - lbn) as u32) as f64 * sector_t <= stop {
@@ -457,8 +482,7 @@ impl HddModel {
         let mut cur = g.cursor(loc, lbn);
         loop {
             let (run_end, last_sector) = g.track_run_from(loc, lbn, end, &mut cur);
-            let spt = g.spt(loc) as f64;
-            let sector_t = self.rev / spt;
+            let sector_t = self.sector_time(loc);
             // Physical sectors passed, including slipped ones in between.
             let phys = (last_sector - loc.sector + 1) as f64;
             let t_run = t + phys * sector_t;

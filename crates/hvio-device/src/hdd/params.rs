@@ -356,11 +356,13 @@ impl HddParams {
         if destage_chunk == 0 {
             return Err(DeviceError::param("destage_chunk_sectors", 0, "must be positive"));
         }
+        let rev = 60e9 / rpm;
         Ok(HddModel {
             name: "hdd-7200rpm-1tb".into(),
+            sector_ns: HddModel::sector_times(&geom, rev),
             geom,
             seek: SeekTimes::new(seek, cylinders),
-            rev: 60e9 / rpm,
+            rev,
             head_switch: ms("head_switch_ms", self.head_switch_ms, 0.8)?,
             write_settle: ms("write_settle_ms", self.write_settle_ms, 0.25)?,
             min_write_seek: 0.0,
