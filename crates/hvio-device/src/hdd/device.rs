@@ -5,7 +5,7 @@ use super::model::{
     ceil, round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
 };
 use crate::done::DoneQueue;
-use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request, ServiceBreakdown};
+use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request};
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -940,8 +940,10 @@ impl Hdd {
         (t - sub as f64).max(0.0)
     }
 
-    /// Starts `rq`, submitted at `sub`, on the mechanism at `t`; returns its completion.
-    fn serve(&mut self, rq: Request, sub: Nanos, t: Nanos) -> Completion {
+    /// Starts `rq`, submitted at `sub`, on the mechanism at `t`; returns
+    /// its service's parts (overhead, seek, rotation, transfer, ns) and
+    /// whether the cache served it, for [`write_completion`].
+    fn serve(&mut self, rq: Request, sub: Nanos, t: Nanos) -> ([f64; 4], bool) {
         let tf = t as f64;
         // The part of the command overhead already done (NCQ), ns.
         let lead = self.taken_in(sub, tf);
@@ -1088,7 +1090,7 @@ impl Hdd {
             }
         }
         self.last_write = rq.op == Op::Write;
-        completion(rq, t, sb, hit)
+        (sb, hit)
     }
 
     /// Blocks `a..b` were written to the media: keep them for read hits, if the drive does.
@@ -1469,8 +1471,8 @@ impl Hdd {
         self.add_dirty(rq.sector, rq.sector + n, t);
         self.evict_clean(t);
         self.last_write = true;
-        let c = completion(rq, t, [oh, 0.0, 0.0, bus], true);
-        self.push_done(c);
+        self.done
+            .push_with(|slot| write_completion(slot, &rq, t, [oh, 0.0, 0.0, bus], true));
     }
 
     /// Buffers, in arrival order, the queued writes that waited for room and now fit.
@@ -1587,8 +1589,15 @@ impl Hdd {
     /// ahead its minimum), and its completion is queued.
     #[inline]
     fn start(&mut self, rq: Request, sub: Nanos, t: Nanos) {
-        let c = self.serve(rq, sub, t);
-        self.mech_free = c.done;
+        let (parts, hit) = self.serve(rq, sub, t);
+        // Built in its slot of the queue: built here and copied in, it
+        // would be read back at once in pieces the processor cannot forward
+        // from the stores that wrote it.
+        let done = self
+            .done
+            .push_with(|slot| write_completion(slot, &rq, t, parts, hit))
+            .done;
+        self.mech_free = done;
         if rq.op == Op::Read {
             let b = rq.sector + rq.sectors as u64;
             let until = match self.m.cache.read_ahead_policy {
@@ -1601,8 +1610,7 @@ impl Hdd {
             };
             self.mech_free = self.mech_free.max(until);
         }
-        self.last_host = c.done;
-        self.push_done(c);
+        self.last_host = done;
     }
 
     /// Nothing queued, buffered or destaging: the mechanism has nothing to
@@ -1624,14 +1632,15 @@ impl Hdd {
         };
         at.expect("pending_at parallels pending")
     }
-
-    fn push_done(&mut self, c: Completion) {
-        self.done.push(c);
-    }
 }
 
-/// A completion whose parts add up exactly (each part rounded on the running total).
-fn completion(rq: Request, t: Nanos, parts: [f64; 4], cache_hit: bool) -> Completion {
+/// Writes the completion of `rq`, started at `t`, into `slot`: its parts
+/// add up exactly (each part rounded on the running total). Field by field:
+/// assigned as one value, padding and all, the completion is put together
+/// on the stack and read back at once in pieces of other sizes and places
+/// than the stores that wrote them, which the processor cannot forward.
+#[inline(always)]
+fn write_completion(slot: &mut Completion, rq: &Request, t: Nanos, parts: [f64; 4], cache_hit: bool) {
     let mut acc = t as f64;
     let mut prev = t;
     let mut out = [0 as Nanos; 4];
@@ -1641,18 +1650,15 @@ fn completion(rq: Request, t: Nanos, parts: [f64; 4], cache_hit: bool) -> Comple
         *o = r - prev;
         prev = r;
     }
-    Completion {
-        rq,
-        start: t,
-        done: prev,
-        service: ServiceBreakdown {
-            overhead: out[0],
-            seek: out[1],
-            rotation: out[2],
-            transfer: out[3],
-            cache_hit,
-        },
-    }
+    slot.rq = *rq;
+    slot.start = t;
+    slot.done = prev;
+    let s = &mut slot.service;
+    s.overhead = out[0];
+    s.seek = out[1];
+    s.rotation = out[2];
+    s.transfer = out[3];
+    s.cache_hit = cache_hit;
 }
 
 impl Device for Hdd {
