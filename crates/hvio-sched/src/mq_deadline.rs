@@ -148,7 +148,9 @@ impl MqDeadline {
             prio_aging_expire: p.nanos("prio_aging_expire"),
             async_depth: p.u64("async_depth") as usize,
             prios: Default::default(),
-            last_dir: READ,
+            // `dd_init_sched`: the first dispatch continues a write "batch"
+            // when a write is queued.
+            last_dir: WRITE,
             batching: 0,
             starved: 0,
             async_in_flight: 0,
@@ -240,8 +242,15 @@ impl Scheduler for MqDeadline {
         if self.queued == 0 {
             return Dispatch::Empty;
         }
-        // Aged BE and IDLE requests first.
-        if let Some(latest) = now.checked_sub(self.prio_aging_expire) {
+        // Aged BE and IDLE requests first (`dd_dispatch_prio_aged_requests`),
+        // only while two levels or more have requests queued or in flight:
+        // with one, there is nothing for it to age past, and Linux does not
+        // try. The try is not free of effects: `__dd_dispatch_request`
+        // chooses a direction and starts a batch before it refuses a request
+        // younger than the aging limit, and that batch would then be
+        // continued instead of the choice made afresh.
+        let levels = self.prios.iter().filter(|pp| pp.queued() > 0).count();
+        if let Some(latest) = now.checked_sub(self.prio_aging_expire).filter(|_| levels >= 2) {
             for prio in [BE, IDLE] {
                 if self.prios[prio].queued() == 0 {
                     continue;
@@ -406,17 +415,31 @@ mod tests {
     }
 
     /// Writes get a batch after `writes_starved` (2) read batches pass them.
-    /// With `fifo_batch` = 1 the very first read continues the (empty)
-    /// initial batch without counting, then two read batches pass the write.
+    /// With `fifo_batch` = 1 every dispatch after the first chooses a
+    /// direction: the write waits for two reads, then goes.
     #[test]
     fn writes_get_a_batch_after_starving() {
         let mut s = sched(&[("fifo_batch", 1.0)]);
         for i in 0..10 {
             s.insert(rq(i, Op::Read, 1000 + i * 8, IoClass::Be, 0), 0);
         }
-        s.insert(rq(100, Op::Write, 50, IoClass::Be, 0), 0);
-        let ops: Vec<Op> = (0..5).map(|_| take(s.as_mut(), 1).op).collect();
-        assert_eq!(ops, vec![Op::Read, Op::Read, Op::Read, Op::Write, Op::Read]);
+        assert_eq!(take(s.as_mut(), 1).op, Op::Read);
+        s.insert(rq(100, Op::Write, 50, IoClass::Be, 1), 1);
+        let ops: Vec<Op> = (0..4).map(|_| take(s.as_mut(), 1).op).collect();
+        assert_eq!(ops, vec![Op::Read, Op::Read, Op::Write, Op::Read]);
+    }
+
+    /// `dd_init_sched` sets `last_dir` to `DD_WRITE`: with reads and a write
+    /// queued, the first dispatch continues that direction from sector 0 and
+    /// the write goes first.
+    #[test]
+    fn the_first_dispatch_continues_the_write_direction() {
+        let mut s = sched(&[]);
+        s.insert(rq(0, Op::Read, 100, IoClass::Be, 0), 0);
+        s.insert(rq(1, Op::Read, 200, IoClass::Be, 0), 0);
+        s.insert(rq(2, Op::Write, 50, IoClass::Be, 0), 0);
+        assert_eq!(take(s.as_mut(), 1).op, Op::Write);
+        assert_eq!(take(s.as_mut(), 1).sector, 100);
     }
 
     /// An expired read at the FIFO head starts the next batch.
@@ -430,6 +453,22 @@ mod tests {
         assert_eq!(take(s.as_mut(), 2).sector, 10);
         assert_eq!(take(s.as_mut(), 2).sector, 20);
         assert_eq!(take(s.as_mut(), ms(600)).sector, 900);
+    }
+
+    /// With one priority level queued there is no aged pass, as in Linux
+    /// (`prio_cnt < 2`): past `prio_aging_expire` of run time an expired
+    /// FIFO head still starts the batch. Trying the aged pass anyway chose
+    /// the direction and started a batch at the head, refused the head (it
+    /// arrived less than 10 s ago), and the normal pass then continued that
+    /// batch along the sweep instead of serving the expired head.
+    #[test]
+    fn no_aged_pass_with_one_level_queued() {
+        let mut s = sched(&[]);
+        s.insert(rq(0, Op::Read, 900, IoClass::Be, s_(19)), s_(19));
+        s.insert(rq(1, Op::Read, 10, IoClass::Be, s_(19) + ms(900)), s_(19) + ms(900));
+        // The head's read_expire (500 ms) has passed: it goes first.
+        assert_eq!(take(s.as_mut(), s_(20)).sector, 900);
+        assert_eq!(take(s.as_mut(), s_(20)).sector, 10);
     }
 
     fn s_(v: u64) -> Nanos {
