@@ -35,7 +35,7 @@ def test_the_three_vm_example_gives_a_verdict_and_figures(example, capsys):
         "\nverdict\n  throughput: ",
         "\n  worst-case latency: ",
         "\n  weighted fairness: ",
-        "starved: mq-deadline gives db 0.07 MB/s",
+        "starved: mq-deadline gives db 0.08 MB/s",
     ):
         assert needle in text, needle
     c = hvio.load_comparison(example / "compare.json")

@@ -35,7 +35,7 @@ fn the_three_vm_example_gives_a_verdict() {
         "\n  weighted fairness: ",
         // The case the comparison exists to show: mq-deadline leaves the
         // database VM a few requests a second.
-        "starved: mq-deadline gives db 0.07 MB/s",
+        "starved: mq-deadline gives db 0.08 MB/s",
     ] {
         assert!(out.contains(needle), "{needle:?} missing:\n{out}");
     }
