@@ -363,3 +363,31 @@ fn bad_validation_traces_are_named_errors() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Every request of the five validation traces reads as reading the file
+/// as text, splitting each line at its whitespace and parsing each field
+/// with `str::parse` reads it, to the bit of each decimal (the quick
+/// reading from bit masks takes all of their lines).
+#[test]
+fn validation_traces_read_as_str_parse_reads_them() {
+    let Some(data) = common::hdd_validation() else { return };
+    use hvio_device::validate::read_trace;
+    for name in ["atlas10k", "barracuda", "hp_c2247a", "hp_c3323a", "ibm18es"] {
+        let path = data.join(format!("{name}.trace"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let records = read_trace(&path).unwrap();
+        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        for r in &records {
+            let (k, line) = lines.next().unwrap();
+            let f: Vec<&str> = line.split_ascii_whitespace().collect();
+            let decimal = |s: &str| s.parse::<f64>().unwrap() / 1000.0;
+            assert_eq!(r.line, k + 1, "{name}");
+            assert_eq!(r.write, f[0] == "W", "{name}:{}", r.line);
+            assert_eq!(r.lbn, f[2].parse::<u64>().unwrap(), "{name}:{}", r.line);
+            assert_eq!(r.sectors, f[3].parse::<u32>().unwrap(), "{name}:{}", r.line);
+            assert_eq!(r.measured_ms.to_bits(), decimal(f[4]).to_bits(), "{name}:{}", r.line);
+            assert_eq!(r.gap_ms.to_bits(), decimal(f[5]).to_bits(), "{name}:{}", r.line);
+        }
+        assert!(lines.next().is_none(), "{name}: lines left unread");
+    }
+}
