@@ -618,22 +618,19 @@ impl Scheduler for Anticipatory {
         self.update_iohist(rq.stream, &rq, now);
         self.streams.entry(rq.stream).or_default().nr_queued += 1;
         let dir = rq.sync as usize;
+        let deadline = now + self.fifo_expire[dir];
         // `as_add_arq_rb`: a queued request at the same sector (an alias)
         // goes to the dispatch queue at once. The sector is compared on the
-        // index's sectors: the request itself is read only for an alias.
+        // index's sectors (the request itself is read only for an alias),
+        // and the search that finds none is the insertion's.
         if sorted(&rq) {
-            while let Some(alias) = self.queues[dir]
-                .sector_at_or_after(rq.sector)
-                .filter(|&s| s == rq.sector)
-                .and_then(|_| self.queues[dir].at_or_after((rq.sector, 0)))
-                .filter(|a| sorted(a))
-                .copied()
-            {
+            while let Some(alias) = self.queues[dir].insert_unless_alias(rq, deadline, sorted) {
                 let alias = self.move_to_dispatch(alias);
                 self.dispatch_list.push_back(alias);
             }
+        } else {
+            self.queues[dir].insert(rq, deadline);
         }
-        self.queues[dir].insert(rq, now + self.fifo_expire[dir]);
         // `as_update_arq`: keep the next-request cache up to date.
         self.next[dir] = choose_req(self.last_sector[dir], Some(key(&rq)), self.next[dir]);
         if matches!(self.antic, Antic::WaitReq | Antic::WaitNext) && self.can_break_anticipation(Some(&rq), now) {

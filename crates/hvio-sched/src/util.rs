@@ -325,6 +325,7 @@ impl SortedIndex {
 
     /// Adds `key` with slot `slot`; false (and nothing changed) if `key` is
     /// present. `id_of` need not know `slot` yet.
+    #[inline(always)]
     fn insert(&mut self, key: Packed, slot: u32, id_of: impl IdOf) -> bool {
         let sector = unpack(key).0;
         if self.chunks.is_empty() {
@@ -335,14 +336,33 @@ impl SortedIndex {
             self.lens.push(1);
             return true;
         }
-        let mut ci = self.chunk_at_or_after(key, id_of).min(self.chunks.len() - 1);
+        let ci = self.chunk_at_or_after(key, id_of).min(self.chunks.len() - 1);
         if self.chunks.len() > COLD_CHUNKS {
             self.chunks[ci].prefetch_slots(self.len(ci));
         }
-        let mut pos = self.pos(ci, key, id_of);
+        let pos = self.pos(ci, key, id_of);
         if pos < self.len(ci) && self.is_at((ci, pos), key, id_of) {
             return false;
         }
+        self.insert_at((ci, pos), sector, slot);
+        true
+    }
+
+    /// The place a key with `sector` goes to when no queued key has that
+    /// sector, given `at`, the place of the first key at or after
+    /// `(sector, 0)` (None: after every key). None if the index is empty.
+    fn place_for_new_sector(&self, at: Option<Place>) -> Option<Place> {
+        at.or_else(|| {
+            let ci = self.chunks.len().checked_sub(1)?;
+            Some((ci, self.len(ci)))
+        })
+    }
+
+    /// Puts `sector` with slot `slot` at `(ci, pos)`, the place of the
+    /// first key after it (or the end of the last chunk), splitting a full
+    /// chunk.
+    #[inline(always)]
+    fn insert_at(&mut self, (mut ci, mut pos): Place, sector: Sector, slot: u32) {
         if self.len(ci) == CHUNK {
             let mut tail = self.new_chunk();
             let c = &mut self.chunks[ci];
@@ -374,7 +394,6 @@ impl SortedIndex {
         if self.hint.0 == ci && pos <= self.hint.1 {
             self.hint.1 += 1;
         }
-        true
     }
 
     /// Asks for the lines of the chunk that holds or would hold `key` (its
@@ -489,8 +508,20 @@ impl SortedIndex {
         if let Some(at) = self.hinted_lower_bound(key, id_of) {
             return Some(at);
         }
+        self.searched_place(key, id_of, false)
+    }
+
+    /// Where the first key at or after `key` is, from one search. With
+    /// `for_insertion`, a big queue's chunk has its slot lines asked for
+    /// with its sector lines: an insertion there moves them, and would
+    /// otherwise wait for them after the search's own wait.
+    #[inline(always)]
+    fn searched_place(&self, key: Packed, id_of: impl IdOf, for_insertion: bool) -> Option<Place> {
         let ci = self.chunk_at_or_after(key, id_of);
-        self.chunks.get(ci)?;
+        let c = self.chunks.get(ci)?;
+        if for_insertion && self.chunks.len() > COLD_CHUNKS {
+            c.prefetch_slots(self.len(ci));
+        }
         Some((ci, self.pos(ci, key, id_of)))
     }
 
@@ -713,6 +744,47 @@ impl SortedFifo {
     /// Add `rq` with FIFO expiry time `deadline` (a request with the key of
     /// one already queued replaces it).
     pub fn insert(&mut self, rq: Request, deadline: Nanos) {
+        self.insert_in(rq, deadline, None);
+    }
+
+    /// Inserts `rq` with FIFO expiry time `deadline` unless a queued request
+    /// has its sector and `is_alias` accepts the first of those: then
+    /// nothing changes and a copy of that request is returned (AS's
+    /// `as_add_arq_rb`). The search for the queued sector is also the
+    /// insertion's: with no queued request at that sector, its place is
+    /// where `rq` goes.
+    pub fn insert_unless_alias(
+        &mut self,
+        rq: Request,
+        deadline: Nanos,
+        is_alias: impl FnOnce(&Request) -> bool,
+    ) -> Option<Request> {
+        let (probe, ids) = (pack((rq.sector, 0)), id_of(&self.slots));
+        let at =
+            (self.by_sector.hinted_lower_bound(probe, ids)).or_else(|| self.by_sector.searched_place(probe, ids, true));
+        match at {
+            Some((ci, pos)) if self.by_sector.chunks[ci].sectors[pos] == rq.sector => {
+                let queued = self.rq(self.by_sector.chunks[ci].slots[pos]);
+                if is_alias(queued) {
+                    return Some(*queued);
+                }
+                // Equal sectors are ordered by id: the full search places it.
+                self.insert(rq, deadline);
+            }
+            _ => {
+                let place = self.by_sector.place_for_new_sector(at);
+                self.insert_in(rq, deadline, place);
+            }
+        }
+        None
+    }
+
+    /// [`SortedFifo::insert`], at `place` in the index when it is known
+    /// (the place of the first key after `rq`'s, no queued key having its
+    /// sector), else after a search. In line, so that each caller's
+    /// `place` is a constant: `insert` has no branch on it.
+    #[inline(always)]
+    fn insert_in(&mut self, rq: Request, deadline: Nanos, place: Option<Place>) {
         let key = (rq.sector, rq.id);
         let order = (deadline, rq.id);
         // The lane whose last entry is the latest not after `order`, else an empty one.
@@ -727,7 +799,14 @@ impl SortedFifo {
         };
         let entry = Slot { rq, deadline, seq };
         let slot = self.free.last().copied().unwrap_or(self.slots.len() as u32);
-        if !self.by_sector.insert(pack(key), slot, id_of(&self.slots)) {
+        let inserted = match place {
+            Some(at) => {
+                self.by_sector.insert_at(at, rq.sector, slot);
+                true
+            }
+            None => self.by_sector.insert(pack(key), slot, id_of(&self.slots)),
+        };
+        if !inserted {
             self.remove(key);
             return self.insert(rq, deadline);
         }
@@ -1186,6 +1265,52 @@ mod sorted_fifo_tests {
                 check(&q, &model, probe);
             }
             assert!(q.by_sector.chunks.len() <= 500 / (CHUNK / 8) + 1, "round {round}");
+        }
+    }
+
+    proptest! {
+        /// `insert_unless_alias` against a model: with sectors from a small
+        /// range (many aliases), ids out of order and queues of up to
+        /// thousands of requests (many chunks, searches from the hint, the
+        /// last chunk and the chunk list), it returns the first queued
+        /// request at the new one's sector when `is_alias` accepts it and
+        /// changes nothing, else inserts as `insert` does.
+        #[test]
+        fn insert_unless_alias_matches_a_model(
+            ops in prop::collection::vec((0u64..3000, any::<bool>(), 0u8..4), 1..3000),
+            span in prop::sample::select(vec![64u64, 4096, 1 << 40]),
+        ) {
+            let mut q = SortedFifo::new();
+            let mut model: BTreeMap<SortKey, Nanos> = BTreeMap::new();
+            for (n, (r, accept, what)) in ops.into_iter().enumerate() {
+                let n = n as u64;
+                let sector = r * span / 3000;
+                match what {
+                    0 if !model.is_empty() => {
+                        // An elevator's removal: the first key at or after the sector.
+                        let k = *model.range((sector, 0)..).next().or(model.iter().next()).unwrap().0;
+                        prop_assert_eq!(q.remove(k).map(|r| r.id), Some(k.1));
+                        model.remove(&k);
+                    }
+                    _ => {
+                        // Ids mostly rising, every fourth one below all before it.
+                        let id = if n % 4 == 3 { 1_000_000 - n } else { 1_000_000 + n };
+                        let got = q.insert_unless_alias(Request::new(id, 0, Op::Read, sector, 8, 0), n, |_| accept);
+                        let first_there = model.range((sector, 0)..(sector + 1, 0)).next().map(|e| *e.0);
+                        match first_there.filter(|_| accept) {
+                            Some(k) => prop_assert_eq!(got.map(|r| key(&r)), Some(k)),
+                            None => {
+                                prop_assert!(got.is_none());
+                                model.insert((sector, id), n);
+                            }
+                        }
+                    }
+                }
+                prop_assert_eq!(q.len(), model.len());
+            }
+            prop_assert_eq!(q.iter().map(key).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
+            let head = model.iter().map(|(k, &d)| (d, k.1)).min();
+            prop_assert_eq!(q.fifo_head().map(|(d, r)| (d, r.id)), head);
         }
     }
 
