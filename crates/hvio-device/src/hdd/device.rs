@@ -2,7 +2,7 @@
 
 use super::geometry::Loc;
 use super::model::{
-    ceil, round_ns, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
+    ceil, round_ns, to_f64, DestagePolicy, HddModel, HddSeek, Overheads, QueuePolicy, ReadAheadExtent, ReadAheadPolicy,
 };
 use crate::done::DoneQueue;
 use hvio_core::{Completion, Device, DeviceInfo, Nanos, Op, Request};
@@ -944,7 +944,7 @@ impl Hdd {
     /// its service's parts (overhead, seek, rotation, transfer, ns) and
     /// whether the cache served it, for [`write_completion`].
     fn serve(&mut self, rq: Request, sub: Nanos, t: Nanos) -> ([f64; 4], bool) {
-        let tf = t as f64;
+        let tf = to_f64(t);
         // The part of the command overhead already done (NCQ), ns.
         let lead = self.taken_in(sub, tf);
         let n = (rq.sectors as u64).max(1);
@@ -1019,7 +1019,7 @@ impl Hdd {
                     let t_end = media_start + acc.transfer;
                     // Data flows to the host as it comes off the media, at the bus rate.
                     // The drive reconnects once the buffer holds the watermark's worth (at least a sector).
-                    let media_n = (b - from) as f64;
+                    let media_n = to_f64(b - from);
                     let mark = if self.m.phases.watermark_by_request {
                         self.m.phases.read_watermark * n as f64
                     } else {
@@ -1367,7 +1367,7 @@ impl Hdd {
         } else {
             // Shortest positioning time from the head among the runs nearest
             // it by block number and the oldest.
-            let tf = t as f64;
+            let tf = to_f64(t);
             let h = self.head_lbn;
             let after = self.dirty.range(h..).take(DESTAGE_CANDIDATES);
             let before = self.dirty.range(..h).rev().take(DESTAGE_CANDIDATES);
@@ -1402,8 +1402,8 @@ impl Hdd {
         let Some((lbn, n)) = self.destage_choice(t) else { return };
         self.stats.destages += 1;
         self.stats.destaged_sectors += n;
-        self.stop_prefetch(t as f64);
-        let acc = self.m.access(self.head, t as f64, lbn, n, true);
+        self.stop_prefetch(to_f64(t));
+        let acc = self.m.access(self.head, to_f64(t), lbn, n, true);
         self.head = acc.end;
         self.head_lbn = lbn + n;
         self.destaged_to = lbn + n;
@@ -1501,7 +1501,7 @@ impl Hdd {
         if t.saturating_sub(self.pending[first].arrival) >= self.m.max_queue_wait {
             return Some(first);
         }
-        let tf = t as f64;
+        let tf = to_f64(t);
         // The head is where the read-ahead under way has got to by `t`.
         let head = match &self.prefetch {
             Some(p) => match self.prefetch_progress(p, tf) {
@@ -1641,7 +1641,7 @@ impl Hdd {
 /// than the stores that wrote them, which the processor cannot forward.
 #[inline(always)]
 fn write_completion(slot: &mut Completion, rq: &Request, t: Nanos, parts: [f64; 4], cache_hit: bool) {
-    let mut acc = t as f64;
+    let mut acc = to_f64(t);
     let mut prev = t;
     let mut out = [0 as Nanos; 4];
     for (o, p) in out.iter_mut().zip(parts) {

@@ -270,6 +270,15 @@ pub(crate) fn round(x: f64) -> f64 {
     }
 }
 
+/// `x as f64` for a time in ns or a count below 2^63 (every one the model
+/// serves: 292 years), through the signed conversion: one instruction
+/// where the unsigned one takes several on x86-64; the same value.
+#[inline(always)]
+pub(crate) fn to_f64(x: u64) -> f64 {
+    debug_assert!(x < 1 << 63, "{x}");
+    x as i64 as f64
+}
+
 /// Rounds a non-negative duration in ns to integer ns (negative and NaN
 /// to 0, as `as` does). Through the signed conversion, a third of the
 /// instructions of the unsigned one on x86-64: the same value below 2^63 ns
