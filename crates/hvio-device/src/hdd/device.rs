@@ -23,6 +23,11 @@ struct Segment {
     /// Where the last host read held in this segment ended (`NO_READ`: none,
     /// e.g. written data): the next read of a sequential run starts there.
     read_end: u64,
+    /// The read-ahead into this segment, stopped on its first track at this
+    /// time, where it got to not yet worked out ([`Hdd::settle`]): `end`
+    /// and `limit` are still those it had while under way (`limit` bounds
+    /// what it read, so the span stays a superset for the hit scan).
+    stopped: Option<(Prefetch, f64)>,
 }
 
 /// The read segments in the order they were last touched: a circular
@@ -557,16 +562,74 @@ impl Hdd {
     }
 
     /// Stops any read-ahead at time `t`, keeping what it read; the head stays where it got to.
+    #[inline]
     fn stop_prefetch(&mut self, t: f64) {
         if let Some(p) = self.prefetch.take() {
-            let (lbn, loc) = self.prefetch_progress(&p, t);
-            let s = &mut self.segs[p.seg];
-            s.end = lbn;
-            s.limit = lbn;
-            self.sync_span(p.seg);
-            if lbn > p.lbn0 {
-                self.head = loc;
+            let limit = self.segs[p.seg].limit;
+            // Stopped on its first track, on the head's track (what
+            // `prefetch_progress` takes without a walk): where it got to is
+            // worked out only if the segment is looked at before it is
+            // refilled, which a random read's segment rarely is. The head
+            // stays on the same track either way, and only its track counts
+            // for the next move (`HddModel::reposition`).
+            if t > p.t0
+                && p.lbn0 < limit
+                && t - p.t0 <= self.m.rev
+                && (p.loc0.cyl, p.loc0.head) == (self.head.cyl, self.head.head)
+                && self.m.stops_on_first_track(p.t0, p.loc0, p.lbn0, limit, t)
+            {
+                self.segs[p.seg].stopped = Some((p, t));
+            } else {
+                self.stop_prefetch_now(p, t);
             }
+        }
+    }
+
+    /// Stops the read-ahead `p` at time `t` where it got to. Out of line:
+    /// rarely needed at once, and its registers would weigh on every stop.
+    #[inline(never)]
+    fn stop_prefetch_now(&mut self, p: Prefetch, t: f64) {
+        let (lbn, loc) = self.prefetch_progress(&p, t);
+        let s = &mut self.segs[p.seg];
+        s.end = lbn;
+        s.limit = lbn;
+        self.sync_span(p.seg);
+        if lbn > p.lbn0 {
+            self.head = loc;
+        }
+    }
+
+    /// Segment `i`'s `end` and `limit`, its stopped read-ahead's progress
+    /// worked out ([`Segment::stopped`]).
+    #[inline]
+    fn settled(&self, i: usize) -> (u64, u64) {
+        let s = &self.segs[i];
+        match s.stopped {
+            Some((p, t)) => {
+                let reached = self.m.stream_stops_on_first_track(p.t0, p.loc0, p.lbn0, s.limit, t);
+                let reached = reached.expect("a lazily stopped read-ahead stops on its first track");
+                debug_assert_eq!(reached, self.prefetch_progress(&p, t).0);
+                (reached, reached)
+            }
+            None => (s.end, s.limit),
+        }
+    }
+
+    /// Segment `i` takes in where its stopped read-ahead got to (what
+    /// stopping it at once would have left).
+    fn settle(&mut self, i: usize) {
+        if self.segs[i].stopped.is_some() {
+            let (end, limit) = self.settled(i);
+            let s = &mut self.segs[i];
+            (s.end, s.limit, s.stopped) = (end, limit, None);
+            self.sync_span(i);
+        }
+    }
+
+    /// [`Self::settle`] of every segment.
+    fn settle_all(&mut self) {
+        for i in 0..self.segs.len() {
+            self.settle(i);
         }
     }
 
@@ -618,6 +681,7 @@ impl Hdd {
             stamp: 0,
             valid: true,
             read_end: NO_READ,
+            stopped: None,
         };
         self.sync_span(i);
         self.touch(i);
@@ -699,17 +763,20 @@ impl Hdd {
         while mask != 0 {
             let i = base + mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            // A candidate of a span wider than 32 bits may not hold `a`.
-            if !Span::of(&self.segs[i]).holds(a) {
+            // A candidate of a span wider than 32 bits may not hold `a`,
+            // nor one whose stopped read-ahead did not get there.
+            let (end, limit) = self.settled(i);
+            let s = &self.segs[i];
+            if !(s.valid && limit > s.start && a.wrapping_sub(s.start) < limit - s.start) {
                 continue;
             }
             holds_a = true;
-            if b > self.segs[i].limit {
+            if b > limit {
                 continue;
             }
             let held = match &self.prefetch {
                 Some(p) if p.seg == i => self.prefetch_reaches(p, b, t),
-                _ => b <= self.segs[i].end,
+                _ => b <= end,
             };
             if held {
                 return (true, Some(i));
@@ -892,6 +959,7 @@ impl Hdd {
 
     /// Forgets buffered read data overlapping `a..b` (it is being overwritten).
     fn invalidate(&mut self, a: u64, b: u64) {
+        self.settle_all();
         if let Some(p) = self.prefetch {
             let s = self.segs[p.seg];
             if a < s.limit.max(s.end) && b > s.start {
@@ -967,6 +1035,7 @@ impl Hdd {
                     hit = true;
                     self.stats.read_hits += 1;
                     if i != usize::MAX {
+                        self.settle(i);
                         self.touch(i);
                         self.extend_prefetch(i, a, b);
                         self.reanchor(i, b);
@@ -1006,6 +1075,7 @@ impl Hdd {
                     // the media. (Stopping the read-ahead only shrank its
                     // segment, so no segment holds `a` now unless `holds_a`.)
                     let seg = if holds_a {
+                        self.settle_all();
                         self.segs
                             .iter()
                             .rposition(|s| s.valid && a >= s.start && a < s.end && s.end < b)
@@ -1293,6 +1363,9 @@ impl Hdd {
             return None;
         }
         let i = reuse.unwrap_or_else(|| self.victim());
+        if reuse.is_some() {
+            self.settle(i);
+        }
         // A reused segment keeps its blocks when they reach `a` (a partial
         // hit, or a run's next read right after them); else it starts over.
         let start = if reuse.is_none() || self.segs[i].end < a {

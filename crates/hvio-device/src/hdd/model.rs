@@ -449,18 +449,13 @@ impl HddModel {
     /// saves.)
     #[inline(always)]
     pub fn stream_stops_on_first_track(&self, t: f64, loc: Loc, lbn: u64, end: u64, stop: f64) -> Option<u64> {
-        let g = &self.geom;
-        if !g.hole_free(loc) {
+        if !self.stops_on_first_track(t, loc, lbn, end, stop) {
             return None;
         }
+        let g = &self.geom;
         let rest = (g.spt(loc) - loc.sector) as u64;
         let run_end = (lbn + rest).min(end.min(g.capacity()));
         let sector_t = self.sector_time(loc);
-        // `stream`'s physical sectors of the run (its last sector less the
-        // first, plus one: a `u32`, converted as such).
-        if t + ((run_end - lbn) as u32) as f64 * sector_t <= stop {
-            return None;
-        }
         // Less than the run's sectors (the run ends after `stop`), where the
         // signed conversion gives what `stream`'s `.max(0.0) as u64` does
         // in fewer instructions.
@@ -472,6 +467,22 @@ impl HddModel {
             "the first track's stop is the walk's"
         );
         Some(reached)
+    }
+
+    /// Whether [`Self::stream_stops_on_first_track`] answers (`Some`): the
+    /// zone has no holes and the stop comes before the walk's first run
+    /// ends, without working out where it got to.
+    #[inline(always)]
+    pub fn stops_on_first_track(&self, t: f64, loc: Loc, lbn: u64, end: u64, stop: f64) -> bool {
+        let g = &self.geom;
+        if !g.hole_free(loc) {
+            return false;
+        }
+        let rest = (g.spt(loc) - loc.sector) as u64;
+        let run_end = (lbn + rest).min(end.min(g.capacity()));
+        // `stream`'s physical sectors of the run (its last sector less the
+        // first, plus one: a `u32`, converted as such).
+        t + ((run_end - lbn) as u32) as f64 * self.sector_time(loc) > stop
     }
 
     /// Reads (or writes) sequentially from `lbn` (at `loc`, under the head at
