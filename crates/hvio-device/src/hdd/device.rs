@@ -1817,6 +1817,46 @@ impl Device for Hdd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::HddParams;
+
+    /// A read-ahead stopped on its first track by a read elsewhere is left
+    /// unworked in its segment, and a later read of the blocks after the
+    /// first finds what it read: `settled` works it out as stopping it at
+    /// once does (debug builds check it against `prefetch_progress`), and
+    /// the blocks it got to are hits.
+    #[test]
+    fn a_lazily_stopped_read_ahead_serves_what_it_read() {
+        let mut d = Hdd::new(HddParams::default().build().unwrap());
+        let cap = d.model().geom.capacity();
+        let (mut now, mut id, mut out) = (0, 0, Vec::new());
+        let mut read = |d: &mut Hdd, lbn: u64, sectors: u32, at: Nanos| {
+            d.submit(Request::new(id, 0, Op::Read, lbn, sectors, at), at);
+            id += 1;
+            let done = d.next_event().expect("a read in flight");
+            out.clear();
+            d.advance(done, &mut out);
+            assert_eq!(out.len(), 1);
+            (done, out[0].service.cache_hit)
+        };
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let (mut lazily, mut hits) = (0, 0);
+        for _ in 0..1_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let a = (s >> 8) % (cap - 1_000);
+            (now, _) = read(&mut d, a, 8, now);
+            let seg = d.prefetch.expect("a miss reads ahead").seg;
+            // Half a millisecond later, a read elsewhere stops it.
+            (now, _) = read(&mut d, (a + cap / 2) % (cap - 1_000), 8, now + 500_000);
+            lazily += d.segs[seg].stopped.is_some() as u32;
+            let hit;
+            (now, hit) = read(&mut d, a + 8, 2, now);
+            hits += hit as u32;
+        }
+        assert!(lazily > 800, "{lazily}");
+        assert!(hits > 800, "{hits}");
+    }
 
     /// The 32-bit scan's candidates are the segments whose span holds the
     /// block, for spans that fit 32 bits; a span that does not fit is a
