@@ -440,12 +440,11 @@ impl Anticipatory {
     /// Take `rq` out of its sort tree and, as `as_find_next_arq` does, set
     /// the next request in elevator order: its successor in sector order
     /// (past the highest, the lowest), against its predecessor. The removal
-    /// finds the successor; one more search finds the predecessor.
+    /// finds both, beside the place it removes from.
     fn remove_and_find_next(&mut self, rq: &Request) {
         let dir = rq.sync as usize;
         let q = &mut self.queues[dir];
-        let (_, next) = q.remove_next(key(rq)).expect("dispatching a queued request");
-        let prev = q.before(key(rq)).map(key);
+        let (prev, _, next) = q.remove_between(key(rq)).expect("dispatching a queued request");
         let next = next.or_else(|| q.first().map(key));
         self.next[dir] = choose_req(self.last_sector[dir], next, prev);
     }

@@ -541,26 +541,34 @@ impl SortedIndex {
     /// from the hint or one search.
     #[inline]
     fn around(&self, key: Packed, id_of: impl IdOf) -> (Option<Place>, Option<Place>) {
-        let last_of = |ci: usize| self.lens.get(ci).map(|&n| (ci, n as usize - 1));
-        let before_place = |(ci, pos): Place| {
-            if pos > 0 {
-                Some((ci, pos - 1))
-            } else {
-                ci.checked_sub(1).and_then(last_of)
-            }
-        };
         if let Some(at) = self.hinted_lower_bound(key, id_of) {
-            return (before_place(at), Some(at));
+            return (self.place_before(at), Some(at));
         }
         let ci = self.chunk_at_or_after(key, id_of);
         match self.chunks.get(ci) {
             // Chunk `ci`'s last key is at or after `key`, so the position is inside the chunk.
             Some(_) => {
                 let at = (ci, self.pos(ci, key, id_of));
-                (before_place(at), Some(at))
+                (self.place_before(at), Some(at))
             }
-            None => (ci.checked_sub(1).and_then(last_of), None),
+            None => (ci.checked_sub(1).and_then(|c| self.last_place(c)), None),
         }
+    }
+
+    /// Where the key before the one at `(ci, pos)` is.
+    #[inline(always)]
+    fn place_before(&self, (ci, pos): Place) -> Option<Place> {
+        if pos > 0 {
+            Some((ci, pos - 1))
+        } else {
+            ci.checked_sub(1).and_then(|c| self.last_place(c))
+        }
+    }
+
+    /// Where chunk `ci`'s last key is.
+    #[inline(always)]
+    fn last_place(&self, ci: usize) -> Option<Place> {
+        self.lens.get(ci).map(|&n| (ci, n as usize - 1))
     }
 
     fn after(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
@@ -838,6 +846,22 @@ impl SortedFifo {
     pub fn remove_next(&mut self, key: SortKey) -> Option<(Request, Option<SortKey>)> {
         let (rq, next) = self.take(key)?;
         Some((rq, next.map(|(sector, s)| (sector, self.slots[s as usize].rq.id))))
+    }
+
+    /// Removes the request with sort key `key`; also returns the keys of
+    /// the requests before and after it in sector order (what
+    /// [`SortedFifo::before`] and [`SortedFifo::after`] answer for `key`),
+    /// found at the removal's own place rather than by a search each.
+    pub fn remove_between(&mut self, key: SortKey) -> Option<(Option<SortKey>, Request, Option<SortKey>)> {
+        let at = self.by_sector.find(pack(key), id_of(&self.slots))?;
+        let before = self.by_sector.place_before(at).map(|(ci, pos)| {
+            let c = &self.by_sector.chunks[ci];
+            (c.sectors[pos], c.slots[pos])
+        });
+        let (rq, next) = self.take_at(at);
+        // The ids are read after the removal has asked for the slots ahead.
+        let key_of = |(sector, s): (Sector, u32)| (sector, self.slots[s as usize].rq.id);
+        Some((before.map(key_of), rq, next.map(key_of)))
     }
 
     /// Removes the request with sort key `key` if `take` agrees, having
@@ -1260,7 +1284,13 @@ mod sorted_fifo_tests {
                     .range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
                     .next()
                     .map(|e| *e.0);
-                assert_eq!(q.remove_next(k).map(|(r, n)| (r.id, n)), Some((k.1, want_next)));
+                if probe.0 % 2 == 0 {
+                    assert_eq!(q.remove_next(k).map(|(r, n)| (r.id, n)), Some((k.1, want_next)));
+                } else {
+                    let want_before = model.range(..k).next_back().map(|e| *e.0);
+                    let got = q.remove_between(k).map(|(b, r, n)| (b, r.id, n));
+                    assert_eq!(got, Some((want_before, k.1, want_next)));
+                }
                 model.remove(&k);
                 check(&q, &model, probe);
             }
