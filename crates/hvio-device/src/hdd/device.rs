@@ -313,6 +313,9 @@ pub struct Hdd {
     /// Segments not valid: while there are any, the victim is one of them
     /// and is found by a scan.
     invalid_segs: usize,
+    /// Segments whose stopped read-ahead is not worked out yet
+    /// (`Segment::stopped`): while there are none, nothing is settled.
+    unsettled: usize,
     prefetch: Option<Prefetch>,
     /// The last hit check's walk to a read's end, for the reanchoring after it.
     reached: Cell<Option<ReachedAt>>,
@@ -366,6 +369,7 @@ impl Hdd {
             narrow: NarrowSpans::new(m.cache.segments),
             lru: SegmentLru::new(m.cache.segments),
             invalid_segs: m.cache.segments,
+            unsettled: 0,
             prefetch: None,
             reached: Cell::new(None),
             dirty: BTreeMap::new(),
@@ -579,6 +583,7 @@ impl Hdd {
                 && self.m.stops_on_first_track(p.t0, p.loc0, p.lbn0, limit, t)
             {
                 self.segs[p.seg].stopped = Some((p, t));
+                self.unsettled += 1;
             } else {
                 self.stop_prefetch_now(p, t);
             }
@@ -622,14 +627,28 @@ impl Hdd {
             let (end, limit) = self.settled(i);
             let s = &mut self.segs[i];
             (s.end, s.limit, s.stopped) = (end, limit, None);
+            self.unsettled -= 1;
             self.sync_span(i);
         }
     }
 
     /// [`Self::settle`] of every segment.
     fn settle_all(&mut self) {
+        self.settle_overlapping(0, u64::MAX);
+    }
+
+    /// [`Self::settle`] of the segments whose stopped read-ahead may have
+    /// read a block of `a..b` (within its limit): a segment whose blocks
+    /// are all outside `a..b` is left as it is.
+    fn settle_overlapping(&mut self, a: u64, b: u64) {
+        if self.unsettled == 0 {
+            return;
+        }
         for i in 0..self.segs.len() {
-            self.settle(i);
+            let s = &self.segs[i];
+            if s.stopped.is_some() && a < s.limit && b > s.start {
+                self.settle(i);
+            }
         }
     }
 
@@ -672,8 +691,11 @@ impl Hdd {
     }
 
     /// Refills segment `i` with `start..end` (prefetch target `limit`), touched now.
+    #[inline]
     fn refill(&mut self, i: usize, start: u64, end: u64, limit: u64) {
         self.invalid_segs -= !self.segs[i].valid as usize;
+        // (A stopped read-ahead's progress goes with the blocks.)
+        self.unsettled -= self.segs[i].stopped.is_some() as usize;
         self.segs[i] = Segment {
             start,
             end,
@@ -959,7 +981,8 @@ impl Hdd {
 
     /// Forgets buffered read data overlapping `a..b` (it is being overwritten).
     fn invalidate(&mut self, a: u64, b: u64) {
-        self.settle_all();
+        // (Only segments holding a block of `a..b` change below.)
+        self.settle_overlapping(a, b);
         if let Some(p) = self.prefetch {
             let s = self.segs[p.seg];
             if a < s.limit.max(s.end) && b > s.start {
