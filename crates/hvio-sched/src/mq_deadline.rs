@@ -249,8 +249,8 @@ impl Scheduler for MqDeadline {
         // chooses a direction and starts a batch before it refuses a request
         // younger than the aging limit, and that batch would then be
         // continued instead of the choice made afresh.
-        let levels = self.prios.iter().filter(|pp| pp.queued() > 0).count();
-        if let Some(latest) = now.checked_sub(self.prio_aging_expire).filter(|_| levels >= 2) {
+        let levels_queued = || self.prios.iter().filter(|pp| pp.queued() > 0).count();
+        if let Some(latest) = now.checked_sub(self.prio_aging_expire).filter(|_| levels_queued() >= 2) {
             for prio in [BE, IDLE] {
                 if self.prios[prio].queued() == 0 {
                     continue;

@@ -502,13 +502,14 @@ impl SortedIndex {
         before_is_less.then_some((hc, hp))
     }
 
-    /// Where the first key at or after `key` is, from the hint or one search.
+    /// Where the first key at or after `key` is, from the hint or one
+    /// search ([`Self::searched_place`]'s `for_insertion`).
     #[inline]
-    fn place_at_or_after(&self, key: Packed, id_of: impl IdOf) -> Option<Place> {
+    fn place_at_or_after(&self, key: Packed, id_of: impl IdOf, for_insertion: bool) -> Option<Place> {
         if let Some(at) = self.hinted_lower_bound(key, id_of) {
             return Some(at);
         }
-        self.searched_place(key, id_of, false)
+        self.searched_place(key, id_of, for_insertion)
     }
 
     /// Where the first key at or after `key` is, from one search. With
@@ -528,12 +529,12 @@ impl SortedIndex {
     /// The sector of the first key at or after `key` (no slot read when
     /// `key`'s id is 0).
     fn sector_at_or_after(&self, key: Packed, id_of: impl IdOf) -> Option<Sector> {
-        self.place_at_or_after(key, id_of)
+        self.place_at_or_after(key, id_of, false)
             .map(|(ci, pos)| self.chunks[ci].sectors[pos])
     }
 
     fn at_or_after(&self, key: Packed, id_of: impl IdOf) -> Option<u32> {
-        self.place_at_or_after(key, id_of)
+        self.place_at_or_after(key, id_of, false)
             .map(|(ci, pos)| self.chunks[ci].slots[pos])
     }
 
@@ -768,8 +769,7 @@ impl SortedFifo {
         is_alias: impl FnOnce(&Request) -> bool,
     ) -> Option<Request> {
         let (probe, ids) = (pack((rq.sector, 0)), id_of(&self.slots));
-        let at =
-            (self.by_sector.hinted_lower_bound(probe, ids)).or_else(|| self.by_sector.searched_place(probe, ids, true));
+        let at = self.by_sector.place_at_or_after(probe, ids, true);
         match at {
             Some((ci, pos)) if self.by_sector.chunks[ci].sectors[pos] == rq.sector => {
                 let queued = self.rq(self.by_sector.chunks[ci].slots[pos]);
