@@ -586,6 +586,27 @@ impl Geometry {
         self.zones[loc.zone as usize].holes.is_empty()
     }
 
+    /// Whether blocks `lbn..end` (`lbn` the LBN at `loc`, `end - lbn` at
+    /// most the sectors from `loc` to its track's end) lie on consecutive
+    /// sectors of `loc`'s track: the zone has no holes, or the first hole
+    /// after block `lbn` starts at or past the run's last sector. Found
+    /// from the zone's hole hint, where a walk over the run's track would
+    /// also search the table for the track's logical end.
+    #[inline(always)]
+    pub fn run_is_consecutive(&self, loc: Loc, lbn: u64, end: u64) -> bool {
+        let z = &self.zones[loc.zone as usize];
+        if z.holes.is_empty() {
+            return true;
+        }
+        let rel = lbn - z.first_lbn;
+        let passed = z.holes_before_lbn(rel);
+        // Hole `passed` is the first whose following block is past `lbn`:
+        // the first hole after `lbn`'s sector.
+        let pbn = rel + z.cum_before(passed);
+        debug_assert_eq!(pbn, self.pbn_of(z, loc));
+        z.holes.get(passed).is_none_or(|h| h.pbn >= pbn + (end - lbn))
+    }
+
     /// The first block at or after the sector `done` sectors past block
     /// `lbn` (at `loc`) of a forward walk whose cursor `cur` has passed the
     /// holes before `lbn` ([`Self::track_run_from`] moved it there):

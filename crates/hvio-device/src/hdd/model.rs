@@ -413,7 +413,7 @@ impl HddModel {
 
     /// The time and head position at the end of a transfer from `lbn` (at
     /// `loc`, under the head at time `t`) up to `end` that ends on `loc`'s
-    /// track in a zone without holes (most short requests): the walk's
+    /// track with no hole among its sectors (most short requests): the walk's
     /// first and only step (`self.stream(t, loc, lbn, end, _,
     /// f64::INFINITY)`), the same sums, in line. Besides the call, this
     /// spares the caller reading back at once, in one piece, the head
@@ -423,7 +423,7 @@ impl HddModel {
     fn stream_ends_on_first_track(&self, t: f64, loc: Loc, lbn: u64, end: u64) -> Option<(f64, Loc)> {
         let g = &self.geom;
         let end = end.min(g.capacity());
-        if !g.hole_free(loc) || end <= lbn || end - lbn > (g.spt(loc) - loc.sector) as u64 {
+        if end <= lbn || end - lbn > (g.spt(loc) - loc.sector) as u64 || !g.run_is_consecutive(loc, lbn, end) {
             return None;
         }
         let last_sector = loc.sector + (end - 1 - lbn) as u32;
@@ -608,28 +608,76 @@ mod tests {
 
     /// A transfer taken in line as ending on its first track is the
     /// walk's, for transfers ending before, on and past the track's end,
-    /// and is declined only where the walk goes on to another track (or
-    /// the zone has holes).
-    #[test]
-    fn first_track_transfer_is_the_walks() {
-        let (m, walks) = default_disk_walks();
+    /// and is declined only where the walk goes on to another track or
+    /// passes a hole: `walks` of `m`, each transfer up to `max_len`
+    /// blocks; returns how many were taken in line.
+    fn check_first_track_transfers(
+        m: &HddModel,
+        walks: impl Iterator<Item = (u64, u64, Loc, f64)>,
+        max_len: u64,
+    ) -> usize {
         let cap = m.geom.capacity();
         let mut taken = 0;
         for (i, lbn, loc, t) in walks {
-            let end = lbn + 1 + i % 2_000;
+            let end = lbn + 1 + i % max_len;
             let walk = m.stream(t, loc, lbn, end, false, f64::INFINITY);
             match m.stream_ends_on_first_track(t, loc, lbn, end) {
                 Some((t_end, last)) => {
                     taken += 1;
                     assert_eq!(((t_end, end.min(cap)), last), walk, "{i}");
                 }
-                None => assert!(
-                    !m.geom.hole_free(loc) || (walk.1.cyl, walk.1.head) != (loc.cyl, loc.head),
-                    "{i}"
-                ),
+                None => {
+                    let (_, last) = walk;
+                    let moved = (last.cyl, last.head) != (loc.cyl, loc.head);
+                    let passed_hole = (last.sector - loc.sector) as u64 != end.min(cap) - 1 - lbn;
+                    assert!(moved || passed_hole, "{i}");
+                }
             }
         }
+        taken
+    }
+
+    #[test]
+    fn first_track_transfer_is_the_walks() {
+        let (m, walks) = default_disk_walks();
+        let taken = check_first_track_transfers(&m, walks, 2_000);
         assert!(taken > 10_000, "{taken}");
+    }
+
+    /// The same in zones with holes (a hole every few dozen sectors, of 1
+    /// to 3 sectors, and a zone's spare sectors at its end): a run with no
+    /// hole among its sectors is taken in line, one with a hole is walked.
+    #[test]
+    fn first_track_transfer_with_holes_is_the_walks() {
+        use crate::hdd::geometry::{Geometry, Hole, Zone};
+        let mut m = crate::HddParams::default().build().unwrap();
+        let heads = 4;
+        let zones = [(0, 49, 37u32), (50, 99, 29)]
+            .iter()
+            .map(|&(first, last, spt)| {
+                let pbns = (last - first + 1) as u64 * heads as u64 * spt as u64;
+                let mut holes: Vec<Hole> = (0..pbns / 23)
+                    .map(|k| Hole {
+                        pbn: k * 23 + k % 7,
+                        len: 1 + k % 3,
+                    })
+                    .collect();
+                holes.push(Hole {
+                    pbn: pbns - 2 * spt as u64,
+                    len: 2 * spt as u64,
+                });
+                Zone::new(first, last, spt, heads, 3.0, 5.0, 9.0, holes).unwrap()
+            })
+            .collect();
+        m.geom = Geometry::new(heads, 100, zones).unwrap();
+        m.sector_ns = HddModel::sector_times(&m.geom, m.rev);
+        let (cap, geom) = (m.geom.capacity(), m.geom.clone());
+        let walks = (0..20_000u64).map(move |i| {
+            let lbn = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % cap;
+            (i, lbn, geom.locate(lbn), i as f64 * 1234.567)
+        });
+        let taken = check_first_track_transfers(&m, walks, 40);
+        assert!(taken > 3_000, "{taken}");
     }
 
     /// `round` is `f64::round` to the bit: at and beside halves,
