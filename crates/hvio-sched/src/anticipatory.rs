@@ -28,7 +28,7 @@
 //! run, so the exit-probability rules never fire, though their estimates are
 //! kept), and time is in ns rather than jiffies (HZ = 1000 equivalents).
 
-use super::util::{key, wake_at, SortKey, SortedFifo, ThinkTime};
+use super::util::{key, wake_at, Queued, SortKey, SortedFifo, ThinkTime};
 use super::SchedulerSpec;
 use hvio_core::{ms, Dispatch, Nanos, ParamSpec, Params, Request, SchedContext, Scheduler, Sector, StreamId};
 use rustc_hash::FxHashMap;
@@ -154,7 +154,7 @@ pub struct Anticipatory {
     /// `next_arq`: the cached next request of each direction in elevator
     /// order, kept as 2.6.18 keeps it (set from the dispatched request's
     /// neighbours, then compared with each new arrival).
-    next: [Option<SortKey>; 2],
+    next: [Option<NextRq>; 2],
     /// Requests moved to the dispatch queue outside `as_dispatch_request`
     /// (the alias of a new request at the same sector); the driver takes
     /// them first.
@@ -434,7 +434,10 @@ impl Anticipatory {
 
     /// `ad->next_arq[dir]`.
     fn next_rq(&self, dir: usize) -> Option<Request> {
-        self.next[dir].and_then(|k| self.queues[dir].get(k)).copied()
+        match self.next[dir]? {
+            NextRq::Arrived(k) => self.queues[dir].get(k).copied(),
+            NextRq::Neighbour(at) => Some(*self.queues[dir].request_at(at)),
+        }
     }
 
     /// Take `rq` out of its sort tree and, as `as_find_next_arq` does, set
@@ -445,8 +448,12 @@ impl Anticipatory {
         let dir = rq.sync as usize;
         let q = &mut self.queues[dir];
         let (prev, _, next) = q.remove_between(key(rq)).expect("dispatching a queued request");
-        let next = next.or_else(|| q.first().map(key));
-        self.next[dir] = choose_req(self.last_sector[dir], next, prev);
+        let next = next.or_else(|| q.first_queued());
+        self.next[dir] = choose_req(
+            self.last_sector[dir],
+            next.map(NextRq::Neighbour),
+            prev.map(NextRq::Neighbour),
+        );
     }
 
     fn fifo_head(&self, dir: usize) -> Request {
@@ -556,13 +563,33 @@ fn sorted(rq: &Request) -> bool {
     matches!(rq.op, hvio_core::Op::Read | hvio_core::Op::Write) && rq.sectors > 0
 }
 
-/// `as_choose_req`: of two requests of one direction (by sort key: sector
-/// and id, all it looks at), the one the one-way
-/// elevator from `last` prefers. Ahead of `last` costs its distance; behind
+/// `ad->next_arq[dir]`: a request that has just arrived (its key), or a
+/// neighbour of the request dispatched last (its place in the queue, read
+/// only when it is dispatched: in a big queue its slot is a cache miss,
+/// asked for at the removal and arrived by the next dispatch). Either
+/// names a queued request: every removal sets it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NextRq {
+    Arrived(SortKey),
+    Neighbour(Queued),
+}
+
+impl NextRq {
+    fn sector(self) -> Sector {
+        match self {
+            NextRq::Arrived((sector, _)) => sector,
+            NextRq::Neighbour(at) => at.sector,
+        }
+    }
+}
+
+/// `as_choose_req`: of two requests of one direction (by their sectors,
+/// all it looks at; the same request twice is that request), the one the
+/// one-way elevator from `last` prefers. Ahead of `last` costs its distance; behind
 /// by at most `MAXBACK` costs twice its distance; further behind "wraps" and
 /// loses to any non-wrapping request (two wrapping ones: the lower sector).
 /// Equal costs go to the higher sector.
-fn choose_req(last: Sector, r1: Option<SortKey>, r2: Option<SortKey>) -> Option<SortKey> {
+fn choose_req(last: Sector, r1: Option<NextRq>, r2: Option<NextRq>) -> Option<NextRq> {
     let (r1, r2) = match (r1, r2) {
         (None, r) | (r, None) => return r,
         (Some(a), Some(b)) if a == b => return Some(b),
@@ -578,7 +605,7 @@ fn choose_req(last: Sector, r1: Option<SortKey>, r2: Option<SortKey>) -> Option<
             None
         }
     };
-    let (s1, s2) = (r1.0, r2.0);
+    let (s1, s2) = (r1.sector(), r2.sector());
     Some(match (cost(s1), cost(s2)) {
         (Some(_), None) => r1,
         (None, Some(_)) => r2,
@@ -631,7 +658,7 @@ impl Scheduler for Anticipatory {
             self.queues[dir].insert(rq, deadline);
         }
         // `as_update_arq`: keep the next-request cache up to date.
-        self.next[dir] = choose_req(self.last_sector[dir], Some(key(&rq)), self.next[dir]);
+        self.next[dir] = choose_req(self.last_sector[dir], Some(NextRq::Arrived(key(&rq))), self.next[dir]);
         if matches!(self.antic, Antic::WaitReq | Antic::WaitNext) && self.can_break_anticipation(Some(&rq), now) {
             self.antic_stop();
         }

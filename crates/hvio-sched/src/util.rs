@@ -604,6 +604,18 @@ struct Slot {
     seq: u64,
 }
 
+/// Where a queued request of a [`SortedFifo`] is: its sector and its slot,
+/// so that a scheduler can compare sectors now and read the request later
+/// ([`SortedFifo::request_at`]), once a prefetch of its slot has arrived.
+/// It names that request only while the request stays queued: the slot is
+/// reused after it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    /// The request's first sector.
+    pub sector: Sector,
+    slot: u32,
+}
+
 /// Requests kept both in sector order and in FIFO (deadline) order.
 ///
 /// The requests live in a slab of slots (reused, so no allocation per
@@ -848,20 +860,40 @@ impl SortedFifo {
         Some((rq, next.map(|(sector, s)| (sector, self.slots[s as usize].rq.id))))
     }
 
-    /// Removes the request with sort key `key`; also returns the keys of
-    /// the requests before and after it in sector order (what
+    /// Removes the request with sort key `key`; also returns where the
+    /// requests before and after it in sector order are (those
     /// [`SortedFifo::before`] and [`SortedFifo::after`] answer for `key`),
-    /// found at the removal's own place rather than by a search each.
-    pub fn remove_between(&mut self, key: SortKey) -> Option<(Option<SortKey>, Request, Option<SortKey>)> {
+    /// found at the removal's own place rather than by a search each, and
+    /// without reading either request: the successor's slot has only just
+    /// been asked for, and reading it now would wait for it.
+    pub fn remove_between(&mut self, key: SortKey) -> Option<(Option<Queued>, Request, Option<Queued>)> {
         let at = self.by_sector.find(pack(key), id_of(&self.slots))?;
         let before = self.by_sector.place_before(at).map(|(ci, pos)| {
             let c = &self.by_sector.chunks[ci];
-            (c.sectors[pos], c.slots[pos])
+            Queued {
+                sector: c.sectors[pos],
+                slot: c.slots[pos],
+            }
         });
         let (rq, next) = self.take_at(at);
-        // The ids are read after the removal has asked for the slots ahead.
-        let key_of = |(sector, s): (Sector, u32)| (sector, self.slots[s as usize].rq.id);
-        Some((before.map(key_of), rq, next.map(key_of)))
+        Some((before, rq, next.map(|(sector, slot)| Queued { sector, slot })))
+    }
+
+    /// The queued request at `at` (a place this queue returned, whose
+    /// request has not left it since).
+    pub fn request_at(&self, at: Queued) -> &Request {
+        let rq = self.rq(at.slot);
+        debug_assert_eq!(rq.sector, at.sector, "a place whose request left the queue");
+        rq
+    }
+
+    /// Where the first request in sector order is.
+    pub fn first_queued(&self) -> Option<Queued> {
+        let c = self.by_sector.chunks.first()?;
+        Some(Queued {
+            sector: c.sectors[0],
+            slot: c.slots[0],
+        })
     }
 
     /// Removes the request with sort key `key` if `take` agrees, having
@@ -1288,7 +1320,10 @@ mod sorted_fifo_tests {
                     assert_eq!(q.remove_next(k).map(|(r, n)| (r.id, n)), Some((k.1, want_next)));
                 } else {
                     let want_before = model.range(..k).next_back().map(|e| *e.0);
-                    let got = q.remove_between(k).map(|(b, r, n)| (b, r.id, n));
+                    let got = q.remove_between(k).map(|(b, r, n)| {
+                        let key_of = |at: Queued| key(q.request_at(at));
+                        (b.map(key_of), r.id, n.map(key_of))
+                    });
                     assert_eq!(got, Some((want_before, k.1, want_next)));
                 }
                 model.remove(&k);
