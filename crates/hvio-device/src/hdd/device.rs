@@ -319,6 +319,11 @@ pub struct Hdd {
     prefetch: Option<Prefetch>,
     /// The last hit check's walk to a read's end, for the reanchoring after it.
     reached: Cell<Option<ReachedAt>>,
+    /// The last block of the track on which the last read-ahead's limit
+    /// was worked out (`read_ahead_end`, to a track's end) and its
+    /// position: the block `prefetch_finished` locates when the read-ahead
+    /// runs to that limit.
+    track_last: Cell<Option<(u64, Loc)>>,
     /// Dirty runs by first block: disjoint and never adjacent (coalesced on insert).
     dirty: BTreeMap<u64, Dirty>,
     /// The same runs by age: (since, first block).
@@ -372,6 +377,7 @@ impl Hdd {
             unsettled: 0,
             prefetch: None,
             reached: Cell::new(None),
+            track_last: Cell::new(None),
             dirty: BTreeMap::new(),
             dirty_age: BTreeSet::new(),
             arrivals: VecDeque::new(),
@@ -554,7 +560,17 @@ impl Hdd {
         if limit > g.capacity() {
             return None;
         }
-        let last = g.locate(limit - 1);
+        let last = match self.track_last.get() {
+            Some((lbn, at)) if lbn == limit - 1 => {
+                debug_assert_eq!(
+                    at,
+                    g.locate(lbn),
+                    "the track's last block is where read_ahead_end found it"
+                );
+                at
+            }
+            _ => g.locate(limit - 1),
+        };
         let span = last.cyl.checked_sub(p.loc0.cyl)? as usize;
         if last.zone != p.loc0.zone || span > BOUNDED_SPAN {
             return None;
@@ -1291,12 +1307,17 @@ impl Hdd {
                     return b;
                 }
                 let loc = g.locate(b);
-                let end = g.track_end_lbn(loc);
-                if seg_start < g.track_start_lbn(loc) {
+                let track = g.track_blocks(loc, b);
+                let last = Loc {
+                    sector: track.last_sector,
+                    ..loc
+                };
+                self.track_last.set(Some((track.end - 1, last)));
+                if seg_start < track.first {
                     // (DiskSim counts the sectors of the read's first track.)
-                    end + g.spt(g.locate(a)) as u64
+                    track.end + g.spt(g.locate(a)) as u64
                 } else {
-                    end
+                    track.end
                 }
             }
         }

@@ -133,6 +133,17 @@ pub struct Loc {
     pub sector: u32,
 }
 
+/// The blocks of one track ([`Geometry::track_blocks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackBlocks {
+    /// Its first block ([`Geometry::track_start_lbn`]).
+    pub first: u64,
+    /// The first block after it ([`Geometry::track_end_lbn`]).
+    pub end: u64,
+    /// The physical sector of its last block, `end - 1`.
+    pub last_sector: u32,
+}
+
 /// Errors building a geometry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GeometryError(pub String);
@@ -586,6 +597,57 @@ impl Geometry {
         self.zones[loc.zone as usize].holes.is_empty()
     }
 
+    /// The first block, the logical end and the last block's sector of the
+    /// track holding `loc` (`lbn` the LBN at `loc`), found from `lbn`'s
+    /// place in its zone's hole table (the hole hint): when no hole lies on
+    /// the track after `lbn`, or before it, that side needs no search,
+    /// where [`Self::track_start_lbn`] and [`Self::track_end_lbn`] each
+    /// search the whole table and `locate(end - 1)` the hint again.
+    #[inline]
+    pub fn track_blocks(&self, loc: Loc, lbn: u64) -> TrackBlocks {
+        let z = &self.zones[loc.zone as usize];
+        let spt = z.spt as u64;
+        let rel = lbn - z.first_lbn;
+        let passed = z.holes_before_lbn(rel);
+        let pbn = rel + z.cum_before(passed);
+        debug_assert_eq!(pbn, self.pbn_of(z, loc));
+        let track_start = pbn - loc.sector as u64;
+        let track_end = track_start + spt;
+        // Hole `passed` is the first after `lbn`'s sector: the blocks from
+        // `lbn` to the track's end are consecutive unless it is on the track.
+        let (end_rel, last_sector) = match z.holes.get(passed) {
+            Some(h) if h.pbn < track_end => {
+                let end_rel = z.pbn_to_lbn_ceil_from(passed, track_end);
+                let last_rel = end_rel - 1;
+                let last_pbn = last_rel + z.cum_before(z.pass_lbn(passed, last_rel));
+                (end_rel, (last_pbn - track_start) as u32)
+            }
+            _ => (rel + (track_end - pbn), z.spt - 1),
+        };
+        // The hole before `lbn`'s sector, if any, ends at or before it: the
+        // blocks from the track's first sector to `lbn` are consecutive
+        // unless it ends after the track's start.
+        let first_rel = match passed.checked_sub(1).map(|i| &z.holes[i]) {
+            Some(h) if h.pbn + h.len > track_start => z.pbn_to_lbn_ceil(track_start),
+            _ => rel - (pbn - track_start),
+        };
+        let blocks = TrackBlocks {
+            first: z.first_lbn + first_rel,
+            end: z.first_lbn + end_rel,
+            last_sector,
+        };
+        debug_assert_eq!(
+            (blocks.first, blocks.end, blocks.last_sector),
+            (
+                self.track_start_lbn(loc),
+                self.track_end_lbn(loc),
+                self.locate(blocks.end - 1).sector
+            ),
+            "the track's blocks are those the searches find"
+        );
+        blocks
+    }
+
     /// Whether blocks `lbn..end` (`lbn` the LBN at `loc`, `end - lbn` at
     /// most the sectors from `loc` to its track's end) lie on consecutive
     /// sectors of `loc`'s track: the zone has no holes, or the first hole
@@ -886,6 +948,50 @@ mod tests {
         for lbn in 0..g.capacity() {
             let loc = g.locate(lbn);
             assert_eq!(g.lbn_at(loc), Some(lbn), "lbn {lbn} at {loc:?}");
+        }
+    }
+
+    /// A track's blocks found from one block's place in the hole table are
+    /// those the searches find, from every block of tracks with holes at
+    /// their start, middle and end, whole tracks of holes between, and
+    /// surfaces reversed on odd cylinders.
+    #[test]
+    fn track_blocks_match_the_searches() {
+        let z0 = Zone::new(
+            0,
+            9,
+            10,
+            3,
+            0.0,
+            1.0,
+            2.0,
+            vec![
+                Hole { pbn: 0, len: 5 },
+                Hole { pbn: 17, len: 1 },
+                Hole { pbn: 29, len: 3 },
+                Hole { pbn: 44, len: 12 },
+                Hole { pbn: 70, len: 30 },
+            ],
+        )
+        .unwrap();
+        let z1 = Zone::new(10, 19, 8, 3, 0.0, 1.0, 2.0, vec![Hole { pbn: 150, len: 10 }]).unwrap();
+        let z2 = Zone::new(20, 24, 7, 3, 0.0, 1.0, 2.0, vec![]).unwrap();
+        for order in [SurfaceOrder::Normal, SurfaceOrder::ReversedOddInZone] {
+            let g = Geometry::new(3, 25, vec![z0.clone(), z1.clone(), z2.clone()])
+                .unwrap()
+                .with_surface_order(order);
+            for lbn in 0..g.capacity() {
+                let loc = g.locate(lbn);
+                let t = g.track_blocks(loc, lbn);
+                assert_eq!(t.first, g.track_start_lbn(loc), "{order:?} lbn {lbn}");
+                assert_eq!(t.end, g.track_end_lbn(loc), "{order:?} lbn {lbn}");
+                let last = g.locate(t.end - 1);
+                assert_eq!(
+                    (last.cyl, last.head, last.sector),
+                    (loc.cyl, loc.head, t.last_sector),
+                    "{order:?} lbn {lbn}"
+                );
+            }
         }
     }
 
