@@ -100,22 +100,25 @@ impl Span {
 }
 
 /// The segments' spans in 32 bits for the hit scan of a block below
-/// `u32::MAX` (every block of a disk under 2 TiB), four segments a step in
-/// one SSE2 vector where the 64-bit scan takes one at a time (SSE2 has no
-/// 64-bit compare). A span that does not fit 32 bits stands for every
-/// block below `u32::MAX`: its segments come out as candidates that the
-/// full span then settles ([`Hdd::holding`]).
+/// `u32::MAX` (every block of a disk under 2 TiB), sixteen segments a step
+/// in four SSE2 vectors packed into one mask, where the 64-bit scan takes
+/// one at a time (SSE2 has no 64-bit compare). A span that does not fit 32
+/// bits stands for every block below `u32::MAX`: its segments come out as
+/// candidates that the full span then settles ([`Hdd::holding`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct NarrowSpans {
-    /// The spans four to a group, the last padded with empty spans.
+    /// The spans four to a group, padded with empty spans to a whole
+    /// number of steps of sixteen.
     groups: Vec<SpanGroup>,
 }
 
 /// Four spans of [`NarrowSpans`], side by side as the scan loads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SpanGroup {
-    /// Each span's start.
-    start: [u32; 4],
+    /// Each span's start with its top bit flipped: `a` less it is `a -
+    /// start` with its top bit flipped, what the signed compare needs,
+    /// in one subtraction.
+    start_biased: [u32; 4],
     /// Each span's length with its top bit flipped: the unsigned `a - start
     /// < len` is then the signed compare SSE2 has.
     len_biased: [u32; 4],
@@ -124,15 +127,18 @@ struct SpanGroup {
 /// The top bit of a `u32`, flipped to compare unsigned values as signed ones.
 const SIGN: u32 = 1 << 31;
 
+/// Groups of four spans [`NarrowSpans::candidates`] takes a step.
+const GROUPS_A_STEP: usize = 4;
+
 impl NarrowSpans {
     /// `n` empty spans.
     fn new(n: usize) -> NarrowSpans {
         let empty = SpanGroup {
-            start: [0; 4],
+            start_biased: [SIGN; 4],
             len_biased: [SIGN; 4],
         };
         NarrowSpans {
-            groups: vec![empty; n.div_ceil(4)],
+            groups: vec![empty; n.div_ceil(4 * GROUPS_A_STEP) * GROUPS_A_STEP],
         }
     }
 
@@ -146,43 +152,51 @@ impl NarrowSpans {
             (0, u32::MAX)
         };
         let g = &mut self.groups[i / 4];
-        g.start[i % 4] = start;
+        g.start_biased[i % 4] = start ^ SIGN;
         g.len_biased[i % 4] = len ^ SIGN;
     }
 
     /// Bit `i` for each span `64 * k + i` of the 64 from `64 * k` on that
     /// holds block `a`.
-    #[cfg(target_arch = "x86_64")]
     #[inline]
     fn candidates(&self, k: usize, a: u32) -> u64 {
-        use std::arch::x86_64::*;
         let groups = &self.groups[16 * k..self.groups.len().min(16 * k + 16)];
         let mut mask = 0u64;
-        // SAFETY: SSE2 is part of x86_64, and each load reads one group's
-        // four `u32`s.
-        unsafe {
-            let at = _mm_set1_epi32(a as i32);
-            let sign = _mm_set1_epi32(SIGN as i32);
-            for (q, g) in groups.iter().enumerate() {
-                let s = _mm_loadu_si128(g.start.as_ptr() as *const __m128i);
-                let l = _mm_loadu_si128(g.len_biased.as_ptr() as *const __m128i);
-                let past = _mm_xor_si128(_mm_sub_epi32(at, s), sign);
-                let holds = _mm_castsi128_ps(_mm_cmplt_epi32(past, l));
-                mask |= (_mm_movemask_ps(holds) as u64) << (4 * q);
-            }
+        for (q, step) in groups.chunks_exact(GROUPS_A_STEP).enumerate() {
+            mask |= (Self::step_candidates(step, a) as u64) << (16 * q);
         }
         mask
     }
 
-    /// Bit `i` for each span `64 * k + i` of the 64 from `64 * k` on that
-    /// holds block `a`.
+    /// Bit `i` for each span `i` of the sixteen of `step` that holds block `a`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn step_candidates(step: &[SpanGroup], a: u32) -> u32 {
+        use std::arch::x86_64::*;
+        let step: &[SpanGroup; GROUPS_A_STEP] = step.try_into().expect("a step's groups");
+        // SAFETY: SSE2 is part of x86_64, and each load reads one group's
+        // four `u32`s.
+        unsafe {
+            let at = _mm_set1_epi32(a as i32);
+            let holds = |g: &SpanGroup| {
+                let s = _mm_loadu_si128(g.start_biased.as_ptr() as *const __m128i);
+                let l = _mm_loadu_si128(g.len_biased.as_ptr() as *const __m128i);
+                _mm_cmplt_epi32(_mm_sub_epi32(at, s), l)
+            };
+            // Each lane all ones or zeros: packed with signed saturation
+            // they stay so, in span order, one byte each.
+            let low = _mm_packs_epi32(holds(&step[0]), holds(&step[1]));
+            let high = _mm_packs_epi32(holds(&step[2]), holds(&step[3]));
+            _mm_movemask_epi8(_mm_packs_epi16(low, high)) as u32
+        }
+    }
+
+    /// Bit `i` for each span `i` of the sixteen of `step` that holds block `a`.
     #[cfg(not(target_arch = "x86_64"))]
-    fn candidates(&self, k: usize, a: u32) -> u64 {
-        let groups = &self.groups[16 * k..self.groups.len().min(16 * k + 16)];
-        let spans = groups.iter().flat_map(|g| g.start.iter().zip(&g.len_biased));
+    fn step_candidates(step: &[SpanGroup], a: u32) -> u32 {
+        let spans = step.iter().flat_map(|g| g.start_biased.iter().zip(&g.len_biased));
         spans.enumerate().fold(0, |mask, (i, (&s, &l))| {
-            let past = a.wrapping_sub(s) ^ SIGN;
-            mask | (((past as i32) < (l as i32)) as u64) << i
+            mask | (((a.wrapping_sub(s) as i32) < (l as i32)) as u32) << i
         })
     }
 }
@@ -749,17 +763,36 @@ impl Hdd {
     /// `cached`, and whether any segment's range (counting prefetch still
     /// to come) holds block `a`: when none does, nor does any after the
     /// read-ahead under way stops, so a miss has no partial hit to look for.
+    #[inline(always)]
     fn lookup(&self, a: u64, b: u64, t: f64) -> (Option<usize>, bool) {
+        debug_assert!(self.spans_match());
+        // A random read mostly finds no segment that could hold its first
+        // block and nothing in the write-back buffer: a scan without
+        // branches, in line, and nothing else.
+        let narrow = a < u32::MAX as u64;
+        let first = if narrow { self.narrow.candidates(0, a as u32) } else { 0 };
+        if narrow && first == 0 && self.segs.len() <= 64 && self.dirty.is_empty() && self.clean.is_empty() {
+            return (None, false);
+        }
+        self.lookup_in_full(a, b, t, first)
+    }
+
+    /// [`Self::lookup`] segment by segment, and in the write-back buffer;
+    /// `first`: the narrow scan's candidates among the first 64 segments
+    /// (for a block below `u32::MAX`).
+    #[inline(never)]
+    fn lookup_in_full(&self, a: u64, b: u64, t: f64, first: u64) -> (Option<usize>, bool) {
         let mut holds_a = false;
         // A first pass over 64 segments at a time (random requests rarely
         // match), without branches: segments whose range could hold block
         // `a`; `holding` looks at those.
-        debug_assert!(self.spans_match());
         for k in 0..self.segs.len().div_ceil(64) {
-            let mask = if a < u32::MAX as u64 {
-                self.narrow.candidates(k, a as u32)
-            } else {
+            let mask = if a >= u32::MAX as u64 {
                 self.wide_candidates(k, a)
+            } else if k == 0 {
+                first
+            } else {
+                self.narrow.candidates(k, a as u32)
             };
             if mask != 0 {
                 let (holds, held) = self.holding(64 * k, mask, a, b, t);
@@ -1907,7 +1940,7 @@ mod tests {
     /// candidate for every block (its segment is then checked in full).
     #[test]
     fn narrow_scan_finds_the_spans_that_hold_a_block() {
-        let n = 70; // two chunks of 64, the last group padded
+        let n = 70; // two chunks of 64, the last step padded
         let mut narrow = NarrowSpans::new(n);
         let mut spans = vec![Span::default(); n];
         let mut s = 0x9E37_79B9_7F4A_7C15u64;
@@ -1938,6 +1971,11 @@ mod tests {
             }
             for k in 0..n.div_ceil(64) {
                 let got = narrow.candidates(k, a as u32);
+                // The padding past the last segment holds nothing.
+                let segments = n - 64 * k;
+                if segments < 64 {
+                    assert_eq!(got >> segments, 0, "round {round}, block {a}");
+                }
                 for (j, sp) in spans.iter().enumerate().skip(64 * k).take(64) {
                     let fits = sp.start + sp.len <= u32::MAX as u64;
                     let want = if fits { sp.holds(a) } else { true };
