@@ -447,13 +447,20 @@ impl Anticipatory {
     fn remove_and_find_next(&mut self, rq: &Request) {
         let dir = rq.sync as usize;
         let q = &mut self.queues[dir];
-        let (prev, _, next) = q.remove_between(key(rq)).expect("dispatching a queued request");
-        let next = next.or_else(|| q.first_queued());
+        let (prev, _, succ) = q.remove_between(key(rq)).expect("dispatching a queued request");
+        let next = succ.or_else(|| q.first_queued());
         self.next[dir] = choose_req(
             self.last_sector[dir],
             next.map(NextRq::Neighbour),
             prev.map(NextRq::Neighbour),
         );
+        // Going backward (or wrapping to the first request), the slot of the
+        // request chosen was not asked for by the removal.
+        if let Some(NextRq::Neighbour(at)) = self.next[dir] {
+            if Some(at) != succ {
+                q.prefetch_request(at);
+            }
+        }
     }
 
     fn fifo_head(&self, dir: usize) -> Request {
@@ -566,8 +573,8 @@ fn sorted(rq: &Request) -> bool {
 /// `ad->next_arq[dir]`: a request that has just arrived (its key), or a
 /// neighbour of the request dispatched last (its place in the queue, read
 /// only when it is dispatched: in a big queue its slot is a cache miss,
-/// asked for at the removal and arrived by the next dispatch). Either
-/// names a queued request: every removal sets it again.
+/// asked for a decision before it is read). Either names a queued
+/// request: every removal sets it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NextRq {
     Arrived(SortKey),

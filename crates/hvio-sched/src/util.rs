@@ -887,6 +887,14 @@ impl SortedFifo {
         rq
     }
 
+    /// In a big queue, asks for the slot of the request at `at`, which the
+    /// caller will read soon (a removal asks for its successor's itself).
+    pub fn prefetch_request(&self, at: Queued) {
+        if self.slots.len() > SLOTS_IN_CACHE {
+            prefetch(&self.slots[at.slot as usize]);
+        }
+    }
+
     /// Where the first request in sector order is.
     pub fn first_queued(&self) -> Option<Queued> {
         let c = self.by_sector.chunks.first()?;
