@@ -1311,9 +1311,21 @@ impl Hdd {
     }
 
     /// Where the read-ahead after a read of `a..b` may go, held in a segment
-    /// that starts at `seg_start` (before the segment's own bound).
-    #[inline]
+    /// that starts at `seg_start` (before the segment's own bound). In line
+    /// for a read-ahead to the segment's end (the default disk's), the
+    /// others out of line ([`Self::read_ahead_end_on_media`]).
+    #[inline(always)]
     fn read_ahead_end(&self, seg_start: u64, a: u64, b: u64) -> u64 {
+        let c = &self.m.cache;
+        if c.read_ahead_extent == ReadAheadExtent::Segment {
+            return b.saturating_add(c.read_ahead);
+        }
+        self.read_ahead_end_on_media(seg_start, a, b)
+    }
+
+    /// [`Self::read_ahead_end`], whatever the extent.
+    #[inline(never)]
+    fn read_ahead_end_on_media(&self, seg_start: u64, a: u64, b: u64) -> u64 {
         let c = &self.m.cache;
         let g = &self.m.geom;
         let ahead = b.saturating_add(c.read_ahead);
