@@ -305,6 +305,10 @@ pub struct Hdd {
     move_bound: [f64; BOUNDED_SPAN + 1],
     /// The most sectors a track of the disk has.
     max_spt: u64,
+    /// The read watermark of a segment in whole sectors (`phases.read_watermark`
+    /// of `cache.segment_sectors`, rounded up), what a read miss waits for
+    /// before it reconnects unless the watermark is by request.
+    segment_watermark: f64,
     head: Loc,
     head_lbn: u64,
     last_write: bool,
@@ -376,6 +380,7 @@ impl Hdd {
             seek: Arc::new(HddSeek::new(m.clone())),
             move_bound: move_bounds(&m),
             max_spt: m.geom.zones.iter().map(|z| z.spt as u64).max().unwrap_or(1),
+            segment_watermark: ceil(m.phases.read_watermark * m.cache.segment_sectors as f64),
             head: m.geom.locate(0),
             head_lbn: 0,
             last_write: false,
@@ -1163,11 +1168,11 @@ impl Hdd {
                     // The drive reconnects once the buffer holds the watermark's worth (at least a sector).
                     let media_n = to_f64(b - from);
                     let mark = if self.m.phases.watermark_by_request {
-                        self.m.phases.read_watermark * n as f64
+                        ceil(self.m.phases.read_watermark * n as f64)
                     } else {
-                        self.m.phases.read_watermark * self.m.cache.segment_sectors as f64
+                        self.segment_watermark
                     };
-                    let ready = ceil(mark).clamp(1.0, media_n) / media_n * acc.transfer;
+                    let ready = mark.clamp(1.0, media_n) / media_n * acc.transfer;
                     let bus_start = media_start + ready + self.m.phases.read_reconnect + self.m.phases.data_prep;
                     let bus_end = (bus_start + n as f64 * xr).max(t_end + xr);
                     sb = [
