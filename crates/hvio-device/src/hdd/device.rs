@@ -719,6 +719,10 @@ impl Hdd {
         (best != usize::MAX).then_some(best)
     }
 
+    /// Segment `i` was used now: the most recently touched. In line (a
+    /// clock, a stamp and a relink), where a call took as many
+    /// instructions again.
+    #[inline(always)]
     fn touch(&mut self, i: usize) {
         self.clock += 1;
         self.segs[i].stamp = self.clock;
