@@ -32,8 +32,8 @@ const SLOTS_IN_CACHE: usize = CHUNK;
 /// Emptied chunks kept for reuse by one index.
 const SPARE_CHUNKS: usize = 16;
 
-/// With more chunks than this (≈ 50 KB of sectors, beyond the first-level
-/// cache) a chunk's sector lines are prefetched before a search.
+/// With more chunks than this (≈ 32 KB of offsets and slots, a first-level
+/// cache's size) a chunk's offset lines are prefetched before a search.
 const COLD_CHUNKS: usize = 64;
 
 /// One sorted run of entries in fixed arrays: their sectors side by side,
@@ -177,7 +177,7 @@ impl<F: Fn(u32) -> RequestId + Copy> IdOf for F {}
 /// Sort keys in order, each with a slot number: a list of sorted chunks of
 /// at most [`CHUNK`] entries with the largest key of each chunk beside it. A
 /// lookup is two binary searches (chunk, then position), an insertion or
-/// removal moves at most a chunk's worth of 12-byte entries: cheaper and
+/// removal moves at most a chunk's worth of 8-byte entries: cheaper and
 /// more cache friendly than a B-tree both for the few dozen requests a
 /// queue usually holds (one chunk: a sorted array) and for 100,000.
 ///
@@ -188,7 +188,7 @@ impl<F: Fn(u32) -> RequestId + Copy> IdOf for F {}
 /// way when that sector is a searched key's, so equal sectors across a
 /// chunk boundary stay in order.
 // Chunks are boxed on purpose: splitting or dropping one shifts 8-byte
-// pointers in `chunks`, not 768-byte chunks.
+// pointers in `chunks`, not 512-byte chunks.
 #[allow(clippy::vec_box)]
 #[derive(Debug, Default, Clone)]
 struct SortedIndex {
@@ -1104,6 +1104,7 @@ impl SortedFifo {
     /// The sectors of the last request before `(sector, 0)` and of the
     /// first at or after it, from one search of the index alone (no request
     /// slot is touched: in a big queue each would be a cache miss).
+    #[inline]
     pub fn around_sectors(&self, sector: Sector) -> (Option<Sector>, Option<Sector>) {
         let (b, a) = self.by_sector.around(pack((sector, 0)), id_of(&self.slots));
         let s = |at: Place| self.by_sector.sector_at(at);
