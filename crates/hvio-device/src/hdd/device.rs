@@ -1954,9 +1954,6 @@ mod tests {
         assert!(hits > 800, "{hits}");
     }
 
-    /// The 32-bit scan's candidates are the segments whose span holds the
-    /// block, for spans that fit 32 bits; a span that does not fit is a
-    /// candidate for every block (its segment is then checked in full).
     /// Cleaning blocks leaves dirty exactly the blocks written and not
     /// cleaned since, says whether any was dirty, keeps the count of dirty
     /// blocks and the runs by age in step with the runs, and a run's
@@ -1995,6 +1992,9 @@ mod tests {
         }
     }
 
+    /// The 32-bit scan's candidates are the segments whose span holds the
+    /// block, for spans that fit 32 bits; a span that does not fit is a
+    /// candidate for every block (its segment is then checked in full).
     #[test]
     fn narrow_scan_finds_the_spans_that_hold_a_block() {
         let n = 70; // two chunks of 64, the last step padded
