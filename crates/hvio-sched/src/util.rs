@@ -296,6 +296,12 @@ impl SortedIndex {
         self.bases[ci] + self.chunks[ci].offsets[pos] as Sector
     }
 
+    /// The sector and slot at `(ci, pos)`.
+    #[inline(always)]
+    fn entry_at(&self, (ci, pos): Place) -> (Sector, u32) {
+        (self.sector_at((ci, pos)), self.chunks[ci].slots[pos])
+    }
+
     /// Whether the entry at `(ci, pos)` comes before `key`; its id is read
     /// only when its sector is `key`'s and `key`'s id is not 0 (a probe
     /// `(sector, 0)` is at or before every key with that sector).
@@ -967,10 +973,7 @@ impl SortedFifo {
     /// been asked for, and reading it now would wait for it.
     pub fn remove_between(&mut self, key: SortKey) -> Option<(Option<Queued>, Request, Option<Queued>)> {
         let at = self.by_sector.find(pack(key), id_of(&self.slots))?;
-        let before = self.by_sector.place_before(at).map(|(ci, pos)| Queued {
-            sector: self.by_sector.sector_at((ci, pos)),
-            slot: self.by_sector.chunks[ci].slots[pos],
-        });
+        let before = self.by_sector.place_before(at).map(|at| self.queued_at(at));
         let (rq, next) = self.take_at(at);
         Some((before, rq, next.map(|(sector, slot)| Queued { sector, slot })))
     }
@@ -993,11 +996,14 @@ impl SortedFifo {
 
     /// Where the first request in sector order is.
     pub fn first_queued(&self) -> Option<Queued> {
-        let c = self.by_sector.chunks.first()?;
-        Some(Queued {
-            sector: self.by_sector.sector_at((0, 0)),
-            slot: c.slots[0],
-        })
+        self.by_sector.chunks.first()?;
+        Some(self.queued_at((0, 0)))
+    }
+
+    /// The request at index place `at`, as a [`Queued`].
+    fn queued_at(&self, at: Place) -> Queued {
+        let (sector, slot) = self.by_sector.entry_at(at);
+        Queued { sector, slot }
     }
 
     /// Removes the request with sort key `key` if `take` agrees, having

@@ -676,6 +676,11 @@ impl Hdd {
     /// read a block of `a..b` (within its limit): a segment whose blocks
     /// are all outside `a..b` is left as it is.
     fn settle_overlapping(&mut self, a: u64, b: u64) {
+        debug_assert_eq!(
+            self.unsettled,
+            self.segs.iter().filter(|s| s.stopped.is_some()).count(),
+            "the count of lazily stopped segments"
+        );
         if self.unsettled == 0 {
             return;
         }

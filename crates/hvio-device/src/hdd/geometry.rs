@@ -267,6 +267,14 @@ impl Zone {
         }
     }
 
+    /// For the zone-relative `lbn`: the holes before its sector
+    /// ([`Self::holes_before_lbn`]) and its zone-relative PBN.
+    #[inline]
+    fn hole_place(&self, lbn: u64) -> (usize, u64) {
+        let passed = self.holes_before_lbn(lbn);
+        (passed, lbn + self.cum_before(passed))
+    }
+
     /// Hole sectors before the first `passed` holes.
     #[inline]
     fn cum_before(&self, passed: usize) -> u64 {
@@ -608,8 +616,7 @@ impl Geometry {
         let z = &self.zones[loc.zone as usize];
         let spt = z.spt as u64;
         let rel = lbn - z.first_lbn;
-        let passed = z.holes_before_lbn(rel);
-        let pbn = rel + z.cum_before(passed);
+        let (passed, pbn) = z.hole_place(rel);
         debug_assert_eq!(pbn, self.pbn_of(z, loc));
         let track_start = pbn - loc.sector as u64;
         let track_end = track_start + spt;
@@ -660,11 +667,9 @@ impl Geometry {
         if z.holes.is_empty() {
             return true;
         }
-        let rel = lbn - z.first_lbn;
-        let passed = z.holes_before_lbn(rel);
         // Hole `passed` is the first whose following block is past `lbn`:
         // the first hole after `lbn`'s sector.
-        let pbn = rel + z.cum_before(passed);
+        let (passed, pbn) = z.hole_place(lbn - z.first_lbn);
         debug_assert_eq!(pbn, self.pbn_of(z, loc));
         z.holes.get(passed).is_none_or(|h| h.pbn >= pbn + (end - lbn))
     }
